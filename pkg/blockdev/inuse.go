@@ -1,0 +1,277 @@
+package blockdev
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrInUse matches every *InUseError under errors.Is.
+var ErrInUse = errors.New("device in use")
+
+// InUseError reports a device that must not be written to because the
+// kernel or another process is using it.
+type InUseError struct {
+	// Path is the device as the caller named it.
+	Path string
+	// Reason says who uses it: "mounted at /mnt", "partition vdb1 used as
+	// swap", "held by md127", "held by dm-3 (tc-db-origin)", "opened
+	// exclusively by another process".
+	Reason string
+}
+
+func (e *InUseError) Error() string { return "device " + e.Path + " is in use: " + e.Reason }
+
+// Is makes errors.Is(err, ErrInUse) true.
+func (e *InUseError) Is(target error) bool { return target == ErrInUse }
+
+// Checker tells whether a block device is free for tidecache to take.
+// The zero value reads the real /sys and /proc.
+type Checker struct {
+	// SysRoot is where sysfs is mounted; "" means "/sys".
+	SysRoot string
+	// ProcRoot is where procfs is mounted; "" means "/proc".
+	ProcRoot string
+}
+
+// CheckUnused returns nil if nothing uses the device at path or any of its
+// partitions, a *InUseError saying why if something does, a
+// *NotExistError if path does not exist, and another error if it cannot
+// tell.
+//
+// It looks, in this order, at /proc/self/mountinfo (by device number, and
+// by source path for filesystems such as btrfs that report an anonymous
+// device number), /proc/swaps, the holders directory in sysfs (md arrays
+// and dm devices stacked on it), and finally opens each partition and the
+// device itself with O_EXCL: the kernel refuses that (EBUSY) while a
+// filesystem, md, dm or a process such as mkfs holds the device, which
+// also catches mounts in other mount namespaces. The exclusive open is
+// released at once; a user that arrives afterwards is not detected, so
+// callers should check right before they write.
+//
+// A regular file (a test image) is only checked for existence.
+func (c Checker) CheckUnused(ctx context.Context, path string) error {
+	dev, err := Lookup(path)
+	if err != nil {
+		return err
+	}
+	if dev.Regular {
+		return nil
+	}
+	name, err := nameByNumber(c.SysRoot, dev.Major, dev.Minor)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	return c.check(ctx, path, dev.Path, name, devNum{dev.Major, dev.Minor})
+}
+
+// member is the device under check or one of its partitions.
+type member struct {
+	name   string // kernel name
+	path   string // /dev node
+	num    devNum
+	prefix string // "" for the device, "partition vdb1 " for a partition
+}
+
+func (c Checker) check(ctx context.Context, path, devPathName, name string, num devNum) error {
+	members, err := c.members(devPathName, name, num)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	inUse := func(m member, reason string) error {
+		return &InUseError{Path: path, Reason: m.prefix + reason}
+	}
+
+	procRoot := procRootOrDefault(c.ProcRoot)
+	raw, err := os.ReadFile(filepath.Join(procRoot, "self", "mountinfo"))
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	mounts, err := parseMountinfo(raw)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	for _, mnt := range mounts {
+		for _, m := range members {
+			if mnt.dev == m.num || (mnt.dev.major == 0 && sourceIs(mnt.source, m)) {
+				return inUse(m, "mounted at "+mnt.mountPoint)
+			}
+		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	raw, err = os.ReadFile(filepath.Join(procRoot, "swaps"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // no swap support: no swaps
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	for _, swap := range parseSwaps(raw) {
+		for _, m := range members {
+			if sourceIs(swap, m) {
+				return inUse(m, "used as swap")
+			}
+		}
+	}
+
+	for _, m := range members {
+		hs, err := holders(c.SysRoot, m.name)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", path, err)
+		}
+		if len(hs) > 0 {
+			return inUse(m, "held by "+strings.Join(hs, ", "))
+		}
+	}
+
+	// Partitions first: while a partition is claimed the whole disk is
+	// refused too, and the partition's name is the better reason.
+	for i := len(members) - 1; i >= 0; i-- {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("check %s: %w", path, err)
+		}
+		m := members[i]
+		fd, err := unix.Open(m.path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+		switch {
+		case err == nil:
+			unix.Close(fd)
+		case errors.Is(err, unix.EBUSY):
+			return inUse(m, "opened exclusively by another process")
+		case errors.Is(err, unix.ENOENT) && m.prefix != "":
+			// No node for the partition (no devtmpfs?): the whole-disk
+			// open below still sees its users.
+		default:
+			return fmt.Errorf("check %s: open %s exclusively: %w", path, m.path, err)
+		}
+	}
+	return nil
+}
+
+func (c Checker) members(devPathName, name string, num devNum) ([]member, error) {
+	members := []member{{name: name, path: devPathName, num: num}}
+	parts, err := Partitions(c.SysRoot, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range parts {
+		n, err := devNumberFromSysfs(c.SysRoot, p)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{name: p, path: devPath(p), num: n, prefix: "partition " + p + " "})
+	}
+	return members, nil
+}
+
+// sourceIs tells whether a device path found in mountinfo or /proc/swaps
+// names m: by device number when the path can be stat'ed, else by name.
+func sourceIs(source string, m member) bool {
+	if !strings.HasPrefix(source, "/") {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(source, &st); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+			return false
+		}
+		rdev := uint64(st.Rdev)
+		return devNum{unix.Major(rdev), unix.Minor(rdev)} == m.num
+	}
+	return filepath.Base(source) == m.name
+}
+
+// mountEntry is the part of a /proc/<pid>/mountinfo line we use.
+type mountEntry struct {
+	dev        devNum
+	mountPoint string
+	fsType     string
+	source     string
+}
+
+// parseMountinfo parses /proc/<pid>/mountinfo (proc(5)):
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
+//
+// Field 7 is zero or more optional fields closed by the "-" of field 8.
+// Paths have space, tab, newline and backslash escaped as octal (\040).
+func parseMountinfo(data []byte) ([]mountEntry, error) {
+	var out []mountEntry
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		sep := -1
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(f) < 10 || sep < 0 || sep+2 >= len(f) {
+			return nil, fmt.Errorf("mountinfo line %d: malformed: %q", n, line)
+		}
+		dev, err := parseDevNum(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("mountinfo line %d: %w", n, err)
+		}
+		out = append(out, mountEntry{
+			dev:        dev,
+			mountPoint: unescapeOctal(f[4]),
+			fsType:     f[sep+1],
+			source:     unescapeOctal(f[sep+2]),
+		})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("mountinfo: %w", err)
+	}
+	return out, nil
+}
+
+// parseSwaps returns the file names in /proc/swaps:
+//
+//	Filename				Type		Size		Used		Priority
+//	/dev/vdc2                               partition	1048572		0		-2
+func parseSwaps(data []byte) []string {
+	var out []string
+	for i, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) == 0 {
+			continue // header
+		}
+		out = append(out, unescapeOctal(f[0]))
+	}
+	return out
+}
+
+// unescapeOctal undoes the kernel's \ooo escaping of paths in procfs.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,233 @@
+package blockdev
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseMountinfo(t *testing.T) {
+	raw, err := os.ReadFile("testdata/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseMountinfo(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []mountEntry{
+		{devNum{0, 21}, "/proc", "proc", "proc"},
+		{devNum{0, 22}, "/sys", "sysfs", "sysfs"},
+		{devNum{254, 0}, "/", "ext4", "/dev/vda"},
+		{devNum{254, 17}, "/srv/my dir", "xfs", "/dev/vdx1"},
+		{devNum{0, 52}, "/btr", "btrfs", "/dev/vdx2"},
+		{devNum{0, 53}, "/mnt/nfs", "nfs4", "server:/export"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+
+	for _, bad := range []string{
+		"27 1 254:0 / / rw,relatime ext4 /dev/vda rw\n",   // no separator
+		"27 1 254-0 / / rw,relatime - ext4 /dev/vda rw\n", // bad device number
+		"27 1 254:0 / / rw - ext4\n",                      // no source
+	} {
+		if _, err := parseMountinfo([]byte(bad)); err == nil {
+			t.Errorf("parseMountinfo(%q): no error", bad)
+		}
+	}
+}
+
+func TestParseSwaps(t *testing.T) {
+	raw := "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n" +
+		"/dev/vdx2                               partition\t1048572\t\t0\t\t-2\n" +
+		"/var/swap\\040file                       file\t\t65532\t\t0\t\t-3\n"
+	got := parseSwaps([]byte(raw))
+	if len(got) != 2 || got[0] != "/dev/vdx2" || got[1] != "/var/swap file" {
+		t.Errorf("parseSwaps = %q", got)
+	}
+	if got := parseSwaps(nil); len(got) != 0 {
+		t.Errorf("parseSwaps(nil) = %q", got)
+	}
+}
+
+func TestUnescapeOctal(t *testing.T) {
+	tests := map[string]string{
+		`/mnt/a\040b`:   "/mnt/a b",
+		`/mnt/tab\011x`: "/mnt/tab\tx",
+		`/mnt/bs\134`:   `/mnt/bs\`,
+		`/mnt/trail\04`: `/mnt/trail\04`,
+		`/plain`:        "/plain",
+	}
+	for in, want := range tests {
+		if got := unescapeOctal(in); got != want {
+			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCheck runs the checks against a fake sysfs and procfs: disk vdx
+// (254:16) with partitions vdx1 (254:17) and vdx2 (254:18). The device
+// node is a regular file so that the exclusive open succeeds.
+func TestCheck(t *testing.T) {
+	const baseMounts = "22 27 0:21 / /proc rw,relatime - proc proc rw\n" +
+		"27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+	tests := []struct {
+		name      string
+		mountinfo string
+		swaps     string
+		setup     func(*fakeSys)
+		want      string // "" for unused
+	}{
+		{name: "unused", mountinfo: baseMounts},
+		{
+			name:      "whole disk mounted",
+			mountinfo: baseMounts + "40 27 254:16 / /mnt/data rw - ext4 /dev/vdx rw\n",
+			want:      "mounted at /mnt/data",
+		},
+		{
+			name:      "partition mounted, escaped mount point",
+			mountinfo: baseMounts + "40 27 254:17 / /srv/my\\040dir rw shared:7 master:3 - xfs /dev/vdx1 rw\n",
+			want:      "partition vdx1 mounted at /srv/my dir",
+		},
+		{
+			name:      "btrfs with anonymous device number, found by source",
+			mountinfo: baseMounts + "41 27 0:52 /@data /btr rw - btrfs /dev/vdx2 rw\n",
+			want:      "partition vdx2 mounted at /btr",
+		},
+		{
+			name:      "anonymous device number of another source",
+			mountinfo: baseMounts + "41 27 0:52 / /btr rw - btrfs /dev/vdw2 rw\n",
+		},
+		{
+			name:      "swap on a partition",
+			mountinfo: baseMounts,
+			swaps:     "Filename\tType\tSize\tUsed\tPriority\n/dev/vdx2 partition\t1048572\t0\t-2\n",
+			want:      "partition vdx2 used as swap",
+		},
+		{
+			name:      "held by md",
+			mountinfo: baseMounts,
+			setup:     func(s *fakeSys) { s.holder("vdx", "md127") },
+			want:      "held by md127",
+		},
+		{
+			name:      "partition held by dm",
+			mountinfo: baseMounts,
+			setup: func(s *fakeSys) {
+				s.disk("dm-3", "253:3")
+				s.write("devices/virtual/block/dm-3/dm/name", "tc-db-origin\n")
+				s.holder("vdx1", "dm-3")
+			},
+			want: "partition vdx1 held by dm-3 (tc-db-origin)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := newFakeSys(t)
+			sys.disk("vdx", "254:16", [3]string{"vdx1", "1", "254:17"}, [3]string{"vdx2", "2", "254:18"})
+			if tt.setup != nil {
+				tt.setup(sys)
+			}
+			proc := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte(tt.mountinfo), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tt.swaps != "" {
+				if err := os.WriteFile(filepath.Join(proc, "swaps"), []byte(tt.swaps), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			node := filepath.Join(t.TempDir(), "vdx")
+			if err := os.WriteFile(node, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			c := Checker{SysRoot: sys.root, ProcRoot: proc}
+			err := c.check(context.Background(), "/dev/disk/by-id/virtio-hdd0", node, "vdx", devNum{254, 16})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("check = %v, want nil", err)
+				}
+				return
+			}
+			var iu *InUseError
+			if !errors.As(err, &iu) {
+				t.Fatalf("check = %v, want *InUseError", err)
+			}
+			if iu.Reason != tt.want || iu.Path != "/dev/disk/by-id/virtio-hdd0" {
+				t.Errorf("got %+v, want reason %q", iu, tt.want)
+			}
+			if !errors.Is(err, ErrInUse) {
+				t.Error("errors.Is(err, ErrInUse) = false")
+			}
+			if want := "device /dev/disk/by-id/virtio-hdd0 is in use: " + tt.want; err.Error() != want {
+				t.Errorf("Error() = %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+func TestCheckCancelled(t *testing.T) {
+	sys := newFakeSys(t)
+	sys.disk("vdx", "254:16")
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := Checker{SysRoot: sys.root, ProcRoot: proc}.check(ctx, "/dev/vdx", "/dev/vdx", "vdx", devNum{254, 16})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("check with a cancelled context = %v", err)
+	}
+}
+
+func TestCheckUnused(t *testing.T) {
+	t.Run("missing device", func(t *testing.T) {
+		err := Checker{}.CheckUnused(context.Background(), "/dev/vdz-tc-missing")
+		if err == nil || err.Error() != "device /dev/vdz-tc-missing does not exist" || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("CheckUnused = %v", err)
+		}
+	})
+	t.Run("regular file", func(t *testing.T) {
+		img := filepath.Join(t.TempDir(), "disk.img")
+		if err := os.WriteFile(img, make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := (Checker{}).CheckUnused(context.Background(), img); err != nil {
+			t.Errorf("CheckUnused(image) = %v", err)
+		}
+	})
+	t.Run("not a block device", func(t *testing.T) {
+		if err := (Checker{}).CheckUnused(context.Background(), "/dev/null"); !errors.Is(err, ErrNotBlockDevice) {
+			t.Errorf("CheckUnused(/dev/null) = %v", err)
+		}
+	})
+	t.Run("the real root device is mounted", func(t *testing.T) {
+		path, _ := rootDevice(t)
+		err := Checker{}.CheckUnused(context.Background(), path)
+		var iu *InUseError
+		if !errors.As(err, &iu) {
+			t.Fatalf("CheckUnused(%s) = %v, want *InUseError", path, err)
+		}
+		if !strings.HasPrefix(iu.Reason, "mounted at ") {
+			t.Errorf("reason = %q", iu.Reason)
+		}
+	})
+}
