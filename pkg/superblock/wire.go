@@ -1,0 +1,141 @@
+package superblock
+
+import "github.com/tidecache/tidecache/pkg/pool"
+
+// The version 1 payload: JSON with explicit, snake_case field names. These
+// types are the on-disk format; pool's types are the in-memory model. They
+// are kept apart so renaming a Go field can never change what is on disk,
+// and a change to the format is a visible edit here plus a FormatVersion
+// bump (see docs/superblock.md).
+
+type wireV1 struct {
+	DeviceUUID string   `json:"device_uuid"`
+	Pool       wirePool `json:"pool"`
+}
+
+type wirePool struct {
+	Name       string       `json:"name"`
+	UUID       string       `json:"uuid"`
+	Generation uint64       `json:"generation"`
+	Origin     wireOrigin   `json:"origin"`
+	Members    []wireMember `json:"members"`
+	Volumes    []wireVolume `json:"volumes"`
+}
+
+type wireOrigin struct {
+	Path        string `json:"path"`
+	MDUUID      string `json:"md_uuid"`
+	SizeSectors uint64 `json:"size_sectors"`
+}
+
+type wireMember struct {
+	UUID        string `json:"uuid"`
+	Path        string `json:"path"`
+	SizeSectors uint64 `json:"size_sectors"`
+}
+
+type wireExtent struct {
+	Member string `json:"member"` // "" = the origin
+	Offset uint64 `json:"offset"`
+	Length uint64 `json:"length"`
+}
+
+type wireVolume struct {
+	Name        string      `json:"name"`
+	UUID        string      `json:"uuid"`
+	Mode        string      `json:"mode"`
+	Origin      wireExtent  `json:"origin"`
+	WriteCache  *wireExtent `json:"write_cache"`
+	ReadCache   *wireExtent `json:"read_cache"`
+	ReadMeta    *wireExtent `json:"read_meta"`
+	BlockSize   uint32      `json:"block_size"`
+	CreatedUnix int64       `json:"created_unix"`
+}
+
+func toWire(sb *Superblock) *wireV1 {
+	l := &sb.Layout
+	w := &wireV1{
+		DeviceUUID: sb.DeviceUUID,
+		Pool: wirePool{
+			Name:       l.Name,
+			UUID:       l.UUID,
+			Generation: l.Generation,
+			Origin:     wireOrigin{Path: l.Origin.Path, MDUUID: l.Origin.MDUUID, SizeSectors: l.Origin.SizeSectors},
+			Members:    make([]wireMember, 0, len(l.Members)),
+			Volumes:    make([]wireVolume, 0, len(l.Volumes)),
+		},
+	}
+	for _, m := range l.Members {
+		w.Pool.Members = append(w.Pool.Members, wireMember{UUID: m.UUID, Path: m.Path, SizeSectors: m.SizeSectors})
+	}
+	for _, v := range l.Volumes {
+		w.Pool.Volumes = append(w.Pool.Volumes, wireVolume{
+			Name:        v.Name,
+			UUID:        v.UUID,
+			Mode:        string(v.Mode),
+			Origin:      extentToWire(v.Origin),
+			WriteCache:  extentPtrToWire(v.WriteCache),
+			ReadCache:   extentPtrToWire(v.ReadCache),
+			ReadMeta:    extentPtrToWire(v.ReadMeta),
+			BlockSize:   v.BlockSize,
+			CreatedUnix: v.CreatedUnix,
+		})
+	}
+	return w
+}
+
+// fromWire converts a decoded payload. Empty lists become nil slices.
+func fromWire(w *wireV1, role Role) Superblock {
+	p := &w.Pool
+	sb := Superblock{
+		Role:       role,
+		DeviceUUID: w.DeviceUUID,
+		Layout: pool.Layout{
+			Name:       p.Name,
+			UUID:       p.UUID,
+			Generation: p.Generation,
+			Origin:     pool.Origin{Path: p.Origin.Path, MDUUID: p.Origin.MDUUID, SizeSectors: p.Origin.SizeSectors},
+		},
+	}
+	for _, m := range p.Members {
+		sb.Layout.Members = append(sb.Layout.Members, pool.Member{UUID: m.UUID, Path: m.Path, SizeSectors: m.SizeSectors})
+	}
+	for _, v := range p.Volumes {
+		sb.Layout.Volumes = append(sb.Layout.Volumes, pool.Volume{
+			Name:        v.Name,
+			UUID:        v.UUID,
+			Mode:        pool.Mode(v.Mode),
+			Origin:      extentFromWire(v.Origin),
+			WriteCache:  extentPtrFromWire(v.WriteCache),
+			ReadCache:   extentPtrFromWire(v.ReadCache),
+			ReadMeta:    extentPtrFromWire(v.ReadMeta),
+			BlockSize:   v.BlockSize,
+			CreatedUnix: v.CreatedUnix,
+		})
+	}
+	return sb
+}
+
+func extentToWire(e pool.Extent) wireExtent {
+	return wireExtent{Member: e.Member, Offset: e.Offset, Length: e.Length}
+}
+
+func extentPtrToWire(e *pool.Extent) *wireExtent {
+	if e == nil {
+		return nil
+	}
+	w := extentToWire(*e)
+	return &w
+}
+
+func extentFromWire(w wireExtent) pool.Extent {
+	return pool.Extent{Member: w.Member, Offset: w.Offset, Length: w.Length}
+}
+
+func extentPtrFromWire(w *wireExtent) *pool.Extent {
+	if w == nil {
+		return nil
+	}
+	e := extentFromWire(*w)
+	return &e
+}
