@@ -1,0 +1,129 @@
+package dm
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Target versions of Debian's Linux 6.1 (`dmsetup targets`).
+var (
+	writecache61 = Version{1, 6, 0}
+	cache61      = Version{2, 2, 0}
+)
+
+// readGolden parses a testdata file holding one dmsetup status or table
+// line and returns its single target.
+func readGolden(t *testing.T, file, typ string) Target {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := ParseTable(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tbl) != 1 || tbl[0].Type != typ {
+		t.Fatalf("%s: want one %s target, got %v", file, typ, tbl)
+	}
+	return tbl[0]
+}
+
+func TestGoldenStatus(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		version Version
+		parse   func(string, Version) (any, error)
+		want    any
+	}{
+		{
+			file: "writecache-6.1.status", version: writecache61,
+			parse: func(s string, v Version) (any, error) { return ParseWritecacheStatus(s, v) },
+			want: WritecacheStatus{
+				Error: 0, TotalBlocks: 32634, FreeBlocks: 32002, WritebackBlocks: 0,
+				Reads: 1025, ReadHits: 512, Writes: 2048, WriteHitsUncommitted: 17, WriteHitsCommitted: 3,
+				WritesAround: 0, WritesAllocate: 632, WritesBlocked: 0, Flushes: 12, Discards: 1,
+				HasStats: true,
+			},
+		},
+		{
+			file: "writecache-v1.5.status", version: Version{1, 5, 0},
+			parse: func(s string, v Version) (any, error) { return ParseWritecacheStatus(s, v) },
+			want:  WritecacheStatus{TotalBlocks: 32634, FreeBlocks: 32634},
+		},
+		{
+			file: "cache-6.1.status", version: cache61,
+			parse: func(s string, v Version) (any, error) { return ParseCacheStatus(s, v) },
+			want: CacheStatus{
+				MetadataBlockSize: 8, MetadataUsed: 1083, MetadataTotal: 16384,
+				BlockSize: 128, Used: 512, Total: 8192,
+				ReadHits: 100, ReadMisses: 200, WriteHits: 300, WriteMisses: 400,
+				Demotions: 0, Promotions: 512, Dirty: 0,
+				Features: []string{"writethrough"}, CoreArgs: []string{"migration_threshold", "2048"},
+				Policy: "smq", PolicyArgs: nil, MetadataMode: "rw", NeedsCheck: false,
+			},
+		},
+		{
+			file:  "linear-6.1.status",
+			parse: func(s string, _ Version) (any, error) { return nil, ParseLinearStatus(s) },
+			want:  nil,
+		},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			typ, _, _ := strings.Cut(c.file, "-")
+			tg := readGolden(t, c.file, typ)
+			got, err := c.parse(tg.Params, c.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("\n got  %+v\n want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestGoldenTable(t *testing.T) {
+	for _, c := range []struct {
+		file  string
+		parse func(string) (interface{ String() string }, error)
+		want  any
+	}{
+		{
+			file:  "writecache-6.1.table",
+			parse: func(s string) (interface{ String() string }, error) { return ParseWritecacheParams(s) },
+			want: WritecacheParams{Mode: 's', Origin: "253:1", Cache: "253:2", BlockSize: 4096,
+				HighWatermark: ptr(50), LowWatermark: ptr(45), WritebackJobs: ptr[uint64](1024), AutocommitTimeMs: ptr[uint64](1000)},
+		},
+		{
+			file:  "cache-6.1.table",
+			parse: func(s string) (interface{ String() string }, error) { return ParseCacheParams(s) },
+			want: CacheParams{Metadata: "253:3", Cache: "253:4", Origin: "253:5", BlockSize: 128,
+				Features: []string{"writethrough"}, Policy: "smq"},
+		},
+		{
+			file:  "linear-6.1.table",
+			parse: func(s string) (interface{ String() string }, error) { return ParseLinearParams(s) },
+			want:  LinearParams{Device: "8:16", Offset: 2048},
+		},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			typ, _, _ := strings.Cut(c.file, "-")
+			tg := readGolden(t, c.file, typ)
+			got, err := c.parse(tg.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("\n got  %+v\n want %+v", got, c.want)
+			}
+			// What we print is what the kernel prints.
+			if s := got.String(); s != tg.Params {
+				t.Errorf("String:\n got    %q\n kernel %q", s, tg.Params)
+			}
+		})
+	}
+}
