@@ -1,0 +1,64 @@
+package stack
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Role says what one dm device does inside a volume's stack.
+type Role string
+
+// The roles of the devices of one volume, bottom-up.
+const (
+	RoleOrigin    Role = "origin" // linear: the volume's extent of the origin array
+	RoleReadMeta  Role = "rmeta"  // linear: dm-cache metadata slice
+	RoleReadData  Role = "rdata"  // linear: dm-cache data slice
+	RoleReadTier  Role = "rtier"  // cache: smq read tier in writethrough
+	RoleWriteData Role = "wdata"  // linear: dm-writecache cache slice
+	RoleTop       Role = "top"    // the user's device: writecache or linear
+)
+
+// NamePrefix starts the name of every dm device tidecache creates.
+const NamePrefix = "tc-"
+
+// UUIDPrefix starts the dm UUID of every device tidecache creates. A device
+// whose UUID lacks it is never touched, whatever its name.
+const UUIDPrefix = "TIDECACHE-"
+
+// DeviceName returns the dm name of a volume's device in the given role:
+// "tc-<volume>" for the top device, "tc-<volume>-<role>" below it.
+func DeviceName(volume string, role Role) string {
+	if role == RoleTop {
+		return NamePrefix + volume
+	}
+	return NamePrefix + volume + "-" + string(role)
+}
+
+// DeviceUUID returns the dm UUID of a volume's device in the given role:
+// "TIDECACHE-<role>-<volume uuid>". It is unique per device even when a
+// volume is deleted and another with the same name is created.
+func DeviceUUID(volumeUUID string, role Role) string {
+	return UUIDPrefix + string(role) + "-" + volumeUUID
+}
+
+// Owned reports whether a dm UUID marks a device tidecache created.
+func Owned(dmUUID string) bool {
+	return strings.HasPrefix(dmUUID, UUIDPrefix)
+}
+
+// ParseUUID splits a tidecache dm UUID into role and volume UUID.
+func ParseUUID(dmUUID string) (Role, string, error) {
+	rest, ok := strings.CutPrefix(dmUUID, UUIDPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("dm uuid %q: not a tidecache device", dmUUID)
+	}
+	role, vol, ok := strings.Cut(rest, "-")
+	if !ok || vol == "" {
+		return "", "", fmt.Errorf("dm uuid %q: missing volume uuid", dmUUID)
+	}
+	switch r := Role(role); r {
+	case RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData, RoleTop:
+		return r, vol, nil
+	}
+	return "", "", fmt.Errorf("dm uuid %q: unknown role %q", dmUUID, role)
+}

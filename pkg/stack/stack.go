@@ -1,0 +1,187 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// Devices tells where the volume's extents live on this node right now.
+// Paths change between boots (/dev/nvme0n1 may become /dev/nvme1n1), so
+// the layout stores member UUIDs and the engine resolves them here.
+type Devices struct {
+	Origin  string            // path of the pool's origin array
+	Members map[string]string // member UUID -> path of that SSD
+}
+
+func (d Devices) path(e pool.Extent) (string, error) {
+	if e.Member == "" {
+		if d.Origin == "" {
+			return "", fmt.Errorf("origin device not resolved")
+		}
+		return d.Origin, nil
+	}
+	p, ok := d.Members[e.Member]
+	if !ok || p == "" {
+		return "", fmt.Errorf("SSD member %s not found on this node", e.Member)
+	}
+	return p, nil
+}
+
+// Tuning holds the knobs of the cache targets. A nil pointer keeps the
+// kernel's default, so a table only names what tidecache chose to change.
+type Tuning struct {
+	// Writecache options (dm-writecache); watermarks are percent of the
+	// cache in use at which writeback starts and stops.
+	HighWatermark, LowWatermark *int
+	WritebackJobs               *uint64
+	AutocommitBlocks            *uint64
+	AutocommitTimeMs            *uint64
+
+	// ReadBlockSectors is the dm-cache block size in 512-byte sectors.
+	// Small blocks suit the 4-16 KiB random reads of a database.
+	ReadBlockSectors uint64
+	// ReadPolicyArgs are dm-cache policy arguments as key/value pairs.
+	ReadPolicyArgs []string
+}
+
+// DefaultTuning returns the tuning tidecache ships with.
+func DefaultTuning() Tuning {
+	return Tuning{ReadBlockSectors: 128} // 64 KiB
+}
+
+// Device is one dm device of a stack: its name, ownership UUID and table.
+type Device struct {
+	Name  string
+	UUID  string
+	Role  Role
+	Table dm.Table
+}
+
+// Path returns the block device node of the dm device.
+func (d Device) Path() string { return dm.DevicePath(d.Name) }
+
+// Stack is the ordered list of dm devices of one volume, bottom-up: every
+// device only refers to devices before it. Create in order, remove in
+// reverse.
+type Stack struct {
+	Volume  string
+	Devices []Device
+}
+
+// Top returns the user-facing device, always the last one.
+func (s Stack) Top() Device { return s.Devices[len(s.Devices)-1] }
+
+// Find returns the device with the given role, if the stack has one.
+func (s Stack) Find(r Role) (Device, bool) {
+	for _, d := range s.Devices {
+		if d.Role == r {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// Build returns the stack for the volume in its current mode. The read
+// tier is present in writeback and writethrough when the volume has read
+// slices; the write slice device only in writeback. In passthrough the top
+// is a plain linear mapping of the origin extent: the read tier is torn
+// down so nothing can ever serve stale blocks after writes that bypassed it.
+func Build(v pool.Volume, devs Devices, t Tuning) (Stack, error) {
+	return BuildMode(v, v.Mode, devs, t)
+}
+
+// BuildMode is Build for a mode other than the one recorded in the volume,
+// used to compute the target of a live mode change.
+func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, error) {
+	s := Stack{Volume: v.Name}
+	length := v.Origin.Length
+	if length == 0 {
+		return Stack{}, fmt.Errorf("volume %s: empty origin extent", v.Name)
+	}
+	add := func(role Role, table dm.Table) Device {
+		d := Device{Name: DeviceName(v.Name, role), UUID: DeviceUUID(v.UUID, role), Role: role, Table: table}
+		s.Devices = append(s.Devices, d)
+		return d
+	}
+	slice := func(role Role, e pool.Extent) (Device, error) {
+		p, err := devs.path(e)
+		if err != nil {
+			return Device{}, fmt.Errorf("volume %s %s slice: %w", v.Name, role, err)
+		}
+		lp := dm.LinearParams{Device: p, Offset: e.Offset}
+		return add(role, dm.Table{lp.Target(0, e.Length)}), nil
+	}
+
+	origin, err := slice(RoleOrigin, v.Origin)
+	if err != nil {
+		return Stack{}, err
+	}
+	lower := origin
+
+	readTier := v.ReadCache != nil && v.ReadMeta != nil && mode != pool.ModePassthrough
+	if readTier {
+		meta, err := slice(RoleReadMeta, *v.ReadMeta)
+		if err != nil {
+			return Stack{}, err
+		}
+		data, err := slice(RoleReadData, *v.ReadCache)
+		if err != nil {
+			return Stack{}, err
+		}
+		bs := t.ReadBlockSectors
+		if bs == 0 {
+			bs = DefaultTuning().ReadBlockSectors
+		}
+		cp := dm.CacheParams{
+			Metadata:   meta.Path(),
+			Cache:      data.Path(),
+			Origin:     origin.Path(),
+			BlockSize:  bs,
+			Features:   []string{"metadata2", "writethrough"},
+			Policy:     "smq",
+			PolicyArgs: t.ReadPolicyArgs,
+		}
+		lower = add(RoleReadTier, dm.Table{cp.Target(0, length)})
+	}
+
+	var top dm.Table
+	switch mode {
+	case pool.ModeWriteback:
+		if v.WriteCache == nil {
+			return Stack{}, fmt.Errorf("volume %s: writeback needs a write cache slice", v.Name)
+		}
+		wdata, err := slice(RoleWriteData, *v.WriteCache)
+		if err != nil {
+			return Stack{}, err
+		}
+		top = dm.Table{WritecacheParams(v, lower.Path(), wdata.Path(), t).Target(0, length)}
+	case pool.ModeWritethrough, pool.ModePassthrough:
+		top = dm.Table{dm.LinearParams{Device: lower.Path()}.Target(0, length)}
+	default:
+		return Stack{}, fmt.Errorf("volume %s: unknown mode %q", v.Name, mode)
+	}
+	add(RoleTop, top)
+	return s, nil
+}
+
+// WritecacheParams returns the dm-writecache parameters of a volume's write
+// tier over the given lower and cache devices.
+func WritecacheParams(v pool.Volume, lower, cache string, t Tuning) dm.WritecacheParams {
+	bs := v.BlockSize
+	if bs == 0 {
+		bs = 4096
+	}
+	return dm.WritecacheParams{
+		Mode:             's',
+		Origin:           lower,
+		Cache:            cache,
+		BlockSize:        bs,
+		HighWatermark:    t.HighWatermark,
+		LowWatermark:     t.LowWatermark,
+		WritebackJobs:    t.WritebackJobs,
+		AutocommitBlocks: t.AutocommitBlocks,
+		AutocommitTimeMs: t.AutocommitTimeMs,
+	}
+}

@@ -1,0 +1,163 @@
+package stack
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func testVolume() pool.Volume {
+	return pool.Volume{
+		Name:       "db",
+		UUID:       "0b5e2f4c-1111-4222-8333-944455556666",
+		Mode:       pool.ModeWriteback,
+		Origin:     pool.Extent{Offset: 8192, Length: 2097152},
+		WriteCache: &pool.Extent{Member: "ssd-a", Offset: 8192, Length: 262144},
+		ReadCache:  &pool.Extent{Member: "ssd-b", Offset: 8192, Length: 524288},
+		ReadMeta:   &pool.Extent{Member: "ssd-a", Offset: 270336, Length: 16384},
+		BlockSize:  4096,
+	}
+}
+
+var testDevices = Devices{
+	Origin:  "/dev/md/tc-fast",
+	Members: map[string]string{"ssd-a": "/dev/nvme0n1", "ssd-b": "/dev/nvme1n1"},
+}
+
+// render prints a stack the way a golden file holds it: one dm device per
+// block, name, uuid and table.
+func render(s Stack) string {
+	var b strings.Builder
+	for _, d := range s.Devices {
+		b.WriteString("# " + d.Name + " " + d.UUID + " (" + string(d.Role) + ")\n")
+		b.WriteString(d.Table.String())
+		if !strings.HasSuffix(d.Table.String(), "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func TestBuildGolden(t *testing.T) {
+	hi, lo := 60, 40
+	jobs := uint64(512)
+	noRead := testVolume()
+	noRead.ReadCache, noRead.ReadMeta = nil, nil
+	cases := []struct {
+		golden string
+		vol    pool.Volume
+		mode   pool.Mode
+		tuning Tuning
+	}{
+		{"writeback-readtier", testVolume(), pool.ModeWriteback, DefaultTuning()},
+		{"writethrough-readtier", testVolume(), pool.ModeWritethrough, DefaultTuning()},
+		{"passthrough-readtier", testVolume(), pool.ModePassthrough, DefaultTuning()},
+		{"writeback-only", noRead, pool.ModeWriteback, DefaultTuning()},
+		{"writethrough-only", noRead, pool.ModeWritethrough, DefaultTuning()},
+		{"writeback-tuned", noRead, pool.ModeWriteback, Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.golden, func(t *testing.T) {
+			s, err := BuildMode(tc.vol, tc.mode, testDevices, tc.tuning)
+			if err != nil {
+				t.Fatalf("BuildMode: %v", err)
+			}
+			got := render(s)
+			path := filepath.Join("testdata", tc.golden+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden (run go test ./pkg/stack -update): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("stack differs from %s\n--- got\n%s--- want\n%s", path, got, want)
+			}
+			if top := s.Top(); top.Name != "tc-db" || top.Role != RoleTop {
+				t.Errorf("top device = %s (%s), want tc-db (top)", top.Name, top.Role)
+			}
+			for _, d := range s.Devices {
+				if !Owned(d.UUID) || len(d.Name) > 127 || len(d.UUID) > 128 {
+					t.Errorf("device %s uuid %s: not a valid owned dm identity", d.Name, d.UUID)
+				}
+				for _, tg := range d.Table {
+					if tg.Length == 0 {
+						t.Errorf("device %s: zero-length target", d.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	noWrite := testVolume()
+	noWrite.WriteCache = nil
+	empty := testVolume()
+	empty.Origin.Length = 0
+	cases := []struct {
+		name string
+		vol  pool.Volume
+		mode pool.Mode
+		devs Devices
+		want string
+	}{
+		{"writeback without slice", noWrite, pool.ModeWriteback, testDevices, "needs a write cache slice"},
+		{"missing member", testVolume(), pool.ModeWriteback, Devices{Origin: "/dev/md0", Members: map[string]string{"ssd-a": "/dev/x"}}, "ssd-b not found"},
+		{"missing origin", testVolume(), pool.ModeWriteback, Devices{Members: testDevices.Members}, "origin device not resolved"},
+		{"empty extent", empty, pool.ModeWriteback, testDevices, "empty origin extent"},
+		{"bad mode", testVolume(), pool.Mode("sideways"), testDevices, "unknown mode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := BuildMode(tc.vol, tc.mode, tc.devs, DefaultTuning())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUUIDRoundTrip(t *testing.T) {
+	for _, r := range []Role{RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData, RoleTop} {
+		u := DeviceUUID("0b5e2f4c-1111-4222-8333-944455556666", r)
+		role, vol, err := ParseUUID(u)
+		if err != nil || role != r || vol != "0b5e2f4c-1111-4222-8333-944455556666" {
+			t.Errorf("ParseUUID(%q) = %q, %q, %v", u, role, vol, err)
+		}
+	}
+	for _, bad := range []string{"LVM-abc", "TIDECACHE-", "TIDECACHE-top", "TIDECACHE-bogus-123"} {
+		if _, _, err := ParseUUID(bad); err == nil {
+			t.Errorf("ParseUUID(%q) accepted a foreign uuid", bad)
+		}
+	}
+	if Owned("LVM-xyz") || !Owned("TIDECACHE-top-x") {
+		t.Error("Owned misclassifies uuids")
+	}
+	if DeviceName("db", RoleTop) != "tc-db" || DeviceName("db", RoleWriteData) != "tc-db-wdata" {
+		t.Error("unexpected device names")
+	}
+}
+
+// TestReservedSuffixesMatchRoles keeps pool's name rule in step with the
+// roles here: a volume may not be named like another volume's lower device.
+func TestReservedSuffixesMatchRoles(t *testing.T) {
+	roles := []Role{RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData}
+	if len(pool.ReservedVolumeSuffixes) != len(roles) {
+		t.Fatalf("pool.ReservedVolumeSuffixes = %v, roles below top = %v", pool.ReservedVolumeSuffixes, roles)
+	}
+	for _, r := range roles {
+		if err := pool.ValidateName("volume", "db-"+string(r)); err == nil {
+			t.Errorf("volume name db-%s accepted; it would collide with %s", r, DeviceName("db", r))
+		}
+	}
+}
