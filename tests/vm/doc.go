@@ -1,0 +1,36 @@
+// Package vm boots real-kernel test VMs: qemu (TCG) running the host's
+// Debian kernel from a generated busybox initramfs, whose /init mounts the
+// host's root read-only over virtio-9p under a tmpfs overlay, chroots in and
+// runs the guest agent (tests/vm/agent). Tests then run the host's own
+// binaries in the guest (dmsetup, mdadm, fio, our builds) against virtio
+// disks backed by raw image files.
+//
+// It owns everything between a test and the guest kernel: the initramfs
+// (cached in CacheDir, rebuilt when the kernel, kernel/modules.txt or the
+// init script change), the qemu command line, the control channel to the
+// agent (JSON lines over virtio-serial, see internal/wire), the ack channel
+// used by power-cut tests and the VM's lifetime.
+//
+// A minimal test (files with VM tests carry the build tag vm):
+//
+//	func TestSomething(t *testing.T) {
+//		dir := vm.TestDir(t)
+//		v := vm.MustBoot(t, vm.Config{Disks: []vm.Disk{{Path: dir + "/ssd.img", Size: 1 << 30}}})
+//		v.MustRun(t, "dmsetup create tc-x --table '0 2097152 linear /dev/vda 0'")
+//	}
+//
+// Files the guest must read (binaries, scripts, images) live outside /tmp,
+// /run, /dev, /proc and /sys, which the guest mounts afresh: use TestDir or
+// CacheDir. The guest sees host files as they were when it first looked
+// them up (9p cache=loose): write them before Boot. The guest's writes go to
+// its tmpfs overlay and never reach the host; data leaves the guest through
+// disks, command output and the ack channel.
+//
+// Errors callers should expect: ErrUnavailable from Available (and Boot)
+// when a host package is missing; Boot errors carry the console tail; Run
+// and Exec return an error only when the command could not be run to its
+// end (transport failure, qemu gone, ctx done), never for a non-zero exit.
+//
+// Environment: TIDECACHE_VM_CACHE (cache directory), TIDECACHE_VM_KERNEL
+// (guest kernel version or vmlinuz path).
+package vm

@@ -1,0 +1,346 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Environment variables read by the harness.
+const (
+	// EnvCache overrides the cache directory (default <repo>/.cache/vm). It
+	// must be visible to the guest: not under /tmp, /run, /dev, /proc, /sys.
+	EnvCache = "TIDECACHE_VM_CACHE"
+	// EnvKernel selects the guest kernel: a version such as 6.1.0-56-amd64
+	// (booting /boot/vmlinuz-<version>) or a path to a vmlinuz-<version>.
+	EnvKernel = "TIDECACHE_VM_KERNEL"
+)
+
+// ErrUnavailable is wrapped by Available's error: a host tool the VM
+// harness needs is missing.
+var ErrUnavailable = errors.New("vm: host lacks what the VM harness needs")
+
+// Host tools the harness uses.
+const (
+	qemuBinary    = "qemu-system-x86_64"
+	busyboxBinary = "/bin/busybox"
+)
+
+// Available reports whether the host can boot test VMs. Its error names
+// every missing piece with the Debian package that provides it; VM tests
+// fail on it (they do not skip).
+func Available() error {
+	var missing []string
+	if _, err := exec.LookPath(qemuBinary); err != nil {
+		missing = append(missing, qemuBinary+" (package qemu-system-x86)")
+	}
+	if kver, err := KernelVersion(); err != nil {
+		missing = append(missing, err.Error())
+	} else if _, err := os.Stat(filepath.Join("/lib/modules", kver, "modules.dep")); err != nil {
+		missing = append(missing, "/lib/modules/"+kver+"/modules.dep (package linux-image-"+kver+")")
+	}
+	if err := checkStatic(busyboxBinary); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if _, err := modprobePath(); err != nil {
+		missing = append(missing, "modprobe (package kmod)")
+	}
+	if _, err := exec.LookPath("dmsetup"); err != nil {
+		missing = append(missing, "dmsetup (package dmsetup)")
+	}
+	if _, err := goTool(); err != nil {
+		missing = append(missing, "go (the Go toolchain, to build the guest agent)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s; install them with `make deps`", ErrUnavailable, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %v (package busybox-static)", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (package busybox-static)", path)
+		}
+	}
+	return nil
+}
+
+func modprobePath() (string, error) {
+	if p, err := exec.LookPath("modprobe"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/modprobe", "/sbin/modprobe"} {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("modprobe not found")
+}
+
+func goTool() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err != nil {
+		return "", errors.New("go not found")
+	}
+	return p, nil
+}
+
+// KernelVersion returns the guest kernel's version: EnvKernel when set,
+// else the newest /boot/vmlinuz-*.
+func KernelVersion() (string, error) {
+	if v := os.Getenv(EnvKernel); v != "" {
+		if strings.Contains(v, "/") {
+			base := filepath.Base(v)
+			if !strings.HasPrefix(base, "vmlinuz-") {
+				return "", fmt.Errorf("%s=%s: want a version or a path to vmlinuz-<version>", EnvKernel, v)
+			}
+			return strings.TrimPrefix(base, "vmlinuz-"), nil
+		}
+		return v, nil
+	}
+	paths, _ := filepath.Glob("/boot/vmlinuz-*")
+	var versions []string
+	for _, p := range paths {
+		versions = append(versions, strings.TrimPrefix(filepath.Base(p), "vmlinuz-"))
+	}
+	if len(versions) == 0 {
+		return "", errors.New("no /boot/vmlinuz-* (package linux-image-amd64)")
+	}
+	sort.Slice(versions, func(i, j int) bool { return versionLess(versions[i], versions[j]) })
+	return versions[len(versions)-1], nil
+}
+
+// kernelImage returns the vmlinuz path for a version.
+func kernelImage(kver string) string {
+	if v := os.Getenv(EnvKernel); strings.Contains(v, "/") {
+		return v
+	}
+	return "/boot/vmlinuz-" + kver
+}
+
+// versionLess compares version strings piecewise: runs of digits as
+// numbers, anything else as text ("6.1.0-9" < "6.1.0-56").
+func versionLess(a, b string) bool {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		if pa[i] == pb[i] {
+			continue
+		}
+		na, errA := strconv.Atoi(pa[i])
+		nb, errB := strconv.Atoi(pb[i])
+		if errA == nil && errB == nil {
+			return na < nb
+		}
+		return pa[i] < pb[i]
+	}
+	return len(pa) < len(pb)
+}
+
+func versionParts(s string) []string {
+	var parts []string
+	start := 0
+	for i := 1; i <= len(s); i++ {
+		if i == len(s) || isDigit(s[i]) != isDigit(s[i-1]) {
+			parts = append(parts, s[start:i])
+			start = i
+		}
+	}
+	return parts
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+const modulePath = "github.com/tidecache/tidecache"
+
+// RepoRoot returns the directory holding tidecache's go.mod: searched
+// upwards from the working directory, then from this source file.
+func RepoRoot() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		for {
+			if isRepoRoot(dir) {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", fmt.Errorf("vm: no go.mod of %s above %v", modulePath, starts)
+}
+
+func isRepoRoot(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return f[1] == modulePath
+		}
+	}
+	return false
+}
+
+// CacheDir returns the harness's cache directory (EnvCache, default
+// <repo>/.cache/vm), creating it. It holds the initramfs, the agent binary,
+// default VM state and TestDir directories.
+func CacheDir() (string, error) {
+	dir := os.Getenv(EnvCache)
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, ".cache", "vm")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := GuestVisible(dir); err != nil {
+		return "", fmt.Errorf("vm: cache dir (%s): %w", EnvCache, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("vm: cache dir: %w", err)
+	}
+	return dir, nil
+}
+
+// GuestVisible reports an error when the guest cannot see the host path
+// (absolute or relative to the working directory) through its root mount:
+// the guest mounts fresh filesystems on /tmp, /run, /dev, /proc and /sys.
+func GuestVisible(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	for _, hidden := range []string{"/tmp", "/run", "/dev", "/proc", "/sys"} {
+		if abs == hidden || strings.HasPrefix(abs, hidden+"/") {
+			return fmt.Errorf("%s is hidden from the guest (it mounts its own %s)", abs, hidden)
+		}
+	}
+	return nil
+}
+
+// BuildBinaries builds Go packages of this module (patterns relative to the
+// repository root, e.g. "./cmd/...") into outDir with `go build -o`, as
+// static binaries (CGO_ENABLED=0). outDir must be visible to the guest (not
+// under /tmp): use a directory from TestDir or CacheDir.
+func BuildBinaries(ctx context.Context, outDir string, pkgs ...string) error {
+	if len(pkgs) == 0 {
+		return errors.New("vm: BuildBinaries: no packages")
+	}
+	outDir, err := filepath.Abs(outDir)
+	if err != nil {
+		return err
+	}
+	if err := GuestVisible(outDir); err != nil {
+		return fmt.Errorf("vm: BuildBinaries: %w", err)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("vm: BuildBinaries: %w", err)
+	}
+	return goBuild(ctx, outDir+string(filepath.Separator), pkgs...)
+}
+
+func goBuild(ctx context.Context, out string, pkgs ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	gobin, err := goTool()
+	if err != nil {
+		return fmt.Errorf("vm: %w", err)
+	}
+	args := append([]string{"build", "-trimpath", "-o", out}, pkgs...)
+	cmd := exec.CommandContext(ctx, gobin, args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("vm: go %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return nil
+}
+
+var agentCache struct {
+	sync.Mutex
+	path string
+}
+
+// buildAgent builds the guest agent into the cache directory under a name
+// derived from its content, so VMs running in other processes keep the
+// binary they booted with. Built once per process.
+func buildAgent(ctx context.Context, cacheDir string) (string, error) {
+	agentCache.Lock()
+	defer agentCache.Unlock()
+	if agentCache.path != "" {
+		return agentCache.path, nil
+	}
+	tmpDir, err := os.MkdirTemp(cacheDir, ".agent-build-")
+	if err != nil {
+		return "", fmt.Errorf("vm: build agent: %w", err)
+	}
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "agent")
+	if err := goBuild(ctx, tmp, "./tests/vm/agent"); err != nil {
+		return "", fmt.Errorf("vm: build agent: %w", err)
+	}
+	sum, err := fileHash(tmp)
+	if err != nil {
+		return "", fmt.Errorf("vm: build agent: %w", err)
+	}
+	path := filepath.Join(cacheDir, "agent-"+sum[:16])
+	if _, err := os.Stat(path); err != nil {
+		if err := os.Rename(tmp, path); err != nil {
+			return "", fmt.Errorf("vm: build agent: %w", err)
+		}
+	}
+	agentCache.path = path
+	return path, nil
+}
+
+func fileHash(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,215 @@
+//go:build vm
+
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// requireHost fails (never skips) a VM test on a host that cannot run it.
+func requireHost(t *testing.T) {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHarnessBoot(t *testing.T) {
+	requireHost(t)
+	dir := TestDir(t)
+	v := MustBoot(t, Config{Name: "boot", Dir: dir, Disks: []Disk{{Path: filepath.Join(dir, "a.img"), Size: 64 << 20}}})
+	t.Logf("boot took %v", v.BootDuration().Round(time.Millisecond))
+
+	kver, err := KernelVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(v.MustRun(t, "uname -r")); got != kver {
+		t.Errorf("guest kernel %q, host kernel %q", got, kver)
+	}
+	if mods := v.MustRun(t, "cat /proc/modules"); !strings.Contains(mods, "dm_writecache ") {
+		t.Errorf("dm_writecache not loaded:\n%s", mods)
+	}
+	if out := v.MustRun(t, "dmsetup version"); !strings.Contains(out, "Driver version") {
+		t.Errorf("dmsetup version: %q", out)
+	}
+	if out := v.MustRun(t, "blockdev --getsize64 /dev/vda"); strings.TrimSpace(out) != fmt.Sprint(64<<20) {
+		t.Errorf("/dev/vda size %q", out)
+	}
+	if out := v.MustRun(t, `test "$DM_DISABLE_UDEV" = 1 && hostname`); strings.TrimSpace(out) != "boot" {
+		t.Errorf("hostname %q", out)
+	}
+
+	res, err := v.Run(t.Context(), "echo out; echo err >&2; exit 7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 7 || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Errorf("got %+v, want exit 7, stdout out, stderr err", res)
+	}
+	res, err = v.Run(t.Context(), "kill -9 $$")
+	if err != nil || res.ExitCode != 128+9 {
+		t.Errorf("killed shell: got %+v, %v; want exit code 137", res, err)
+	}
+	res, err = v.Exec(t.Context(), Cmd{Argv: []string{"sh", "-c", `printf '%s' "$X" && pwd`}, Env: []string{"X=y"}, Dir: "/etc"})
+	if err != nil || res.Stdout != "y/etc\n" {
+		t.Errorf("Exec with env and dir: got %+v, %v", res, err)
+	}
+	// Binary output survives the trip.
+	res, err = v.Run(t.Context(), `printf '\000\377\n'`)
+	if err != nil || res.Stdout != "\x00\xff\n" {
+		t.Errorf("binary output: got %q, %v", res.Stdout, err)
+	}
+
+	// Concurrent requests: the echo answers while the sleep still runs.
+	var wg sync.WaitGroup
+	order := make(chan string, 2)
+	for _, cmd := range []string{"sleep 3; echo slow", "echo fast"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := v.Run(t.Context(), cmd)
+			if err != nil || res.ExitCode != 0 {
+				t.Errorf("%q: %+v, %v", cmd, res, err)
+			}
+			order <- strings.TrimSpace(res.Stdout)
+		}()
+		if cmd != "echo fast" {
+			time.Sleep(300 * time.Millisecond) // let the sleep start first
+		}
+	}
+	wg.Wait()
+	close(order)
+	if first := <-order; first != "fast" {
+		t.Errorf("first answer %q, want fast", first)
+	}
+
+	// A context deadline kills the command in the guest.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := v.Run(ctx, "sleep 60"); err == nil {
+		t.Error("sleep 60 with a 2 s deadline: no error")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	if out := v.MustRun(t, "pgrep -x sleep || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("sleep still running after timeout: %s", out)
+	}
+
+	if err := v.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Run(t.Context(), "true"); err == nil {
+		t.Error("Run after Shutdown: no error")
+	}
+}
+
+func TestHarnessPowerCut(t *testing.T) {
+	requireHost(t)
+	dir := TestDir(t)
+	cfg := Config{Name: "powercut", Dir: dir, Disks: []Disk{{Path: filepath.Join(dir, "ssd.img"), Size: 32 << 20}}}
+	v := MustBoot(t, cfg)
+
+	// 1 MiB of random data at offset 4 MiB, written around the guest's page
+	// cache and flushed, then acknowledged.
+	pattern := "/tmp/pattern"
+	v.MustRun(t, "head -c 1048576 /dev/urandom > "+pattern)
+	sum := strings.Fields(v.MustRun(t, "sha256sum "+pattern))[0]
+	v.MustRun(t, "dd if="+pattern+" of=/dev/vda bs=64k seek=64 oflag=direct conv=fsync status=none")
+	v.MustRun(t, "echo ack-1 "+sum+" > "+v.AckDevice())
+	if err := v.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	acks, err := v.Acks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ack-1 " + sum + "\n"; string(acks) != want {
+		t.Fatalf("acks %q, want %q", acks, want)
+	}
+
+	// The host sees the pattern in the image right after the power cut.
+	img, err := os.ReadFile(cfg.Disks[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%x", sha256.Sum256(img[4<<20:5<<20])); got != sum {
+		t.Errorf("host view of the image after the cut: sha256 %s, want %s", got, sum)
+	}
+
+	v2 := MustBoot(t, cfg)
+	got := strings.Fields(v2.MustRun(t, "dd if=/dev/vda bs=64k skip=64 count=16 iflag=direct status=none | sha256sum"))[0]
+	if got != sum {
+		t.Errorf("after reboot: sha256 %s, want %s", got, sum)
+	}
+	if !bytes.Equal(acks, mustAcks(t, v)) {
+		t.Error("the first boot's ack file changed after the second boot")
+	}
+}
+
+func mustAcks(t *testing.T, v *VM) []byte {
+	t.Helper()
+	b, err := v.Acks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestHarnessNetwork(t *testing.T) {
+	requireHost(t)
+	dir := TestDir(t)
+	addr := freeLoopbackAddr(t)
+	var (
+		wg   sync.WaitGroup
+		vms  [2]*VM
+		errs [2]error
+	)
+	cfgs := [2]Config{
+		{Name: "net-a", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.1/24", Listen: addr}},
+		{Name: "net-b", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.2/24", Connect: addr}},
+	}
+	// Boot the Connect side first: it must wait for its peer.
+	for i := 1; i >= 0; i-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vms[i], errs[i] = Boot(t.Context(), cfgs[i])
+		}()
+		time.Sleep(time.Second)
+	}
+	wg.Wait()
+	for i, v := range vms {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		t.Cleanup(func() { v.Kill() })
+	}
+	a, b := vms[0], vms[1]
+	t.Logf("boot took %v and %v (concurrently)", a.BootDuration().Round(time.Millisecond), b.BootDuration().Round(time.Millisecond))
+	a.MustRun(t, "busybox ping -c 3 -W 5 10.99.0.2")
+	b.MustRun(t, "busybox ping -c 3 -W 5 10.99.0.1")
+}
+
+// freeLoopbackAddr returns a 127.0.0.1 port nothing listens on right now.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,144 @@
+package vm
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+)
+
+// launch is everything one qemu command line is made of, resolved.
+type launch struct {
+	name       string
+	kernel     string // vmlinuz path
+	initrd     string
+	appendLine string
+	cpus       int
+	memoryMiB  int
+	consoleLog string // ttyS0
+	ackLog     string // ttyS1
+	ctlSocket  string // virtio-serial control channel, qemu is the server
+	disks      []Disk
+	net        *Network
+	mac        string
+}
+
+// qemuArgs builds the qemu-system-x86_64 arguments. -nodefaults keeps qemu
+// from adding its default NIC (user-mode networking would give the guest a
+// way out of this machine) and monitor; stdio is not used.
+func (l launch) qemuArgs() []string {
+	args := []string{
+		"-name", "tc-" + l.name,
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-smp", strconv.Itoa(l.cpus), "-m", strconv.Itoa(l.memoryMiB),
+		"-no-reboot",
+		"-kernel", l.kernel, "-initrd", l.initrd, "-append", l.appendLine,
+		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"-chardev", "file,id=console,path=" + qemuEscape(l.consoleLog),
+		"-serial", "chardev:console",
+		"-chardev", "file,id=ack,path=" + qemuEscape(l.ackLog),
+		"-serial", "chardev:ack",
+		"-device", "virtio-serial-pci,id=vser",
+		"-chardev", "socket,id=ctl,path=" + qemuEscape(l.ctlSocket) + ",server=on,wait=off",
+		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + wire.PortName,
+	}
+	for _, d := range l.disks {
+		drive := "file=" + qemuEscape(d.Path) + ",if=virtio,format=raw,cache=none"
+		if d.IOPSLimit > 0 {
+			drive += ",throttling.iops-total=" + strconv.FormatInt(d.IOPSLimit, 10)
+		}
+		if d.BpsLimit > 0 {
+			drive += ",throttling.bps-total=" + strconv.FormatInt(d.BpsLimit, 10)
+		}
+		args = append(args, "-drive", drive)
+	}
+	if n := l.net; n != nil {
+		netdev := "socket,id=net0,"
+		if n.Listen != "" {
+			netdev += "listen=" + n.Listen
+		} else {
+			netdev += "connect=" + n.Connect
+		}
+		args = append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0,mac="+l.mac)
+	}
+	return args
+}
+
+// qemuEscape escapes a value inside a qemu option list (commas double).
+func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+// kernelAppend builds the guest kernel command line. mitigations=off
+// matters under TCG: page-table isolation makes every guest syscall flush
+// qemu's software TLB.
+func kernelAppend(cfg Config, agent string) (string, error) {
+	if strings.ContainsAny(agent, " \t\n\"") {
+		return "", fmt.Errorf("agent path %q: the kernel command line cannot carry spaces or quotes", agent)
+	}
+	parts := []string{
+		"console=ttyS0", "quiet", "panic=-1", "oops=panic", "mitigations=off",
+		"rdinit=/init",
+		wire.ParamAgent + "=" + agent,
+		wire.ParamName + "=" + cfg.Name,
+	}
+	if cfg.Network != nil {
+		parts = append(parts, wire.ParamAddr+"="+cfg.Network.Addr)
+	}
+	if cfg.ExtraAppend != "" {
+		parts = append(parts, cfg.ExtraAppend)
+	}
+	line := strings.Join(parts, " ")
+	// x86 COMMAND_LINE_SIZE.
+	if len(line) >= 2048 {
+		return "", fmt.Errorf("kernel command line is %d bytes, the limit is 2047", len(line))
+	}
+	return line, nil
+}
+
+// validate checks a network config and fills in its MAC address.
+func (n *Network) validate(vmName string) (Network, error) {
+	out := *n
+	if _, _, err := net.ParseCIDR(n.Addr); err != nil {
+		return out, fmt.Errorf("Network.Addr %q: want a CIDR such as 10.0.0.1/24: %w", n.Addr, err)
+	}
+	if (n.Listen == "") == (n.Connect == "") {
+		return out, errors.New("Network: set exactly one of Listen and Connect")
+	}
+	hostport := n.Listen + n.Connect
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return out, fmt.Errorf("Network: %q: %w", hostport, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return out, fmt.Errorf("Network: %q: bad port", hostport)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		// The VM link is carried over a host TCP socket: keep it on loopback.
+		return out, fmt.Errorf("Network: %q: the host side must be a loopback address such as 127.0.0.1", hostport)
+	}
+	if out.MAC == "" {
+		sum := sha256.Sum256([]byte(vmName + "/" + n.Addr))
+		out.MAC = fmt.Sprintf("52:54:00:%02x:%02x:%02x", sum[0], sum[1], sum[2])
+	} else if hw, err := net.ParseMAC(out.MAC); err != nil || len(hw) != 6 {
+		return out, fmt.Errorf("Network.MAC %q: want aa:bb:cc:dd:ee:ff", out.MAC)
+	}
+	return out, nil
+}
+
+// validName is what Config.Name may hold: it names files and the guest host.
+func validName(s string) bool {
+	if s == "" || len(s) > 48 || s != filepath.Base(s) || s[0] == '.' || s[0] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,87 @@
+package vm
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// MustBoot boots cfg for a test: the VM lives as long as the test (it is
+// killed at cleanup, when t.Context ends), logs through t unless cfg.Logger
+// is set, and a boot failure fails the test. After the test, the console
+// log's tail is logged if the test failed.
+func MustBoot(t testing.TB, cfg Config) *VM {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	v, err := Boot(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		v.Kill()
+		if t.Failed() {
+			t.Logf("vm %s console tail (%s):\n%s", v.Name(), v.BootDir(), tail(v.ConsoleLog(), 30))
+		}
+	})
+	return v
+}
+
+// MustRun runs shell in the guest and returns its stdout; a transport
+// error or a non-zero exit fails the test with the command's output.
+func (v *VM) MustRun(t testing.TB, shell string) string {
+	t.Helper()
+	res, err := v.Run(t.Context(), shell)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, res.Stdout, res.Stderr)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("vm %s: %q: exit code %d\nstdout:\n%s\nstderr:\n%s", v.Name(), shell, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// TestDir returns a fresh directory <cache>/tests/<TestName> for a test's
+// disk images, binaries and VM state: visible to the guest (unlike t.TempDir,
+// which is under /tmp). It is removed at the end of a test that passed and
+// kept, with its path logged, for one that failed.
+func TestDir(t testing.TB) string {
+	t.Helper()
+	cache, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, t.Name())
+	dir := filepath.Join(cache, "tests", name)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept test directory %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// testWriter sends log lines to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,669 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+)
+
+// BootTimeout bounds Boot: from starting qemu to the agent's first answer.
+const BootTimeout = 120 * time.Second
+
+// ShutdownTimeout is how long Shutdown waits for a clean power-off when its
+// context has no earlier deadline.
+const ShutdownTimeout = 60 * time.Second
+
+// AckDevice is the guest path of the ack channel (see VM.Acks).
+const AckDevice = "/dev/ttyS1"
+
+// keepBoots is how many boot directories per VM name Boot keeps in a state
+// directory.
+const keepBoots = 10
+
+// Disk is a raw disk image given to the guest as /dev/vda, /dev/vdb, ... in
+// Config order (virtio-blk, host page cache bypassed with cache=none).
+type Disk struct {
+	Path string // host path of the raw image
+	// Size in bytes of the sparse image created when Path does not exist;
+	// an existing image is used as it is.
+	Size int64
+	// IOPSLimit and BpsLimit throttle the disk on the host side (qemu's
+	// throttling.iops-total / bps-total, reads and writes together); 0 is
+	// no limit. Use IOPSLimit to make an emulated HDD behave like a spindle.
+	IOPSLimit, BpsLimit int64
+}
+
+// Network joins the guest's eth0 to one other VM through a TCP socket on
+// the host's loopback (qemu -netdev socket): one VM sets Listen, the other
+// Connect, to the same address. The two may boot in any order (Boot of the
+// Connect side retries while nothing listens yet). A link joins exactly two
+// VMs; qemu's multicast mode, which could join more, is not offered because
+// its traffic would leave loopback.
+type Network struct {
+	Addr    string // guest CIDR address of eth0, e.g. 10.0.0.1/24
+	Listen  string // host address qemu listens on, e.g. 127.0.0.1:40001
+	Connect string // host address qemu connects to
+	MAC     string // default: derived from Config.Name and Addr
+}
+
+// Config describes a VM. The zero value of every field but Name has a
+// usable default.
+type Config struct {
+	Name      string // names files and the guest's hostname; default "vm"
+	Disks     []Disk
+	MemoryMiB int // default 2048
+	CPUs      int // default 2
+	Network   *Network
+	// Dir holds the VM's state: one <Name>-<n> directory per boot with the
+	// console log, the ack file and qemu's output. Default <cache>/run/<Name>.
+	Dir         string
+	Logger      *slog.Logger // default: discard
+	ExtraAppend string       // appended to the kernel command line
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Name == "" {
+		cfg.Name = "vm"
+	}
+	if !validName(cfg.Name) {
+		return cfg, fmt.Errorf("vm: Config.Name %q: want up to 48 of [A-Za-z0-9._-], not starting with . or -", cfg.Name)
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 2048
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.MemoryMiB < 256 || cfg.CPUs < 1 {
+		return cfg, fmt.Errorf("vm %s: want MemoryMiB >= 256 and CPUs >= 1, got %d and %d", cfg.Name, cfg.MemoryMiB, cfg.CPUs)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Network != nil {
+		n, err := cfg.Network.validate(cfg.Name)
+		if err != nil {
+			return cfg, fmt.Errorf("vm %s: %w", cfg.Name, err)
+		}
+		cfg.Network = &n
+	}
+	disks := make([]Disk, len(cfg.Disks))
+	for i, d := range cfg.Disks {
+		if d.Path == "" {
+			return cfg, fmt.Errorf("vm %s: Disks[%d]: no Path", cfg.Name, i)
+		}
+		abs, err := filepath.Abs(d.Path)
+		if err != nil {
+			return cfg, err
+		}
+		d.Path = abs
+		if d.Size < 0 || d.IOPSLimit < 0 || d.BpsLimit < 0 {
+			return cfg, fmt.Errorf("vm %s: Disks[%d]: negative size or limit", cfg.Name, i)
+		}
+		disks[i] = d
+	}
+	cfg.Disks = disks
+	return cfg, nil
+}
+
+// prepareDisk creates a missing image as a sparse file of d.Size bytes.
+func prepareDisk(d Disk) error {
+	if _, err := os.Stat(d.Path); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if d.Size <= 0 {
+		return fmt.Errorf("disk %s does not exist and has no Size", d.Path)
+	}
+	f, err := os.OpenFile(d.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(d.Size); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Result is the outcome of a command that ran in the guest.
+type Result struct {
+	ExitCode       int // 128+N for a command killed by signal N
+	Stdout, Stderr string
+}
+
+// Cmd is a command for VM.Exec: Argv, or Shell for sh -c.
+type Cmd struct {
+	Argv  []string
+	Shell string
+	Env   []string // KEY=VALUE added to the agent's environment
+	Dir   string   // working directory in the guest, default /
+}
+
+// VM is a running qemu guest. Its methods are safe for concurrent use.
+type VM struct {
+	cfg     Config
+	log     *slog.Logger
+	bootDir string
+	console string // console log path
+	acks    string // ack file path
+	sockDir string // holds the control socket; removed when qemu exits
+	booted  time.Duration
+
+	cmd     *exec.Cmd
+	qemuOut *cappedBuffer
+	done    chan struct{} // closed when qemu has exited
+	exitErr error         // qemu's exit, valid after done
+
+	conn    net.Conn
+	wmu     sync.Mutex // serializes writes on conn
+	nextID  atomic.Uint64
+	mu      sync.Mutex
+	pending map[uint64]chan wire.Response
+	broken  chan struct{} // closed when the control channel is gone
+	connErr error         // why, valid after broken
+}
+
+// Boot starts a VM and returns once its agent answers. ctx bounds the life
+// of the VM, like exec.CommandContext: when it is done, qemu is killed. The
+// boot itself is also bounded by BootTimeout. On failure qemu is gone and
+// the error carries the tail of the console log.
+//
+// Booting again with the same Config (same disk images) after Kill is a
+// power cycle: the images hold what qemu had completed.
+func Boot(ctx context.Context, cfg Config) (*VM, error) {
+	start := time.Now()
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	bootCtx, cancel := context.WithTimeout(ctx, BootTimeout)
+	defer cancel()
+
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	kver, err := KernelVersion()
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+	}
+	agent, err := buildAgent(bootCtx, cache)
+	if err != nil {
+		return nil, err
+	}
+	initrd, err := buildInitramfs(bootCtx, cache, kver)
+	if err != nil {
+		return nil, err
+	}
+	appendLine, err := kernelAppend(cfg, agent)
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+	}
+	for _, d := range cfg.Disks {
+		if err := prepareDisk(d); err != nil {
+			return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+		}
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		dir = filepath.Join(cache, "run", cfg.Name)
+	}
+	bootDir, err := newBootDir(dir, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+	}
+	sockDir, err := socketDir()
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+	}
+	v := &VM{
+		cfg:     cfg,
+		log:     cfg.Logger.With("vm", cfg.Name),
+		bootDir: bootDir,
+		console: filepath.Join(bootDir, "console.log"),
+		acks:    filepath.Join(bootDir, "acks.log"),
+		sockDir: sockDir,
+		pending: map[uint64]chan wire.Response{},
+		broken:  make(chan struct{}),
+	}
+	l := launch{
+		name:       cfg.Name,
+		kernel:     kernelImage(kver),
+		initrd:     initrd,
+		appendLine: appendLine,
+		cpus:       cfg.CPUs,
+		memoryMiB:  cfg.MemoryMiB,
+		consoleLog: v.console,
+		ackLog:     v.acks,
+		ctlSocket:  filepath.Join(sockDir, "ctl.sock"),
+		disks:      cfg.Disks,
+		net:        cfg.Network,
+	}
+	if cfg.Network != nil {
+		l.mac = cfg.Network.MAC
+	}
+	prepared := time.Now()
+	if err := v.start(bootCtx, l); err != nil {
+		return nil, v.bootFailure(err)
+	}
+	go v.readLoop()
+	if err := v.ping(bootCtx); err != nil {
+		return nil, v.bootFailure(err)
+	}
+	v.booted = time.Since(start)
+	v.log.Info("vm booted", "kernel", kver, "boot_seconds", v.booted.Seconds(),
+		"prepare_seconds", prepared.Sub(start).Seconds(), "dir", bootDir)
+	go func() {
+		select {
+		case <-ctx.Done():
+			v.log.Info("vm context done: killing qemu")
+			v.Kill()
+		case <-v.done:
+		}
+	}()
+	return v, nil
+}
+
+// newBootDir makes <dir>/<name>-<n> with n one more than the highest so far,
+// and removes all but the newest keepBoots of them.
+func newBootDir(dir, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var seqs []int
+	for _, e := range entries {
+		if rest, ok := strings.CutPrefix(e.Name(), name+"-"); ok && e.IsDir() {
+			if n, err := strconv.Atoi(rest); err == nil {
+				seqs = append(seqs, n)
+			}
+		}
+	}
+	sort.Ints(seqs)
+	next := 1
+	if len(seqs) > 0 {
+		next = seqs[len(seqs)-1] + 1
+	}
+	for i := 0; i+keepBoots-1 < len(seqs); i++ {
+		os.RemoveAll(filepath.Join(dir, fmt.Sprintf("%s-%d", name, seqs[i])))
+	}
+	for ; ; next++ {
+		p := filepath.Join(dir, fmt.Sprintf("%s-%d", name, next))
+		err := os.Mkdir(p, 0o755)
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+}
+
+// socketDir makes a private directory for the control socket. Sockets are
+// host-only, so the system temporary directory is fine, and its short path
+// keeps within the 108-byte limit of unix socket paths.
+func socketDir() (string, error) {
+	for _, base := range []string{os.TempDir(), "/tmp"} {
+		if len(base) > 60 {
+			continue
+		}
+		d, err := os.MkdirTemp(base, "tcvm-")
+		if err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("cannot make a directory for the control socket (TMPDIR too long or not writable)")
+}
+
+// start runs qemu and connects to its control socket. While a Connect
+// network finds nothing listening, qemu exits at once: start retries.
+func (v *VM) start(ctx context.Context, l launch) error {
+	for attempt := 1; ; attempt++ {
+		err := v.startOnce(ctx, l)
+		if err == nil {
+			return nil
+		}
+		refused := v.cfg.Network != nil && v.cfg.Network.Connect != "" &&
+			strings.Contains(v.qemuOut.String(), "Connection refused")
+		if !refused || ctx.Err() != nil {
+			return err
+		}
+		if attempt == 1 {
+			v.log.Info("waiting for the network peer to listen", "connect", v.cfg.Network.Connect)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nothing listens on %s: %w", v.cfg.Network.Connect, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (v *VM) startOnce(ctx context.Context, l launch) error {
+	os.Remove(l.ctlSocket)
+	v.qemuOut = &cappedBuffer{max: 64 << 10}
+	v.done = make(chan struct{})
+	args := l.qemuArgs()
+	cmd := exec.Command(qemuBinary, args...)
+	cmd.Stdout, cmd.Stderr = v.qemuOut, v.qemuOut
+	// qemu dies with the process that started it, even on a crash.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	v.log.Debug("starting qemu", "args", strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		close(v.done)
+		return fmt.Errorf("start qemu: %w", err)
+	}
+	v.cmd = cmd
+	done := v.done
+	go func() {
+		v.exitErr = cmd.Wait()
+		os.WriteFile(filepath.Join(v.bootDir, "qemu.out"), []byte(v.qemuOut.String()), 0o644)
+		close(done)
+	}()
+	for {
+		conn, err := net.Dial("unix", l.ctlSocket)
+		if err == nil {
+			v.conn = conn
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("qemu exited at start: %v", v.exitErr)
+		case <-ctx.Done():
+			v.Kill()
+			return fmt.Errorf("connect to the control socket: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ping waits for the agent's first answer, or qemu's exit.
+func (v *VM) ping(ctx context.Context) error {
+	resp, err := v.call(ctx, wire.Request{Op: wire.OpPing})
+	if err != nil {
+		return fmt.Errorf("waiting for the guest agent: %w", err)
+	}
+	if len(resp.Stderr) > 0 {
+		v.log.Warn("guest agent start-up", "warnings", strings.TrimSpace(string(resp.Stderr)))
+	}
+	if resp.Error != "" {
+		return fmt.Errorf("guest agent start-up failed: %s", resp.Error)
+	}
+	return nil
+}
+
+// bootFailure kills qemu and returns err with the console and qemu output.
+func (v *VM) bootFailure(err error) error {
+	v.Kill()
+	msg := fmt.Sprintf("vm %s: boot: %v (state in %s)", v.cfg.Name, err, v.bootDir)
+	if out := strings.TrimSpace(v.qemuOut.String()); out != "" {
+		msg += "\n--- qemu output ---\n" + out
+	}
+	msg += "\n--- console tail ---\n" + tail(v.ConsoleLog(), 40)
+	return errors.New(msg)
+}
+
+func tail(s string, lines int) string {
+	s = strings.TrimRight(s, "\n")
+	i := len(s)
+	for n := 0; n < lines && i > 0; n++ {
+		i = strings.LastIndexByte(s[:i], '\n')
+		if i < 0 {
+			return s
+		}
+	}
+	return s[i+1:]
+}
+
+func (v *VM) readLoop() {
+	dec := wire.NewDecoder(v.conn)
+	for {
+		var resp wire.Response
+		err := dec.Decode(&resp)
+		if errors.Is(err, wire.ErrBadMessage) {
+			v.log.Warn("bad message from the guest agent", "err", err)
+			continue
+		}
+		if err != nil {
+			v.closeChannel(err)
+			return
+		}
+		v.mu.Lock()
+		ch := v.pending[resp.ID]
+		delete(v.pending, resp.ID)
+		v.mu.Unlock()
+		if ch != nil {
+			ch <- resp
+		}
+	}
+}
+
+func (v *VM) closeChannel(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.connErr == nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+			err = errors.New("control channel closed (qemu exited)")
+		}
+		v.connErr = err
+		close(v.broken)
+	}
+}
+
+// call sends req and waits for its response. When ctx ends first, a running
+// command is canceled in the guest.
+func (v *VM) call(ctx context.Context, req wire.Request) (wire.Response, error) {
+	req.ID = v.nextID.Add(1)
+	if dl, ok := ctx.Deadline(); ok && req.Op == "" {
+		req.TimeoutMS = max(time.Until(dl).Milliseconds(), 1)
+	}
+	ch := make(chan wire.Response, 1)
+	v.mu.Lock()
+	if v.connErr != nil {
+		err := v.connErr
+		v.mu.Unlock()
+		return wire.Response{}, err
+	}
+	v.pending[req.ID] = ch
+	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		delete(v.pending, req.ID)
+		v.mu.Unlock()
+	}()
+	if err := v.send(req); err != nil {
+		return wire.Response{}, err
+	}
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-v.broken:
+		return wire.Response{}, v.connErr
+	case <-ctx.Done():
+		if req.Op == "" {
+			v.send(wire.Request{ID: v.nextID.Add(1), Op: wire.OpCancel, Target: req.ID})
+		}
+		return wire.Response{}, ctx.Err()
+	}
+}
+
+func (v *VM) send(req wire.Request) error {
+	v.wmu.Lock()
+	defer v.wmu.Unlock()
+	if err := wire.Encode(v.conn, req); err != nil {
+		return fmt.Errorf("send to the guest agent: %w", err)
+	}
+	return nil
+}
+
+// Run runs `sh -c shell` in the guest. The error is for transport problems
+// and for ctx ending (the command is then killed in the guest); a command
+// that ran and failed has a non-zero Result.ExitCode and a nil error.
+func (v *VM) Run(ctx context.Context, shell string) (Result, error) {
+	return v.Exec(ctx, Cmd{Shell: shell})
+}
+
+// Exec runs c in the guest; see Run for the meaning of the error.
+func (v *VM) Exec(ctx context.Context, c Cmd) (Result, error) {
+	what := c.Shell
+	if what == "" {
+		what = strings.Join(c.Argv, " ")
+	}
+	resp, err := v.call(ctx, wire.Request{Argv: c.Argv, Shell: c.Shell, Env: c.Env, Dir: c.Dir})
+	if err != nil {
+		return Result{ExitCode: -1}, fmt.Errorf("vm %s: %q: %w", v.cfg.Name, what, err)
+	}
+	res := Result{ExitCode: resp.ExitCode, Stdout: string(resp.Stdout), Stderr: string(resp.Stderr)}
+	if resp.Error != "" {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("vm %s: %q: %s: %w", v.cfg.Name, what, resp.Error, ctx.Err())
+		}
+		return res, fmt.Errorf("vm %s: %q: %s", v.cfg.Name, what, resp.Error)
+	}
+	return res, nil
+}
+
+// Acks returns what the guest has written to its ack channel (AckDevice) so
+// far. Bytes reach the file before the guest's close of the device returns
+// (the serial driver drains on close), so after Kill every line the file
+// holds was written by the guest, and a line whose `echo ... > /dev/ttyS1`
+// had returned is there.
+func (v *VM) Acks() ([]byte, error) {
+	b, err := os.ReadFile(v.acks)
+	if err != nil {
+		return nil, fmt.Errorf("vm %s: acks: %w", v.cfg.Name, err)
+	}
+	return b, nil
+}
+
+// AckDevice returns the guest path of the ack channel.
+func (v *VM) AckDevice() string { return AckDevice }
+
+// Kill cuts the power: SIGKILL to qemu, then wait for it to exit. Disk
+// images keep every write qemu had completed. Kill is idempotent.
+func (v *VM) Kill() error {
+	if v.cmd != nil && v.cmd.Process != nil {
+		select {
+		case <-v.done:
+		default:
+			if err := v.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				return fmt.Errorf("vm %s: kill qemu: %w", v.cfg.Name, err)
+			}
+		}
+	}
+	if v.done != nil {
+		<-v.done
+	}
+	v.release()
+	return nil
+}
+
+// release drops the control channel and the socket directory after qemu
+// has exited.
+func (v *VM) release() {
+	if v.conn != nil {
+		v.conn.Close()
+	}
+	v.closeChannel(errors.New("control channel closed (qemu exited)"))
+	os.RemoveAll(v.sockDir)
+}
+
+// Shutdown powers the guest off cleanly (sync, then power off) and waits
+// for qemu to exit; when ctx ends first, or after ShutdownTimeout, qemu is
+// killed and the error says so.
+func (v *VM) Shutdown(ctx context.Context) error {
+	select {
+	case <-v.done:
+		v.release()
+		return nil
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, ShutdownTimeout)
+	defer cancel()
+	// The agent may power off before its answer gets out: do not wait for it.
+	v.send(wire.Request{ID: v.nextID.Add(1), Op: wire.OpPoweroff})
+	select {
+	case <-v.done:
+		v.release()
+		return nil
+	case <-ctx.Done():
+		v.Kill()
+		return fmt.Errorf("vm %s: shutdown: killed qemu: %w", v.cfg.Name, ctx.Err())
+	}
+}
+
+// Done is closed when qemu has exited (power-off, panic, Kill).
+func (v *VM) Done() <-chan struct{} { return v.done }
+
+// ConsoleLog returns the guest console (ttyS0) so far, without carriage
+// returns. The file stays in the boot directory after the VM is gone.
+func (v *VM) ConsoleLog() string {
+	b, err := os.ReadFile(v.console)
+	if err != nil {
+		return fmt.Sprintf("(no console log: %v)", err)
+	}
+	return string(bytes.ReplaceAll(b, []byte("\r"), nil))
+}
+
+// BootDir returns the directory holding this boot's console log, ack file
+// and qemu output.
+func (v *VM) BootDir() string { return v.bootDir }
+
+// BootDuration is how long Boot took, from the call to the agent's answer.
+func (v *VM) BootDuration() time.Duration { return v.booted }
+
+// Name returns Config.Name.
+func (v *VM) Name() string { return v.cfg.Name }
+
+// Config returns the VM's configuration with defaults filled in; pass it
+// to Boot again to power-cycle the VM after Kill.
+func (v *VM) Config() Config { return v.cfg }
+
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}

@@ -1,0 +1,101 @@
+// Command vmrun boots a test VM (tests/vm), runs shell commands in it and
+// prints their output: a quick way to try something against the real
+// kernel, or to see why a VM does not boot.
+//
+//	go run ./tests/vm/vmrun [-disk path:size]... [-mem MiB] [-keep] 'uname -r' 'dmsetup targets'
+//
+// It exits with the first non-zero exit code of a command.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm"
+)
+
+type diskFlags []vm.Disk
+
+func (d *diskFlags) String() string { return fmt.Sprint(*d) }
+
+func (d *diskFlags) Set(s string) error {
+	path, size, _ := strings.Cut(s, ":")
+	disk := vm.Disk{Path: path}
+	if size != "" {
+		n, err := parseSize(size)
+		if err != nil {
+			return err
+		}
+		disk.Size = n
+	}
+	*d = append(*d, disk)
+	return nil
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: want bytes or a number with M or G", s)
+	}
+	return n * mult, nil
+}
+
+func main() {
+	var (
+		disks   diskFlags
+		mem     = flag.Int("mem", 2048, "guest memory in MiB")
+		cpus    = flag.Int("cpus", 2, "guest CPUs")
+		name    = flag.String("name", "vmrun", "VM name")
+		appendF = flag.String("append", "", "extra kernel command line")
+		verbose = flag.Bool("v", false, "log harness steps")
+	)
+	flag.Var(&disks, "disk", "disk image path[:size with M or G], repeatable (created sparse when missing)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, vm.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}, *verbose, flag.Args()))
+}
+
+func run(ctx context.Context, cfg vm.Config, verbose bool, cmds []string) int {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	v, err := vm.Boot(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "vmrun: booted in %v (state in %s)\n", v.BootDuration().Round(time.Millisecond), v.BootDir())
+	defer v.Shutdown(context.Background())
+	for _, c := range cmds {
+		start := time.Now()
+		res, err := v.Run(ctx, c)
+		os.Stdout.WriteString(res.Stdout)
+		os.Stderr.WriteString(res.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "vmrun: %q: exit %d in %v\n", c, res.ExitCode, time.Since(start).Round(time.Millisecond))
+		if res.ExitCode != 0 {
+			return res.ExitCode
+		}
+	}
+	return 0
+}
