@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidecache/tidecache/pkg/engine"
+)
+
+func newAssembleCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "assemble",
+		Short: "Rebuild every cached volume from the SSD superblocks (boot time)",
+		Long: `Scan every block device for tidecache superblocks and bring up every
+volume of every pool found, using the disks alone: no cluster store, no
+network. Run by tidecache-assemble.service before local filesystems are
+mounted.
+
+Volumes already running with the right tables are left alone, so running
+it again is harmless. A pool with a missing SSD or a damaged superblock is
+not assembled: its cache may hold writes the HDDs do not have, and the
+origin is never exposed without them. The exit status is non-zero when
+anything was refused; the report says what and why.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			rep, err := e.Assemble(cmd.Context())
+			if perr := printAssemble(g, rep); perr != nil {
+				return perr
+			}
+			if errors.Is(err, engine.ErrAssembleIncomplete) {
+				return fmt.Errorf("%w: see the report above", err)
+			}
+			return err
+		},
+	}
+}
+
+func printAssemble(g *globals, rep engine.AssembleReport) error {
+	if g.output == "json" {
+		return printJSON(g.stdout, rep)
+	}
+	for _, c := range rep.Corrupt {
+		fmt.Fprintf(g.stdout, "DAMAGED  %s: %s\n", c.Device, c.Error)
+	}
+	if len(rep.Pools) == 0 {
+		fmt.Fprintln(g.stdout, "no tidecache pools found")
+	}
+	for _, p := range rep.Pools {
+		if p.Error != "" {
+			fmt.Fprintf(g.stdout, "pool %s: REFUSED: %s\n", p.Name, p.Error)
+			continue
+		}
+		fmt.Fprintf(g.stdout, "pool %s:\n", p.Name)
+		for _, v := range p.Volumes {
+			if v.Error != "" {
+				fmt.Fprintf(g.stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)
+			} else {
+				fmt.Fprintf(g.stdout, "  %-20s %-12s %s\n", v.Name, v.Mode, v.Device)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidecache/tidecache/pkg/engine"
+)
+
+func newPoolCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pool",
+		Short: "Create and inspect pools (an HDD array plus SSDs)",
+	}
+	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g))
+	return cmd
+}
+
+func newPoolCreateCmd(g *globals) *cobra.Command {
+	var req engine.CreatePoolRequest
+	cmd := &cobra.Command{
+		Use:   "create NAME --ssd DEV [--ssd DEV...] (--origin DEV | --raid10 DISK...)",
+		Short: "Create a pool from SSDs and an HDD array",
+		Long: `Create a pool: the SSDs hold cache slices, the origin holds the data.
+
+The origin is either an existing array (hardware RAID LUN, md device) given
+with --origin, or four or more disks given with --raid10 that tidecache
+assembles into an md RAID10 (/dev/md/tc-<pool>).
+
+Every device is checked first: it must exist, not be mounted or used by
+another device, and carry no filesystem, RAID, partition-table or old
+tidecache signature. --force overwrites such signatures (the data on them
+is lost); a device in use is always refused. Nothing is written before all
+checks pass. A small superblock recording the pool layout is written to
+the first 4 MiB of every SSD and of the origin.`,
+		Example: `  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0
+  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1 --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			if len(req.RAID10) > 0 && len(req.RAID10)%2 != 0 || len(req.RAID10) > 0 && len(req.RAID10) < 4 {
+				return fmt.Errorf("--raid10 needs an even number of disks, at least 4 (got %d)", len(req.RAID10))
+			}
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			info, err := e.CreatePool(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return printPool(g, info)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&req.SSDs, "ssd", nil, "SSD device to hold cache slices (repeatable)")
+	f.StringVar(&req.Origin, "origin", "", "existing HDD array device to carve volumes from")
+	f.StringSliceVar(&req.RAID10, "raid10", nil, "disks to assemble into an md RAID10 origin (comma-separated or repeated)")
+	f.BoolVar(&req.Force, "force", false, "overwrite devices that carry filesystem, RAID or partition signatures (destroys their data)")
+	f.BoolVar(&req.AssumeClean, "assume-clean", false, "skip the initial RAID10 resync (only for new, zeroed disks)")
+	cmd.MarkFlagsMutuallyExclusive("origin", "raid10")
+	return cmd
+}
+
+func newPoolShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "show [NAME]",
+		Aliases: []string{"list", "ls"},
+		Short:   "Show pools found on this node's devices",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			var pools []engine.PoolInfo
+			if len(args) == 1 {
+				p, err := e.Pool(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				pools = append(pools, p)
+			} else if pools, err = e.Pools(cmd.Context()); err != nil {
+				return err
+			}
+			if g.output == "json" {
+				if pools == nil {
+					pools = []engine.PoolInfo{}
+				}
+				return printJSON(g.stdout, pools)
+			}
+			if len(pools) == 0 {
+				fmt.Fprintln(g.stdout, "no pools found; create one with `tidectl pool create`")
+				return nil
+			}
+			for i, p := range pools {
+				if i > 0 {
+					fmt.Fprintln(g.stdout)
+				}
+				if err := printPool(g, p); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func printPool(g *globals, p engine.PoolInfo) error {
+	if g.output == "json" {
+		return printJSON(g.stdout, p)
+	}
+	fmt.Fprintf(g.stdout, "Pool %s (uuid %s, layout generation %d)\n", p.Name, p.UUID, p.Generation)
+	origin := p.Origin.Path
+	if p.Origin.MDUUID != "" {
+		origin += " (md " + p.Origin.MDUUID + ")"
+	}
+	t := newTable(g.stdout, "DEVICE", "ROLE", "SIZE", "FREE", "STATE")
+	t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), "ok")
+	for _, m := range p.Members {
+		state := "ok"
+		if !m.Present {
+			state = "MISSING"
+		} else if m.Generation != p.Generation {
+			state = fmt.Sprintf("stale (gen %d)", m.Generation)
+		}
+		t.row(m.Path, "ssd", size(m.SizeBytes), size(m.FreeBytes), state)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	vols := "none"
+	if len(p.Volumes) > 0 {
+		vols = strings.Join(p.Volumes, ", ")
+	}
+	fmt.Fprintf(g.stdout, "Volumes: %s\n", vols)
+	return nil
+}

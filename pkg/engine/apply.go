@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/tidecache/tidecache/pkg/blockdev"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// DriftError says a tidecache device exists with a table other than the
+// one the layout asks for: someone changed it behind our back, or a change
+// was interrupted.
+type DriftError struct {
+	Device    string
+	Want, Got string
+}
+
+func (e *DriftError) Error() string {
+	return fmt.Sprintf("device %s has table %q, layout wants %q", e.Device, e.Got, e.Want)
+}
+
+// ensure makes a dm device exist with the given table. It returns whether
+// the device was created. An existing device with an equivalent table is
+// left alone; one with another table gets a *DriftError and is not
+// touched; a device of that name that tidecache does not own is refused.
+func (e *Engine) ensure(ctx context.Context, d stack.Device) (bool, error) {
+	info, err := e.dm.Info(ctx, d.Name)
+	switch {
+	case errors.Is(err, dm.ErrNotFound):
+		return true, e.createDevice(ctx, d)
+	case err != nil:
+		return false, fmt.Errorf("inspect %s: %w", d.Name, err)
+	}
+	if info.UUID != d.UUID {
+		return false, fmt.Errorf("device %s exists with uuid %q, not %q: not touching it", d.Name, info.UUID, d.UUID)
+	}
+	if !info.LiveTable {
+		// A create that died between create and resume: finish it.
+		if err := e.dm.Load(ctx, d.Name, d.Table); err != nil {
+			return false, fmt.Errorf("load %s: %w", d.Name, err)
+		}
+		if err := e.dm.Resume(ctx, d.Name); err != nil {
+			return false, fmt.Errorf("resume %s: %w", d.Name, err)
+		}
+		return true, nil
+	}
+	same, got, err := e.sameTable(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	if !same {
+		return false, &DriftError{Device: d.Name, Want: d.Table.String(), Got: got.String()}
+	}
+	if info.Suspended {
+		if err := e.dm.Resume(ctx, d.Name); err != nil {
+			return false, fmt.Errorf("resume %s left suspended: %w", d.Name, err)
+		}
+	}
+	return false, nil
+}
+
+// createDevice creates, loads and resumes a new dm device; on failure it
+// removes what it created.
+func (e *Engine) createDevice(ctx context.Context, d stack.Device) error {
+	if _, err := e.dm.Create(ctx, d.Name, d.UUID); err != nil {
+		return fmt.Errorf("create %s: %w", d.Name, err)
+	}
+	err := e.dm.Load(ctx, d.Name, d.Table)
+	if err == nil {
+		err = e.dm.Resume(ctx, d.Name)
+	}
+	if err != nil {
+		if rmErr := e.dm.Remove(ctx, d.Name); rmErr != nil {
+			e.log.Warn("cleanup after failed create", "dm_name", d.Name, "err", rmErr)
+		}
+		return fmt.Errorf("create %s with table %q: %w", d.Name, d.Table.String(), err)
+	}
+	e.log.Info("device created", "dm_name", d.Name, "table", d.Table.String())
+	return nil
+}
+
+// reload swaps the table of a live device: suspend, load, resume. The
+// device is resumed on every path, with the old table if the new one was
+// refused. check, if set, runs while the device is suspended and can veto
+// the swap (for instance when dirty blocks reappeared).
+func (e *Engine) reload(ctx context.Context, name string, table dm.Table, check func(context.Context) error) (err error) {
+	if err := e.dm.Suspend(ctx, name, dm.SuspendOptions{}); err != nil {
+		return fmt.Errorf("suspend %s: %w", name, err)
+	}
+	defer func() {
+		// Resume even if ctx is cancelled: a suspended device blocks I/O.
+		if rerr := e.dm.Resume(context.WithoutCancel(ctx), name); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("resume %s: %w", name, rerr))
+		}
+	}()
+	if check != nil {
+		if err := check(ctx); err != nil {
+			return err
+		}
+	}
+	if err := e.dm.Load(ctx, name, table); err != nil {
+		return fmt.Errorf("load %s with table %q: %w", name, table.String(), err)
+	}
+	return nil
+}
+
+// removeDevice removes a tidecache device if it exists. Devices without
+// the tidecache UUID are never removed.
+func (e *Engine) removeDevice(ctx context.Context, name string) error {
+	info, err := e.dm.Info(ctx, name)
+	if errors.Is(err, dm.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", name, err)
+	}
+	if !stack.Owned(info.UUID) {
+		return fmt.Errorf("device %s (uuid %q) is not tidecache's: not removing it", name, info.UUID)
+	}
+	if info.OpenCount > 0 {
+		return fmt.Errorf("remove %s: %w (open count %d: unmount it or stop what uses it)", name, dm.ErrBusy, info.OpenCount)
+	}
+	if err := e.dm.Remove(ctx, name); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	e.log.Info("device removed", "dm_name", name)
+	return nil
+}
+
+// sameTable compares the live table of a device with the wanted one,
+// ignoring what the kernel rewrites: device paths become major:minor and
+// option order is the target's own.
+func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table, error) {
+	got, err := e.dm.Table(ctx, d.Name)
+	if err != nil {
+		return false, nil, fmt.Errorf("table of %s: %w", d.Name, err)
+	}
+	if len(got) != len(d.Table) {
+		return false, got, nil
+	}
+	for i := range got {
+		eq, err := equivalent(d.Table[i], got[i], devNumber)
+		if err != nil {
+			return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
+		}
+		if !eq {
+			return false, got, nil
+		}
+	}
+	return true, got, nil
+}
+
+// devNumber turns a device reference of a table into "major:minor".
+func devNumber(ref string) (string, error) {
+	if !strings.HasPrefix(ref, "/") {
+		return ref, nil
+	}
+	maj, min, err := blockdev.DevNumber(ref)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", maj, min), nil
+}
+
+// equivalent reports whether two targets map the same thing. canon turns
+// a device reference into its canonical major:minor form.
+func equivalent(want, got dm.Target, canon func(string) (string, error)) (bool, error) {
+	if want.Start != got.Start || want.Length != got.Length || want.Type != got.Type {
+		return false, nil
+	}
+	devs := func(refs ...*string) error {
+		for _, r := range refs {
+			c, err := canon(*r)
+			if err != nil {
+				return err
+			}
+			*r = c
+		}
+		return nil
+	}
+	switch want.Type {
+	case "linear":
+		w, err := dm.ParseLinearParams(want.Params)
+		if err != nil {
+			return false, err
+		}
+		g, err := dm.ParseLinearParams(got.Params)
+		if err != nil {
+			return false, err
+		}
+		if err := devs(&w.Device, &g.Device); err != nil {
+			return false, err
+		}
+		return w == g, nil
+	case "writecache":
+		w, err := dm.ParseWritecacheParams(want.Params)
+		if err != nil {
+			return false, err
+		}
+		g, err := dm.ParseWritecacheParams(got.Params)
+		if err != nil {
+			return false, err
+		}
+		if err := devs(&w.Origin, &w.Cache, &g.Origin, &g.Cache); err != nil {
+			return false, err
+		}
+		return reflect.DeepEqual(w, g), nil
+	case "cache":
+		w, err := dm.ParseCacheParams(want.Params)
+		if err != nil {
+			return false, err
+		}
+		g, err := dm.ParseCacheParams(got.Params)
+		if err != nil {
+			return false, err
+		}
+		if err := devs(&w.Metadata, &w.Cache, &w.Origin, &g.Metadata, &g.Cache, &g.Origin); err != nil {
+			return false, err
+		}
+		slices.Sort(w.Features)
+		slices.Sort(g.Features)
+		return w.Metadata == g.Metadata && w.Cache == g.Cache && w.Origin == g.Origin &&
+			w.BlockSize == g.BlockSize && slices.Equal(w.Features, g.Features) &&
+			w.Policy == g.Policy && slices.Equal(w.PolicyArgs, g.PolicyArgs), nil
+	}
+	return want.Params == got.Params, nil
+}

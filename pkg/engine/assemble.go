@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// AssembleReport says what boot assembly brought up and what it refused.
+type AssembleReport struct {
+	Pools   []PoolReport    `json:"pools"`
+	Corrupt []CorruptReport `json:"corrupt_devices,omitempty"`
+}
+
+// PoolReport is the outcome for one pool.
+type PoolReport struct {
+	Name    string         `json:"name"`
+	UUID    string         `json:"uuid"`
+	Error   string         `json:"error,omitempty"`
+	Volumes []VolumeReport `json:"volumes"`
+}
+
+// VolumeReport is the outcome for one volume.
+type VolumeReport struct {
+	Name   string    `json:"name"`
+	Mode   pool.Mode `json:"mode"`
+	Device string    `json:"device,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// CorruptReport names a device whose superblock could not be trusted.
+type CorruptReport struct {
+	Device string `json:"device"`
+	Error  string `json:"error"`
+}
+
+// ErrAssembleIncomplete is returned when some pool or volume was not
+// brought up; the report says which and why.
+var ErrAssembleIncomplete = errors.New("assembly incomplete")
+
+// Assemble rebuilds every volume of every pool found on the node's
+// devices, using the SSD superblocks alone: no cluster store, no network.
+// It is idempotent: volumes already running with the right tables are
+// left alone. A pool with a missing or corrupt member is refused as a
+// whole, and a volume whose write tier cannot be built is torn down
+// again, so an origin that may be missing dirty blocks is never exposed.
+func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
+	var rep AssembleReport
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return rep, err
+	}
+	failed := false
+	for _, c := range found.Corrupt {
+		rep.Corrupt = append(rep.Corrupt, CorruptReport{Device: c.Path, Error: c.Err.Error()})
+		e.log.Error("damaged tidecache superblock", "device", c.Path, "err", c.Err)
+		failed = true
+	}
+	for _, p := range found.sortedPools() {
+		pr := e.assemblePool(ctx, p, found.Corrupt)
+		if pr.Error != "" {
+			failed = true
+		}
+		for _, v := range pr.Volumes {
+			if v.Error != "" {
+				failed = true
+			}
+		}
+		rep.Pools = append(rep.Pools, pr)
+	}
+	if failed {
+		return rep, ErrAssembleIncomplete
+	}
+	return rep, nil
+}
+
+func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []CorruptDevice) PoolReport {
+	l := p.Layout
+	pr := PoolReport{Name: l.Name, UUID: l.UUID, Volumes: []VolumeReport{}}
+	if missing := p.missing(); len(missing) > 0 {
+		var why []string
+		for _, uuid := range missing {
+			hint := ""
+			for _, m := range l.Members {
+				if m.UUID == uuid {
+					hint = m.Path
+				}
+			}
+			msg := fmt.Sprintf("SSD member %s (last seen at %s) not found", uuid, hint)
+			for _, c := range corrupt {
+				if c.Path == hint {
+					msg = fmt.Sprintf("SSD member %s: %s has a damaged superblock: %v", uuid, c.Path, c.Err)
+				}
+			}
+			why = append(why, msg)
+		}
+		pr.Error = "pool not assembled, its cache may hold dirty data: " + strings.Join(why, "; ")
+		e.log.Error("pool refused", "pool", l.Name, "reason", pr.Error)
+		return pr
+	}
+	origin, err := e.resolveOrigin(ctx, l)
+	if err != nil {
+		pr.Error = err.Error()
+		e.log.Error("pool refused", "pool", l.Name, "err", err)
+		return pr
+	}
+	// A member that missed the last update gets the newest layout again.
+	for uuid, gen := range p.Generations {
+		if gen != l.Generation {
+			e.log.Warn("member superblock is behind, rewriting it", "pool", l.Name, "member", uuid, "generation", gen, "newest", l.Generation)
+			if err := e.writeLayout(p, origin, l); err != nil {
+				pr.Error = err.Error()
+				return pr
+			}
+			break
+		}
+	}
+	for _, v := range l.Volumes {
+		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
+		st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+		if err == nil {
+			err = e.activate(ctx, st)
+			if err != nil && !isDrift(err) {
+				// Do not leave a half stack: in particular never leave
+				// the origin extent reachable without its write tier.
+				if rerr := e.removeStack(ctx, v); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+		}
+		if err != nil {
+			vr.Error = err.Error()
+			e.log.Error("volume not assembled", "volume", v.Name, "pool", l.Name, "err", err)
+		} else {
+			vr.Device = st.Top().Path()
+			e.log.Info("volume assembled", "volume", v.Name, "pool", l.Name, "mode", v.Mode, "device", vr.Device)
+		}
+		pr.Volumes = append(pr.Volumes, vr)
+	}
+	return pr
+}
+
+func isDrift(err error) bool {
+	var d *DriftError
+	return errors.As(err, &d)
+}

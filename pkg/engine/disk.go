@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/superblock"
+)
+
+// metadataHeadBytes is how much of a cache slice is zeroed before a cache
+// target is first built on it. Both dm-writecache (superblock in its first
+// block, at most 4 KiB) and dm-cache (superblock in the first 4 KiB
+// metadata block) format a device whose superblock reads as zeroes instead
+// of loading whatever an earlier volume left there.
+const metadataHeadBytes = 64 << 10
+
+// readSuperblock reads the tidecache superblock of a device.
+func readSuperblock(path string) (superblock.Superblock, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return superblock.Superblock{}, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	sb, err := superblock.Read(f)
+	if err != nil {
+		return superblock.Superblock{}, fmt.Errorf("read superblock of %s: %w", path, err)
+	}
+	return sb, nil
+}
+
+// writeSuperblock writes one superblock copy to a device and syncs it.
+func writeSuperblock(path string, sb superblock.Superblock) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := superblock.Write(f, f.Sync, sb); err != nil {
+		return fmt.Errorf("write superblock to %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// wipeSuperblock removes tidecache's superblock from a device.
+func wipeSuperblock(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := superblock.Wipe(f, f.Sync); err != nil {
+		return fmt.Errorf("wipe superblock on %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// zeroHead zeroes the first bytes of an extent on a device and syncs, so a
+// cache target built on it starts with fresh metadata.
+func zeroHead(path string, e pool.Extent) error {
+	n := int64(metadataHeadBytes)
+	if max := int64(e.Length) * pool.SectorSize; n > max {
+		n = max
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), int64(e.Offset)*pool.SectorSize); err != nil {
+		return fmt.Errorf("zero cache metadata on %s at sector %d: %w", path, e.Offset, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// isNoSuperblock reports whether err says the device carries no tidecache
+// superblock at all (as opposed to a damaged one).
+func isNoSuperblock(err error) bool { return errors.Is(err, superblock.ErrNoSuperblock) }

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// Progress reports a long write-back (drain or flush) as it goes.
+type Progress struct {
+	Volume string
+	// Phase is "drain" (write tier being emptied before removal) or "flush".
+	Phase       string
+	DirtyBlocks uint64
+	StartBlocks uint64
+	BlockSize   uint32
+	// BlocksPerSecond is the recent write-back rate; zero until measured.
+	BlocksPerSecond float64
+	// ETA is the time left at that rate; zero when unknown.
+	ETA     time.Duration
+	Elapsed time.Duration
+}
+
+// ProgressFunc receives progress reports; it must not block.
+type ProgressFunc func(Progress)
+
+// errRedirtied says blocks became dirty again between the drain and the
+// suspend; the drain is repeated.
+var errRedirtied = errors.New("write cache became dirty again")
+
+// maxDrainRounds bounds how often a drain is retried when writes keep
+// landing in the cache between drain and suspend.
+const maxDrainRounds = 5
+
+// SetMode changes a volume's cache mode live. The top device keeps its
+// name and stays open; only its table is swapped between a suspend and a
+// resume. Leaving writeback first drains the write tier with the cleaner
+// message and proves, with the device suspended, that no dirty block is
+// left before the table loses the cache. The new mode is recorded in the
+// superblocks while the device is suspended, before the new table goes
+// live, so boot assembly always rebuilds a stack that holds every
+// acknowledged write. Setting the current mode again is a no-op.
+func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progress ProgressFunc) error {
+	if _, err := pool.ParseMode(string(mode)); err != nil {
+		return err
+	}
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return err
+	}
+	p, v, err := findVolume(found, name)
+	if err != nil {
+		return err
+	}
+	if v.Mode == mode {
+		e.log.Info("mode unchanged", "volume", name, "mode", mode)
+		return nil
+	}
+	if mode == pool.ModeWriteback && v.WriteCache == nil {
+		return fmt.Errorf("volume %s: has no write cache slice, cannot switch to writeback", name)
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	devs := p.devices(origin)
+	cur, err := stack.Build(*v, devs, e.cfg.Tuning)
+	if err != nil {
+		return err
+	}
+	want, err := stack.BuildMode(*v, mode, devs, e.cfg.Tuning)
+	if err != nil {
+		return err
+	}
+	top := cur.Top().Name
+	if _, err := e.dm.Info(ctx, top); err != nil {
+		return fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
+	}
+	// The running stack must be the one the layout describes before it is
+	// changed; anything else is drift for an operator to look at.
+	if err := e.activate(ctx, cur); err != nil {
+		return fmt.Errorf("volume %s: current stack: %w", name, err)
+	}
+
+	_, hadWrite := cur.Find(stack.RoleWriteData)
+	_, getsWrite := want.Find(stack.RoleWriteData)
+	_, hadRead := cur.Find(stack.RoleReadTier)
+	_, getsRead := want.Find(stack.RoleReadTier)
+
+	// New tiers start from zeroed metadata: those slices hold nothing
+	// dirty, since the layout records a mode without them.
+	if err := e.zeroCacheHeads(p, *v, getsWrite && !hadWrite, getsRead && !hadRead); err != nil {
+		return err
+	}
+	for _, d := range want.Devices[:len(want.Devices)-1] {
+		if _, err := e.ensure(ctx, d); err != nil {
+			return fmt.Errorf("volume %s: prepare %s: %w", name, d.Name, err)
+		}
+	}
+
+	next := p.Layout.Clone()
+	if err := next.SetMode(name, mode); err != nil {
+		return err
+	}
+	check := func(ctx context.Context) error {
+		if hadWrite && !getsWrite {
+			wc, ok, err := e.writecacheStatus(ctx, top)
+			if err != nil {
+				return err
+			}
+			if ok && wc.Error != 0 {
+				return fmt.Errorf("volume %s: write cache in error state (%d): dirty data cannot be written back; see the runbook", name, wc.Error)
+			}
+			if ok && wc.DirtyBlocks() > 0 {
+				return fmt.Errorf("%w: %d blocks", errRedirtied, wc.DirtyBlocks())
+			}
+		}
+		return e.writeLayout(p, origin, next)
+	}
+	for round := 1; ; round++ {
+		if hadWrite && !getsWrite {
+			if err := e.drain(ctx, *v, top, progress); err != nil {
+				return err
+			}
+		}
+		err = e.reload(ctx, top, want.Top().Table, check)
+		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
+			e.log.Info("drain: cache dirtied again before suspend, draining again", "volume", name, "round", round)
+			continue
+		}
+		break
+	}
+	if err != nil {
+		if p.Layout.Generation == next.Generation {
+			// The new mode was recorded but the table was refused: record
+			// the old mode again so layout and kernel agree.
+			back := next.Clone()
+			if rerr := back.SetMode(name, v.Mode); rerr == nil {
+				err = errors.Join(err, e.writeLayout(p, origin, back))
+			}
+		}
+		return fmt.Errorf("volume %s: switch %s -> %s: %w", name, v.Mode, mode, err)
+	}
+	// Tear down the tiers the new mode does not use, top-down.
+	for i := len(cur.Devices) - 2; i >= 0; i-- {
+		d := cur.Devices[i]
+		if _, keep := want.Find(d.Role); keep {
+			continue
+		}
+		if err := e.removeDevice(ctx, d.Name); err != nil {
+			return fmt.Errorf("volume %s: mode is %s but cleanup failed: %w", name, mode, err)
+		}
+	}
+	e.log.Info("mode changed", "volume", name, "from", v.Mode, "to", mode)
+	return nil
+}
+
+// drain empties a write tier: the cleaner message stops new writes from
+// being cached and writes back everything, and the status is polled until
+// no dirty block is left. On failure or cancellation the cleaner is turned
+// off again by reloading the same table, so the cache keeps absorbing
+// writes.
+func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, progress ProgressFunc) (err error) {
+	if _, err := e.dm.Message(ctx, top, 0, "cleaner"); err != nil {
+		return fmt.Errorf("volume %s: start drain (cleaner message): %w", v.Name, err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		table, terr := e.dm.Table(context.WithoutCancel(ctx), top)
+		if terr == nil {
+			terr = e.reload(context.WithoutCancel(ctx), top, table, nil)
+		}
+		if terr != nil {
+			err = errors.Join(err, fmt.Errorf("turn cleaner off again: %w", terr))
+		}
+	}()
+	if e.cfg.DrainTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.DrainTimeout)
+		defer cancel()
+	}
+	return e.waitClean(ctx, v, top, "drain", nil, progress)
+}
+
+// Flush writes every dirty block of a volume's write tier back to the
+// origin and waits for it, reporting progress. It returns the number of
+// dirty blocks left at the end (new writes may arrive meanwhile). A volume
+// without a write tier has nothing to flush.
+func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) (uint64, error) {
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return 0, err
+	}
+	_, v, err := findVolume(found, name)
+	if err != nil {
+		return 0, err
+	}
+	top := stack.DeviceName(name, stack.RoleTop)
+	if _, ok, err := e.writecacheStatus(ctx, top); err != nil || !ok {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The flush message writes everything back and returns when the
+		// kernel's write-back queue is empty.
+		_, err := e.dm.Message(ctx, top, 0, "flush")
+		done <- err
+	}()
+	if err := e.waitClean(ctx, *v, top, "flush", done, progress); err != nil {
+		return 0, err
+	}
+	wc, _, err := e.writecacheStatus(ctx, top)
+	if err != nil {
+		return 0, err
+	}
+	return wc.DirtyBlocks(), nil
+}
+
+// waitClean polls the write tier until it reports no dirty blocks, or, when
+// done is given, until done delivers. It reports progress with a rate
+// smoothed over the last polls.
+func (e *Engine) waitClean(ctx context.Context, v pool.Volume, top, phase string, done <-chan error, progress ProgressFunc) error {
+	start := time.Now()
+	var first, last uint64
+	lastAt := start
+	rate := 0.0
+	tick := time.NewTicker(e.cfg.PollInterval)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		wc, ok, err := e.writecacheStatus(ctx, top)
+		if err != nil {
+			return fmt.Errorf("volume %s: %s: %w", v.Name, phase, err)
+		}
+		if !ok {
+			return fmt.Errorf("volume %s: %s: write tier vanished", v.Name, phase)
+		}
+		if wc.Error != 0 {
+			return fmt.Errorf("volume %s: %s: write cache in error state (%d): the SSD failed; dirty data cannot be written back", v.Name, phase, wc.Error)
+		}
+		dirty := wc.DirtyBlocks()
+		now := time.Now()
+		if n == 0 {
+			first, last = dirty, dirty
+		} else if dt := now.Sub(lastAt).Seconds(); dt > 0 && last >= dirty {
+			inst := float64(last-dirty) / dt
+			if rate == 0 {
+				rate = inst
+			} else {
+				rate = 0.7*rate + 0.3*inst
+			}
+		}
+		last, lastAt = dirty, now
+		if progress != nil {
+			p := Progress{Volume: v.Name, Phase: phase, DirtyBlocks: dirty, StartBlocks: first, BlockSize: blockSize(v), BlocksPerSecond: rate, Elapsed: now.Sub(start)}
+			if rate > 0 {
+				p.ETA = time.Duration(float64(dirty) / rate * float64(time.Second))
+			}
+			progress(p)
+		}
+		if done == nil && dirty == 0 && wc.WritebackBlocks == 0 {
+			return nil
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("volume %s: %s: %w", v.Name, phase, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("volume %s: %s interrupted with %d dirty blocks left: %w", v.Name, phase, dirty, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tidecache/tidecache/pkg/blockdev"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+	"github.com/tidecache/tidecache/pkg/superblock"
+)
+
+// poolState is one pool as found on this node's devices.
+type poolState struct {
+	Layout *pool.Layout
+	// Members maps member UUID to the device path it was found at.
+	Members map[string]string
+	// Generations maps member UUID to the generation its superblock holds;
+	// a member behind the newest generation missed an update.
+	Generations map[string]uint64
+}
+
+// missing returns the UUIDs of members the layout names but no device holds.
+func (p *poolState) missing() []string {
+	var out []string
+	for _, m := range p.Layout.Members {
+		if _, ok := p.Members[m.UUID]; !ok {
+			out = append(out, m.UUID)
+		}
+	}
+	return out
+}
+
+// devices returns the resolved paths of the pool's SSDs for stack building.
+func (p *poolState) devices(origin string) stack.Devices {
+	return stack.Devices{Origin: origin, Members: p.Members}
+}
+
+// CorruptDevice is a device whose tidecache superblock exists but cannot be
+// trusted.
+type CorruptDevice struct {
+	Path string
+	Err  error
+}
+
+// scanResult is what a scan of every block device found.
+type scanResult struct {
+	Pools   map[string]*poolState // by pool UUID
+	Corrupt []CorruptDevice
+}
+
+func (r scanResult) byName(name string) (*poolState, bool) {
+	for _, p := range r.Pools {
+		if p.Layout.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+func (r scanResult) sortedPools() []*poolState {
+	out := make([]*poolState, 0, len(r.Pools))
+	for _, p := range r.Pools {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Layout.Name < out[j].Layout.Name })
+	return out
+}
+
+// scan reads the superblock of every block device on the node and groups
+// SSD members into pools, keeping the newest layout of each pool. Origin
+// superblocks are not collected here: the origin is located from the
+// layout and verified when it is needed.
+func (e *Engine) scan(ctx context.Context) (scanResult, error) {
+	res := scanResult{Pools: map[string]*poolState{}}
+	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
+	if err != nil {
+		return res, fmt.Errorf("scan block devices: %w", err)
+	}
+	for _, path := range devs {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if e.skipScan(path) {
+			continue
+		}
+		sb, err := readSuperblock(path)
+		var corrupt *superblock.CorruptError
+		var newer *superblock.VersionError
+		switch {
+		case err == nil:
+		case isNoSuperblock(err):
+			continue
+		case errors.As(err, &corrupt), errors.As(err, &newer):
+			// Damaged, or written by a newer tidecache: either way this
+			// build must not guess, and the pool it belongs to is refused.
+			res.Corrupt = append(res.Corrupt, CorruptDevice{Path: path, Err: err})
+			continue
+		default:
+			// Unreadable devices (empty loop devices, ejected media) are
+			// not pool members; note them for debugging only.
+			e.log.Debug("scan: skip unreadable device", "device", path, "err", err)
+			continue
+		}
+		if sb.Role != superblock.RoleSSD {
+			continue
+		}
+		l := sb.Layout
+		p, ok := res.Pools[l.UUID]
+		if !ok {
+			p = &poolState{Members: map[string]string{}, Generations: map[string]uint64{}}
+			res.Pools[l.UUID] = p
+		}
+		if prev, dup := p.Members[sb.DeviceUUID]; dup {
+			return res, fmt.Errorf("pool %s: member %s found on both %s and %s (cloned disk?); remove one", l.Name, sb.DeviceUUID, prev, path)
+		}
+		p.Members[sb.DeviceUUID] = path
+		p.Generations[sb.DeviceUUID] = l.Generation
+		if p.Layout == nil || l.Generation > p.Layout.Generation {
+			p.Layout = l.Clone()
+		}
+	}
+	return res, nil
+}
+
+// skipScan reports devices whose superblock must not be read: tidecache's
+// own dm devices (their content is user data), md components (the array
+// is what matters) and optical/floppy drives that may block on read.
+func (e *Engine) skipScan(path string) bool {
+	name := filepath.Base(path)
+	if strings.HasPrefix(name, "sr") || strings.HasPrefix(name, "fd") {
+		return true
+	}
+	sys := filepath.Join(e.cfg.SysRoot, "class", "block", name)
+	if uuid, err := os.ReadFile(filepath.Join(sys, "dm", "uuid")); err == nil && stack.Owned(strings.TrimSpace(string(uuid))) {
+		return true
+	}
+	holders, _ := os.ReadDir(filepath.Join(sys, "holders"))
+	for _, h := range holders {
+		if strings.HasPrefix(h.Name(), "md") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveOrigin finds the pool's origin array on this node and proves it is
+// the one the layout was made on: its own superblock must name the pool.
+// An md origin is assembled if it is not running yet.
+func (e *Engine) resolveOrigin(ctx context.Context, l *pool.Layout) (string, error) {
+	path := l.Origin.Path
+	if l.Origin.MDUUID != "" {
+		arr, err := e.md.AssembleByUUID(ctx, l.Origin.MDUUID, mdName(l.Origin.Path))
+		if err != nil {
+			return "", fmt.Errorf("pool %s: assemble origin array %s: %w", l.Name, l.Origin.MDUUID, err)
+		}
+		path = arr.Path
+	}
+	sb, err := readSuperblock(path)
+	if err != nil {
+		return "", fmt.Errorf("pool %s: origin %s: %w", l.Name, path, err)
+	}
+	if sb.Role != superblock.RoleOrigin || sb.Layout.UUID != l.UUID {
+		return "", fmt.Errorf("pool %s: %s is not this pool's origin (its superblock names pool %q)", l.Name, path, sb.Layout.Name)
+	}
+	size, err := blockdev.Size(path)
+	if err != nil {
+		return "", fmt.Errorf("pool %s: origin %s: %w", l.Name, path, err)
+	}
+	if size/pool.SectorSize < l.Origin.SizeSectors {
+		return "", fmt.Errorf("pool %s: origin %s shrank: %d sectors, layout needs %d", l.Name, path, size/pool.SectorSize, l.Origin.SizeSectors)
+	}
+	return path, nil
+}
+
+// mdName returns the array name from a /dev/md/<name> path.
+func mdName(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/dev/md/"); ok {
+		return rest
+	}
+	return ""
+}
+
+// writeLayout records a layout on every member and on the origin. Members
+// are written first: they are what boot assembly reads. A device that
+// fails is reported; the others keep the newer generation, which wins on
+// the next read.
+func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("pool %s: refusing to write an invalid layout: %w", l.Name, err)
+	}
+	for _, m := range l.Members {
+		path, ok := p.Members[m.UUID]
+		if !ok {
+			return fmt.Errorf("pool %s: member %s is missing; cannot record the change", l.Name, m.UUID)
+		}
+		if err := writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
+			return fmt.Errorf("pool %s: %w", l.Name, err)
+		}
+		p.Generations[m.UUID] = l.Generation
+	}
+	if err := writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
+		return fmt.Errorf("pool %s: %w", l.Name, err)
+	}
+	p.Layout = l
+	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation)
+	return nil
+}

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// VolumeInfo is the view of one volume: what the layout says and what the
+// kernel reports right now.
+type VolumeInfo struct {
+	Name            string    `json:"name"`
+	UUID            string    `json:"uuid"`
+	Pool            string    `json:"pool"`
+	Mode            pool.Mode `json:"mode"`
+	Device          string    `json:"device"`
+	SizeBytes       uint64    `json:"size_bytes"`
+	WriteCacheBytes uint64    `json:"write_cache_bytes"`
+	ReadCacheBytes  uint64    `json:"read_cache_bytes"`
+	BlockSize       uint32    `json:"block_size"`
+	// State is "active", "suspended", "inactive" (no device) or "error".
+	State string `json:"state"`
+	// Error holds the reason when State is "error".
+	Error      string            `json:"error,omitempty"`
+	WriteCache *WriteCacheStatus `json:"write_cache,omitempty"`
+	ReadCache  *ReadCacheStatus  `json:"read_cache,omitempty"`
+}
+
+// WriteCacheStatus is the write tier as dm-writecache reports it.
+type WriteCacheStatus struct {
+	dm.WritecacheStatus
+	DirtyBlocks  uint64  `json:"dirty_blocks"`
+	DirtyBytes   uint64  `json:"dirty_bytes"`
+	UsedPercent  float64 `json:"used_percent"`
+	ReadHitRatio float64 `json:"read_hit_ratio"`
+	// WriteHitRatio counts writes that landed on a block already cached.
+	WriteHitRatio float64 `json:"write_hit_ratio"`
+}
+
+// ReadCacheStatus is the read tier as dm-cache reports it.
+type ReadCacheStatus struct {
+	dm.CacheStatus
+	ReadHitRatio float64 `json:"read_hit_ratio"`
+}
+
+// Volumes lists every volume of every pool on the node.
+func (e *Engine) Volumes(ctx context.Context) ([]VolumeInfo, error) {
+	found, err := e.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []VolumeInfo
+	for _, p := range found.sortedPools() {
+		for _, v := range p.Layout.Volumes {
+			out = append(out, e.volumeInfo(ctx, p.Layout.Name, v))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Volume returns one volume by name.
+func (e *Engine) Volume(ctx context.Context, name string) (VolumeInfo, error) {
+	found, err := e.scan(ctx)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	p, v, err := findVolume(found, name)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	return e.volumeInfo(ctx, p.Layout.Name, *v), nil
+}
+
+func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume) VolumeInfo {
+	top := stack.DeviceName(v.Name, stack.RoleTop)
+	info := VolumeInfo{
+		Name: v.Name, UUID: v.UUID, Pool: poolName, Mode: v.Mode,
+		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
+		BlockSize: blockSize(v),
+	}
+	if v.WriteCache != nil {
+		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize
+	}
+	if v.ReadCache != nil {
+		info.ReadCacheBytes = v.ReadCache.Length * pool.SectorSize
+	}
+	di, err := e.dm.Info(ctx, top)
+	switch {
+	case errors.Is(err, dm.ErrNotFound):
+		info.State = "inactive"
+		return info
+	case err != nil:
+		info.State, info.Error = "error", err.Error()
+		return info
+	case di.Suspended:
+		info.State = "suspended"
+	default:
+		info.State = "active"
+	}
+	wc, ok, err := e.writecacheStatus(ctx, top)
+	if err != nil {
+		info.State, info.Error = "error", err.Error()
+		return info
+	}
+	if ok {
+		s := WriteCacheStatus{WritecacheStatus: wc, DirtyBlocks: wc.DirtyBlocks()}
+		s.DirtyBytes = s.DirtyBlocks * uint64(info.BlockSize)
+		s.UsedPercent = ratio(s.DirtyBlocks, wc.TotalBlocks) * 100
+		s.ReadHitRatio = ratio(wc.ReadHits, wc.Reads)
+		s.WriteHitRatio = ratio(wc.WriteHitsUncommitted+wc.WriteHitsCommitted, wc.Writes)
+		info.WriteCache = &s
+		if wc.Error != 0 {
+			info.State, info.Error = "error", fmt.Sprintf("dm-writecache reports error %d: the SSD failed; writes are refused until the volume is repaired", wc.Error)
+		}
+	}
+	rc, ok, err := e.cacheStatus(ctx, stack.DeviceName(v.Name, stack.RoleReadTier))
+	if err != nil {
+		info.State, info.Error = "error", err.Error()
+		return info
+	}
+	if ok {
+		info.ReadCache = &ReadCacheStatus{CacheStatus: rc, ReadHitRatio: ratio(rc.ReadHits, rc.ReadHits+rc.ReadMisses)}
+		if rc.Failed {
+			info.State, info.Error = "error", "dm-cache read tier failed"
+		}
+	}
+	return info
+}
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// writecacheStatus reads the dm-writecache status of a device; ok is false
+// when the device does not exist or its table is not a writecache.
+func (e *Engine) writecacheStatus(ctx context.Context, name string) (dm.WritecacheStatus, bool, error) {
+	st, err := e.dm.Status(ctx, name)
+	if errors.Is(err, dm.ErrNotFound) {
+		return dm.WritecacheStatus{}, false, nil
+	}
+	if err != nil {
+		return dm.WritecacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	if len(st) != 1 || st[0].Type != "writecache" {
+		return dm.WritecacheStatus{}, false, nil
+	}
+	ver, err := e.targetVersion(ctx, "writecache")
+	if err != nil {
+		return dm.WritecacheStatus{}, false, err
+	}
+	wc, err := dm.ParseWritecacheStatus(st[0].Params, ver)
+	if err != nil {
+		return dm.WritecacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return wc, true, nil
+}
+
+// cacheStatus reads the dm-cache status of a device; ok is false when the
+// device does not exist.
+func (e *Engine) cacheStatus(ctx context.Context, name string) (dm.CacheStatus, bool, error) {
+	st, err := e.dm.Status(ctx, name)
+	if errors.Is(err, dm.ErrNotFound) {
+		return dm.CacheStatus{}, false, nil
+	}
+	if err != nil {
+		return dm.CacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	if len(st) != 1 || st[0].Type != "cache" {
+		return dm.CacheStatus{}, false, nil
+	}
+	ver, err := e.targetVersion(ctx, "cache")
+	if err != nil {
+		return dm.CacheStatus{}, false, err
+	}
+	cs, err := dm.ParseCacheStatus(st[0].Params, ver)
+	if err != nil {
+		return dm.CacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return cs, true, nil
+}

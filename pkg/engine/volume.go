@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// ErrVolumeNotFound is returned for an unknown volume name; it is the
+// layout's own sentinel so callers test one error whichever layer failed.
+var ErrVolumeNotFound = pool.ErrVolumeNotFound
+
+// ErrDirty is returned when an operation would drop a write cache that
+// still holds data not yet written to the origin.
+var ErrDirty = errors.New("write cache holds dirty data")
+
+// ErrInUse is returned when a volume's device is open (mounted, or used by
+// a database or another device).
+var ErrInUse = errors.New("volume is in use")
+
+// CreateVolume carves a volume out of a pool and activates its stack. The
+// new cache slices are zeroed and the layout is recorded on every device
+// before the volume's devices exist, so a crash at any point leaves either
+// no volume or one boot assembly can bring up.
+func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.VolumeRequest) (VolumeInfo, error) {
+	if err := pool.ValidateName("volume", req.Name); err != nil {
+		return VolumeInfo{}, err
+	}
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	defer unlock()
+
+	found, err := e.scan(ctx)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	for _, p := range found.Pools {
+		if _, ok := p.Layout.Volume(req.Name); ok {
+			return VolumeInfo{}, fmt.Errorf("volume %s: %w in pool %s", req.Name, pool.ErrVolumeExists, p.Layout.Name)
+		}
+	}
+	p, err := pickPool(found, poolName)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if missing := p.missing(); len(missing) > 0 {
+		return VolumeInfo{}, fmt.Errorf("pool %s: SSD members %v are missing; repair the pool before creating volumes", p.Layout.Name, missing)
+	}
+	if _, err := e.dm.Info(ctx, stack.DeviceName(req.Name, stack.RoleTop)); err == nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: a device named %s already exists", req.Name, stack.DeviceName(req.Name, stack.RoleTop))
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+
+	next := p.Layout.Clone()
+	v, err := next.AddVolume(req, newUUID(), time.Now())
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
+	}
+	if err := e.zeroCacheHeads(p, v, true, true); err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := e.writeLayout(p, origin, next); err != nil {
+		return VolumeInfo{}, err
+	}
+	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := e.activate(ctx, st); err != nil {
+		// Leave the layout as written: the volume exists on disk and the
+		// next assemble or create-retry finishes it. Report what broke.
+		return VolumeInfo{}, fmt.Errorf("volume %s recorded but not active: %w", v.Name, err)
+	}
+	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
+	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+}
+
+// pickPool returns the named pool, or the only pool when name is empty.
+func pickPool(found scanResult, name string) (*poolState, error) {
+	if name != "" {
+		p, ok := found.byName(name)
+		if !ok {
+			return nil, fmt.Errorf("pool %s: %w", name, ErrPoolNotFound)
+		}
+		return p, nil
+	}
+	switch len(found.Pools) {
+	case 0:
+		return nil, fmt.Errorf("no pool on this node: create one with `tidectl pool create`: %w", ErrPoolNotFound)
+	case 1:
+		for _, p := range found.Pools {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%d pools on this node: say which one with --pool", len(found.Pools))
+}
+
+// zeroCacheHeads zeroes the metadata head of a volume's write slice and/or
+// read metadata slice, so the cache targets built on them start empty.
+func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) error {
+	var extents []pool.Extent
+	if write && v.WriteCache != nil {
+		extents = append(extents, *v.WriteCache)
+	}
+	if read && v.ReadMeta != nil {
+		extents = append(extents, *v.ReadMeta)
+	}
+	for _, x := range extents {
+		path, ok := p.Members[x.Member]
+		if !ok {
+			return fmt.Errorf("volume %s: SSD member %s missing", v.Name, x.Member)
+		}
+		if err := zeroHead(path, x); err != nil {
+			return fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// activate brings every device of a stack up, bottom-up.
+func (e *Engine) activate(ctx context.Context, st stack.Stack) error {
+	for _, d := range st.Devices {
+		if _, err := e.ensure(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteVolume removes a volume's devices and frees its extents. A volume
+// whose write cache holds dirty blocks is refused unless force is set:
+// those blocks were acknowledged to the writer and exist nowhere else.
+// A volume that is open is always refused.
+func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) error {
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return err
+	}
+	p, v, err := findVolume(found, name)
+	if err != nil {
+		return err
+	}
+	top := stack.DeviceName(name, stack.RoleTop)
+	info, err := e.dm.Info(ctx, top)
+	switch {
+	case errors.Is(err, dm.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("volume %s: %w", name, err)
+	default:
+		if info.OpenCount > 0 {
+			return fmt.Errorf("volume %s: %w: %s is open %d time(s); unmount it first", name, ErrInUse, dm.DevicePath(top), info.OpenCount)
+		}
+		wc, ok, err := e.writecacheStatus(ctx, top)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", name, err)
+		}
+		if ok && wc.DirtyBlocks() > 0 {
+			if !force {
+				return fmt.Errorf("volume %s: %w: %d blocks (%s) not yet on the origin; run `tidectl volume flush %s` first, or --force to discard them",
+					name, ErrDirty, wc.DirtyBlocks(), humanBytes(wc.DirtyBlocks()*uint64(blockSize(*v))), name)
+			}
+			e.log.Warn("deleting volume with dirty cache blocks (--force): they are lost", "volume", name, "dirty_blocks", wc.DirtyBlocks())
+		}
+	}
+	if err := e.removeStack(ctx, *v); err != nil {
+		return err
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	next := p.Layout.Clone()
+	if err := next.RemoveVolume(name); err != nil {
+		return err
+	}
+	if err := e.writeLayout(p, origin, next); err != nil {
+		return err
+	}
+	e.log.Info("volume deleted", "volume", name, "pool", p.Layout.Name)
+	return nil
+}
+
+// removeStack removes every device a volume may have, top-down, whatever
+// its mode.
+func (e *Engine) removeStack(ctx context.Context, v pool.Volume) error {
+	for _, r := range []stack.Role{stack.RoleTop, stack.RoleWriteData, stack.RoleReadTier, stack.RoleReadData, stack.RoleReadMeta, stack.RoleOrigin} {
+		if err := e.removeDevice(ctx, stack.DeviceName(v.Name, r)); err != nil {
+			return fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+	}
+	return nil
+}
+
+// findVolume finds a volume in any pool.
+func findVolume(found scanResult, name string) (*poolState, *pool.Volume, error) {
+	for _, p := range found.Pools {
+		if v, ok := p.Layout.Volume(name); ok {
+			return p, v, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("volume %s: %w", name, ErrVolumeNotFound)
+}
+
+func blockSize(v pool.Volume) uint32 {
+	if v.BlockSize == 0 {
+		return 4096
+	}
+	return v.BlockSize
+}
+
+// humanBytes prints a byte count in binary units.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
