@@ -136,23 +136,28 @@ func (p CacheParams) Validate() error {
 
 // CacheStatus is the status line of a dm-cache target.
 type CacheStatus struct {
-	MetadataBlockSize           uint64 // sectors
-	MetadataUsed, MetadataTotal uint64 // metadata blocks
-	BlockSize                   uint64 // sectors
-	Used, Total                 uint64 // cache blocks
-	ReadHits, ReadMisses        uint64
-	WriteHits, WriteMisses      uint64
-	Demotions, Promotions       uint64
-	Dirty                       uint64 // cache blocks
-	Features                    []string
-	CoreArgs                    []string // key value pairs, e.g. migration_threshold 2048
-	Policy                      string
-	PolicyArgs                  []string
-	MetadataMode                string // "rw" or "ro"; empty if the target did not print it
-	NeedsCheck                  bool
+	MetadataBlockSize uint64   `json:"metadata_block_size"` // sectors
+	MetadataUsed      uint64   `json:"metadata_used"`       // metadata blocks
+	MetadataTotal     uint64   `json:"metadata_total"`
+	BlockSize         uint64   `json:"block_size"` // sectors
+	Used              uint64   `json:"used"`       // cache blocks
+	Total             uint64   `json:"total"`
+	ReadHits          uint64   `json:"read_hits"`
+	ReadMisses        uint64   `json:"read_misses"`
+	WriteHits         uint64   `json:"write_hits"`
+	WriteMisses       uint64   `json:"write_misses"`
+	Demotions         uint64   `json:"demotions"`
+	Promotions        uint64   `json:"promotions"`
+	Dirty             uint64   `json:"dirty"` // cache blocks
+	Features          []string `json:"features"`
+	CoreArgs          []string `json:"core_args"` // key value pairs, e.g. migration_threshold 2048
+	Policy            string   `json:"policy"`
+	PolicyArgs        []string `json:"policy_args"`
+	MetadataMode      string   `json:"metadata_mode"` // "rw" or "ro"; empty if the target did not print it
+	NeedsCheck        bool     `json:"needs_check"`
 	// Failed: the cache is in fail mode and printed only "Fail"; every
 	// other field is zero.
-	Failed bool
+	Failed bool `json:"failed"`
 }
 
 // ParseCacheStatus parses the status text of a cache target. v is the cache

@@ -284,24 +284,24 @@ func (p WritecacheParams) Validate() error {
 type WritecacheStatus struct {
 	// Error is 0, or the negative errno of the first I/O error. After an
 	// error dm-writecache fails every later write and flush.
-	Error           int64
-	TotalBlocks     uint64 // cache blocks
-	FreeBlocks      uint64
-	WritebackBlocks uint64 // blocks being written back now
+	Error           int64  `json:"error"`
+	TotalBlocks     uint64 `json:"total_blocks"` // cache blocks
+	FreeBlocks      uint64 `json:"free_blocks"`
+	WritebackBlocks uint64 `json:"writeback_blocks"` // blocks being written back now
 
 	// Counters since creation or the last "clear_stats" message; valid
 	// when HasStats (target version 1.6 and later).
-	Reads                uint64
-	ReadHits             uint64
-	Writes               uint64
-	WriteHitsUncommitted uint64
-	WriteHitsCommitted   uint64
-	WritesAround         uint64 // bypassed the cache
-	WritesAllocate       uint64 // allocated a cache block
-	WritesBlocked        uint64 // waited on the freelist
-	Flushes              uint64
-	Discards             uint64
-	HasStats             bool
+	Reads                uint64 `json:"reads"`
+	ReadHits             uint64 `json:"read_hits"`
+	Writes               uint64 `json:"writes"`
+	WriteHitsUncommitted uint64 `json:"write_hits_uncommitted"`
+	WriteHitsCommitted   uint64 `json:"write_hits_committed"`
+	WritesAround         uint64 `json:"writes_around"`   // bypassed the cache
+	WritesAllocate       uint64 `json:"writes_allocate"` // allocated a cache block
+	WritesBlocked        uint64 `json:"writes_blocked"`  // waited on the freelist
+	Flushes              uint64 `json:"flushes"`
+	Discards             uint64 `json:"discards"`
+	HasStats             bool   `json:"has_stats"`
 }
 
 // DirtyBlocks returns the blocks not yet on the origin: TotalBlocks -
