@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
@@ -128,7 +129,7 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	for round := 1; ; round++ {
 		if hadWrite && !getsWrite {
-			if err := e.drain(ctx, *v, top, progress); err != nil {
+			if err := e.drain(ctx, *v, top, cur.Top().Table, progress); err != nil {
 				return err
 			}
 		}
@@ -167,9 +168,9 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 // drain empties a write tier: the cleaner message stops new writes from
 // being cached and writes back everything, and the status is polled until
 // no dirty block is left. On failure or cancellation the cleaner is turned
-// off again by reloading the same table, so the cache keeps absorbing
-// writes.
-func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, progress ProgressFunc) (err error) {
+// off again by reloading the volume's normal writecache table (restore),
+// so the cache keeps absorbing writes.
+func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore dm.Table, progress ProgressFunc) (err error) {
 	if _, err := e.dm.Message(ctx, top, 0, "cleaner"); err != nil {
 		return fmt.Errorf("volume %s: start drain (cleaner message): %w", v.Name, err)
 	}
@@ -177,11 +178,7 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, progress 
 		if err == nil {
 			return
 		}
-		table, terr := e.dm.Table(context.WithoutCancel(ctx), top)
-		if terr == nil {
-			terr = e.reload(context.WithoutCancel(ctx), top, table, nil)
-		}
-		if terr != nil {
+		if terr := e.reload(context.WithoutCancel(ctx), top, restore, nil); terr != nil {
 			err = errors.Join(err, fmt.Errorf("turn cleaner off again: %w", terr))
 		}
 	}()

@@ -1,0 +1,150 @@
+//go:build vm
+
+package vm_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func contextBackground() context.Context { return context.Background() }
+
+// smallNode is the node most engine tests use: four 512 MiB "HDDs" for the
+// RAID10 origin and one 512 MiB SSD.
+var smallNode = nodeSpec{HDDs: 4, HDDSize: 512 << 20, SSDs: []int64{512 << 20}}
+
+// fioJob returns fio arguments for a verifiable job on a region of a device.
+// The same arguments with --verify_only re-read and check what the job
+// wrote (fio regenerates the same pattern from the same seed).
+func fioJob(dev, name, rw string, offset, size string) string {
+	return fmt.Sprintf("--name=%s --filename=%s --rw=%s --bs=4k --offset=%s --size=%s --direct=1 --ioengine=libaio --iodepth=4 --verify=crc32c --verify_fatal=1 --randseed=42",
+		name, dev, rw, offset, size)
+}
+
+// TestVolumeLifecycle creates a pool and a volume, writes with fio and reads
+// it back verified through the cache, flushes to zero dirty blocks, proves
+// the data reached the origin by verifying the origin extent directly, then
+// deletes and recreates the volume.
+func TestVolumeLifecycle(t *testing.T) {
+	n := bootNode(t, smallNode)
+	n.createPool("tank")
+	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
+
+	v := n.volume("db")
+	if v.Mode != "writeback" || v.State != "active" || v.Device != "/dev/mapper/tc-db" || v.SizeBytes != 256<<20 {
+		t.Fatalf("new volume: %+v", v)
+	}
+	wantDevs := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}
+	if got := n.dmDevices(); !slices.Equal(got, wantDevs) {
+		t.Fatalf("dm devices = %v, want %v", got, wantDevs)
+	}
+	top := n.mustSh("dmsetup table tc-db")
+	if !strings.Contains(top, " writecache s ") {
+		t.Fatalf("top table is not a writecache: %s", top)
+	}
+
+	job := fioJob("/dev/mapper/tc-db", "lifecycle", "randwrite", "0", "32M")
+	n.fio(job + " --do_verify=1")
+	v = n.volume("db")
+	if v.WriteCache == nil || v.WriteCache.DirtyBlocks == 0 || v.WriteCache.Writes == 0 {
+		t.Fatalf("after 32 MiB of writes the write cache should hold dirty blocks: %+v", v.WriteCache)
+	}
+	t.Logf("after write: %d dirty blocks, %d writes", v.WriteCache.DirtyBlocks, v.WriteCache.Writes)
+	n.fio(job + " --verify_only")
+
+	out := n.mustTidectl("volume flush db")
+	if !strings.Contains(out, "0 dirty blocks left") {
+		t.Fatalf("flush output: %s", out)
+	}
+	if d := n.volume("db").WriteCache.DirtyBlocks; d != 0 {
+		t.Fatalf("after flush: %d dirty blocks, want 0", d)
+	}
+	// The origin extent alone now holds every block.
+	n.fio(fioJob("/dev/mapper/tc-db-origin", "lifecycle", "randwrite", "0", "32M") + " --verify_only")
+
+	list := n.mustTidectl("volume list")
+	if !strings.Contains(list, "db") || !strings.Contains(list, "writeback") {
+		t.Fatalf("volume list: %s", list)
+	}
+	n.mustTidectl("volume delete db")
+	if got := n.dmDevices(); len(got) != 0 {
+		t.Fatalf("after delete, dm devices left: %v", got)
+	}
+	n.wantFail("volume show db", "not found")
+
+	// Recreate with the same name: a fresh, working volume on reused space.
+	n.mustTidectl("volume create db --size 256M --write-cache 64M")
+	if v := n.volume("db"); v.State != "active" || v.Mode != "writeback" {
+		t.Fatalf("recreated volume: %+v", v)
+	}
+	n.fio(fioJob("/dev/mapper/tc-db", "again", "randwrite", "0", "16M") + " --do_verify=1")
+	n.mustTidectl("volume flush db")
+	n.mustTidectl("volume delete db")
+}
+
+// TestLiveModeChanges switches a volume writeback → writethrough →
+// passthrough → writeback while fio writes and verifies in the background,
+// and re-verifies a region written before the first switch after each one.
+func TestLiveModeChanges(t *testing.T) {
+	n := bootNode(t, smallNode)
+	n.createPool("tank")
+	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
+
+	static := fioJob("/dev/mapper/tc-db", "static", "write", "128M", "64M")
+	n.fio(static + " --do_verify=1")
+
+	// Background writer with continuous verification of what it wrote.
+	bg := fioJob("/dev/mapper/tc-db", "live", "randwrite", "0", "48M") +
+		" --verify_backlog=512 --time_based --runtime=600"
+	n.mustSh("(fio --output=/run/fio-live.out " + bg + "; echo $? > /run/fio-live.rc) >/dev/null 2>&1 & echo $! > /run/fio-live.pid")
+	time.Sleep(3 * time.Second)
+
+	steps := []struct {
+		mode, topTarget string
+		devices         []string
+	}{
+		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
+		{"passthrough", "linear", []string{"tc-db", "tc-db-origin"}},
+		{"writeback", "writecache", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}},
+		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
+		{"writeback", "writecache", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		n.mustTidectl("volume set-mode db " + s.mode)
+		t.Logf("switched to %s in %s", s.mode, time.Since(start).Round(time.Millisecond))
+		v := n.volume("db")
+		if v.Mode != s.mode || v.State != "active" {
+			t.Fatalf("after set-mode %s: %+v", s.mode, v)
+		}
+		if tbl := n.mustSh("dmsetup table tc-db"); !strings.Contains(tbl, " "+s.topTarget+" ") {
+			t.Fatalf("mode %s: top table %q, want target %s", s.mode, tbl, s.topTarget)
+		}
+		if got := n.dmDevices(); !slices.Equal(got, s.devices) {
+			t.Fatalf("mode %s: devices %v, want %v", s.mode, got, s.devices)
+		}
+		if n.sh("kill -0 $(cat /run/fio-live.pid)").ExitCode != 0 {
+			t.Fatalf("background fio died during the switch to %s:\n%s", s.mode, n.sh("cat /run/fio-live.out").Stdout)
+		}
+		n.fio(static + " --verify_only")
+		time.Sleep(2 * time.Second)
+	}
+	// Stop the writer: on SIGINT fio ends its jobs, prints its report and
+	// exits 128; a verification failure would have ended it earlier
+	// (verify_fatal) with a non-zero err= in the report.
+	n.mustSh("pkill -INT -x fio; while kill -0 $(cat /run/fio-live.pid) 2>/dev/null; do sleep 0.2; done")
+	rc := strings.TrimSpace(n.mustSh("cat /run/fio-live.rc"))
+	out := n.mustSh("cat /run/fio-live.out")
+	if (rc != "0" && rc != "128") || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
+		t.Fatalf("background fio exit %s:\n%s", rc, out)
+	}
+	// After a flush and a switch to passthrough, the static region is
+	// read from the origin alone.
+	n.mustTidectl("volume flush db")
+	n.mustTidectl("volume set-mode db passthrough")
+	n.fio(static + " --verify_only")
+}
