@@ -74,10 +74,11 @@ func (r scanResult) sortedPools() []*poolState {
 
 // scan reads the superblock of every block device on the node and groups
 // SSD members into pools, keeping the newest layout of each pool. Origin
-// superblocks are not collected here: the origin is located from the
-// layout and verified when it is needed.
+// superblocks only reveal pools none of whose SSDs is present; otherwise
+// the origin is located from the layout and verified when it is needed.
 func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 	res := scanResult{Pools: map[string]*poolState{}}
+	origins := map[string]*pool.Layout{}
 	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
 	if err != nil {
 		return res, fmt.Errorf("scan block devices: %w", err)
@@ -107,6 +108,12 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 			e.log.Debug("scan: skip unreadable device", "device", path, "err", err)
 			continue
 		}
+		if sb.Role == superblock.RoleOrigin {
+			if o, ok := origins[sb.Layout.UUID]; !ok || sb.Layout.Generation > o.Generation {
+				origins[sb.Layout.UUID] = sb.Layout.Clone()
+			}
+			continue
+		}
 		if sb.Role != superblock.RoleSSD {
 			continue
 		}
@@ -123,6 +130,14 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 		p.Generations[sb.DeviceUUID] = l.Generation
 		if p.Layout == nil || l.Generation > p.Layout.Generation {
 			p.Layout = l.Clone()
+		}
+	}
+	// An origin whose pool has no SSD here: every member is missing. The
+	// pool is reported (and refused by assembly) rather than ignored, since
+	// its cache may hold writes this origin lacks.
+	for uuid, l := range origins {
+		if _, ok := res.Pools[uuid]; !ok {
+			res.Pools[uuid] = &poolState{Layout: l, Members: map[string]string{}, Generations: map[string]uint64{}}
 		}
 	}
 	return res, nil
