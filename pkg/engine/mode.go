@@ -209,7 +209,11 @@ func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) 
 		return 0, err
 	}
 	top := stack.DeviceName(name, stack.RoleTop)
+	if _, err := e.dm.Info(ctx, top); err != nil {
+		return 0, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
+	}
 	if _, ok, err := e.writecacheStatus(ctx, top); err != nil || !ok {
+		// No write tier in this mode: nothing is dirty, nothing to do.
 		return 0, err
 	}
 	done := make(chan error, 1)

@@ -159,6 +159,12 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 	info, err := e.dm.Info(ctx, top)
 	switch {
 	case errors.Is(err, dm.ErrNotFound):
+		// Not running: its write cache cannot be inspected, so it may hold
+		// dirty blocks nobody can see.
+		if v.Mode == pool.ModeWriteback && !force {
+			return fmt.Errorf("volume %s: %w: it is not active, so its write cache cannot be checked for dirty blocks; run `tidecached assemble` and flush it first, or --force to discard them",
+				name, ErrDirty)
+		}
 	case err != nil:
 		return fmt.Errorf("volume %s: %w", name, err)
 	default:
