@@ -3,6 +3,7 @@ package kernel
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -119,6 +120,33 @@ func TestHostConfig(t *testing.T) {
 		}
 		if err := CheckConfig(Fragment(), ParseConfig(string(data))); err != nil {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestHostModules checks that every required module of modules.txt exists
+// for each kernel installed on the host (modinfo -k), skipping when there
+// is none or no modinfo (package kmod).
+func TestHostModules(t *testing.T) {
+	modinfo, err := exec.LookPath("modinfo")
+	if err != nil {
+		t.Skip("no modinfo (package kmod)")
+	}
+	dirs, _ := filepath.Glob("/lib/modules/*/modules.dep")
+	if len(dirs) == 0 {
+		t.Skip("no /lib/modules/*/modules.dep (package linux-image-amd64)")
+	}
+	for _, dep := range dirs {
+		kver := filepath.Base(filepath.Dir(dep))
+		for _, m := range ModuleList() {
+			out, err := exec.Command(modinfo, "-k", kver, "-n", m.Name).CombinedOutput()
+			switch {
+			case err == nil:
+			case m.Optional:
+				t.Logf("%s: optional module %s absent", kver, m.Name)
+			default:
+				t.Errorf("%s: module %s: %v: %s", kver, m.Name, err, strings.TrimSpace(string(out)))
+			}
 		}
 	}
 }

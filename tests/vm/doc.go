@@ -19,12 +19,18 @@
 //		v.MustRun(t, "dmsetup create tc-x --table '0 2097152 linear /dev/vda 0'")
 //	}
 //
-// Files the guest must read (binaries, scripts, images) live outside /tmp,
-// /run, /dev, /proc and /sys, which the guest mounts afresh: use TestDir or
-// CacheDir. The guest sees host files as they were when it first looked
-// them up (9p cache=loose): write them before Boot. The guest's writes go to
-// its tmpfs overlay and never reach the host; data leaves the guest through
+// Files the guest must read (binaries, scripts) live outside /tmp, /run,
+// /dev, /proc and /sys, which the guest mounts afresh: use TestDir or
+// CacheDir (BuildBinaries refuses the others). The root is mounted with 9p
+// cache=loose: a file created on the host after Boot is visible in the
+// guest, but one the guest has already read may stay stale when the host
+// rewrites it, so write a new file instead. The guest's writes go to its
+// tmpfs overlay and never reach the host; data leaves the guest through
 // disks, command output and the ack channel.
+//
+// Boot takes about 5-7 s on an idle 2-core host (PVH entry into the
+// uncompressed kernel, an uncompressed initramfs, one modprobe for all
+// runtime modules); VMs booting at once, or other load, stretch it.
 //
 // Errors callers should expect: ErrUnavailable from Available (and Boot)
 // when a host package is missing; Boot errors carry the console tail; Run

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Environment variables read by the harness.
@@ -343,4 +344,30 @@ func fileHash(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// pruneAge is how long a cached build may go unused before another build
+// of the same kind removes it.
+const pruneAge = 2 * time.Hour
+
+// useCached marks a cached file as used now and removes the files of the
+// same kind (name prefix) in its directory unused for pruneAge: older
+// builds of the agent, initramfs or vmlinux. Every Boot marks what it uses,
+// so a file a running test still boots from is never old.
+func useCached(path, prefix string) {
+	now := time.Now()
+	os.Chtimes(path, now, now)
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) || e.Name() == filepath.Base(path) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > pruneAge {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

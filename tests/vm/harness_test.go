@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,7 +28,10 @@ func requireHost(t *testing.T) {
 func TestHarnessBoot(t *testing.T) {
 	requireHost(t)
 	dir := TestDir(t)
-	v := MustBoot(t, Config{Name: "boot", Dir: dir, Disks: []Disk{{Path: filepath.Join(dir, "a.img"), Size: 64 << 20}}})
+	v := MustBoot(t, Config{Name: "boot", Dir: dir, Disks: []Disk{
+		{Path: filepath.Join(dir, "a.img"), Size: 64 << 20},
+		{Path: filepath.Join(dir, "slow.img"), Size: 16 << 20, IOPSLimit: 50},
+	}})
 	t.Logf("boot took %v", v.BootDuration().Round(time.Millisecond))
 
 	kver, err := KernelVersion()
@@ -46,8 +50,31 @@ func TestHarnessBoot(t *testing.T) {
 	if out := v.MustRun(t, "blockdev --getsize64 /dev/vda"); strings.TrimSpace(out) != fmt.Sprint(64<<20) {
 		t.Errorf("/dev/vda size %q", out)
 	}
+	// qemu throttles the second disk to 50 IOPS: 100 direct writes take ~2 s.
+	out := v.MustRun(t, "s=$(date +%s%N); dd if=/dev/zero of=/dev/vdb bs=4k count=100 oflag=direct status=none; echo $(( ($(date +%s%N) - s) / 1000000 ))")
+	if ms, err := strconv.Atoi(strings.TrimSpace(out)); err != nil || ms < 1200 {
+		t.Errorf("100 writes to a 50-IOPS disk took %q ms, want >= 1200", out)
+	} else {
+		t.Logf("100 writes to a 50-IOPS disk: %d ms", ms)
+	}
 	if out := v.MustRun(t, `test "$DM_DISABLE_UDEV" = 1 && hostname`); strings.TrimSpace(out) != "boot" {
 		t.Errorf("hostname %q", out)
+	}
+	v.MustRun(t, "test -d /sys/kernel/config/nvmet && test -e /dev/fd/0 && mount | grep -q ' /tmp type tmpfs'")
+	// dmsetup makes /dev/mapper nodes itself (no udev in the guest).
+	v.MustRun(t, "dmsetup create tc-probe --table '0 2048 linear /dev/vda 0' && test -b /dev/mapper/tc-probe && dmsetup remove tc-probe")
+
+	// Binaries built after boot into a new directory are visible to the guest.
+	if err := BuildBinaries(t.Context(), filepath.Join(dir, "bin"), "./tests/vm/vmrun"); err != nil {
+		t.Fatal(err)
+	}
+	if out := v.MustRun(t, filepath.Join(dir, "bin", "vmrun")+" -h 2>&1 || true"); !strings.Contains(out, "-disk") {
+		t.Errorf("vmrun -h in the guest: %q", out)
+	}
+	// The guest writes to its overlay, not to the host.
+	v.MustRun(t, "echo guest > "+filepath.Join(dir, "from-guest"))
+	if _, err := os.Stat(filepath.Join(dir, "from-guest")); err == nil {
+		t.Error("a guest write reached the host root")
 	}
 
 	res, err := v.Run(t.Context(), "echo out; echo err >&2; exit 7")
@@ -116,6 +143,21 @@ func TestHarnessBoot(t *testing.T) {
 	}
 }
 
+func TestHarnessBootFailure(t *testing.T) {
+	requireHost(t)
+	dir := TestDir(t)
+	// A later tc.agent= wins in /init: it powers off, naming the problem.
+	_, err := Boot(t.Context(), Config{Name: "fail", Dir: dir, ExtraAppend: "tc.agent=/nonexistent"})
+	if err == nil {
+		t.Fatal("Boot succeeded")
+	}
+	for _, want := range []string{"qemu exited before the guest agent answered", "agent /nonexistent not found", "console tail"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
 func TestHarnessPowerCut(t *testing.T) {
 	requireHost(t)
 	dir := TestDir(t)
@@ -172,23 +214,22 @@ func TestHarnessNetwork(t *testing.T) {
 	requireHost(t)
 	dir := TestDir(t)
 	addr := freeLoopbackAddr(t)
-	var (
-		wg   sync.WaitGroup
-		vms  [2]*VM
-		errs [2]error
-	)
-	cfgs := [2]Config{
+	cfgs := []Config{
 		{Name: "net-a", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.1/24", Listen: addr}},
 		{Name: "net-b", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.2/24", Connect: addr}},
+		{Name: "net-c", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.3/24", Connect: addr}},
 	}
-	// Boot the Connect side first: it must wait for its peer.
-	for i := 1; i >= 0; i-- {
+	vms := make([]*VM, len(cfgs))
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	// Connect sides first: they must wait for the Listen side.
+	for _, i := range []int{1, 2, 0} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			vms[i], errs[i] = Boot(t.Context(), cfgs[i])
 		}()
-		time.Sleep(time.Second)
+		time.Sleep(500 * time.Millisecond)
 	}
 	wg.Wait()
 	for i, v := range vms {
@@ -196,11 +237,26 @@ func TestHarnessNetwork(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		t.Cleanup(func() { v.Kill() })
+		t.Logf("%s booted in %v (three at once)", v.Name(), v.BootDuration().Round(time.Millisecond))
 	}
-	a, b := vms[0], vms[1]
-	t.Logf("boot took %v and %v (concurrently)", a.BootDuration().Round(time.Millisecond), b.BootDuration().Round(time.Millisecond))
-	a.MustRun(t, "busybox ping -c 3 -W 5 10.99.0.2")
-	b.MustRun(t, "busybox ping -c 3 -W 5 10.99.0.1")
+	a, b, c := vms[0], vms[1], vms[2]
+	a.MustRun(t, "busybox ping -c 2 -W 5 10.99.0.2")
+	b.MustRun(t, "busybox ping -c 2 -W 5 10.99.0.1")
+	// Two Connect sides reach each other through the Listen side's hub.
+	c.MustRun(t, "busybox ping -c 2 -W 5 10.99.0.2")
+
+	// Power-cut the Listen side and boot it again: the others rejoin.
+	if err := a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	a = MustBoot(t, cfgs[0])
+	b.MustRun(t, "busybox ping -c 2 -W 10 10.99.0.1")
+	// And the same for a Connect side.
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c = MustBoot(t, cfgs[2])
+	a.MustRun(t, "busybox ping -c 2 -W 10 10.99.0.3")
 }
 
 // freeLoopbackAddr returns a 127.0.0.1 port nothing listens on right now.

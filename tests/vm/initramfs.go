@@ -1,8 +1,8 @@
 package vm
 
 import (
+	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -71,6 +71,10 @@ mount -t proc proc /newroot/proc
 mount -t sysfs sysfs /newroot/sys
 mount -t devtmpfs devtmpfs /newroot/dev
 mkdir -p /newroot/dev/pts /newroot/dev/shm
+ln -sf /proc/self/fd /newroot/dev/fd
+ln -sf /proc/self/fd/0 /newroot/dev/stdin
+ln -sf /proc/self/fd/1 /newroot/dev/stdout
+ln -sf /proc/self/fd/2 /newroot/dev/stderr
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t configfs configfs /newroot/sys/kernel/config || echo "tc-init: no configfs"
@@ -80,13 +84,27 @@ mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 exec chroot /newroot "$agent"
 `
 
-// moduleIndexFiles are copied next to the modules so that modprobe works
-// inside the initramfs too (for debugging).
-var moduleIndexFiles = []string{
-	"modules.dep", "modules.dep.bin", "modules.alias", "modules.alias.bin",
-	"modules.builtin", "modules.builtin.bin", "modules.builtin.alias.bin",
-	"modules.builtin.modinfo", "modules.order", "modules.softdep",
-	"modules.symbols", "modules.symbols.bin", "modules.devname",
+// moduleIndexFiles are copied next to the modules, with modules.dep cut
+// down to the modules the initramfs holds, so that busybox modprobe works
+// inside the initramfs too (for debugging). The large alias and symbol
+// indexes are left out: the initramfs is not compressed (unpacking gzip
+// costs seconds under TCG), so every byte counts.
+var moduleIndexFiles = []string{"modules.builtin", "modules.softdep", "modules.devname"}
+
+// filterModulesDep keeps the lines of modules.dep ("kernel/x.ko: deps")
+// whose module is in order.
+func filterModulesDep(dep, modDir string, order []insmod) string {
+	keep := map[string]bool{}
+	for _, m := range order {
+		keep[strings.TrimPrefix(m.path, modDir+"/")] = true
+	}
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(dep, "\n") {
+		if mod, _, ok := strings.Cut(line, ":"); ok && keep[mod] {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // insmod is one module file to load and its parameters.
@@ -165,6 +183,11 @@ func buildInitramfs(ctx context.Context, cacheDir, kver string) (string, error) 
 		files[strings.TrimPrefix(m.path, "/")] = m.path
 	}
 	modDir := filepath.Join("/lib/modules", kver)
+	depText, err := os.ReadFile(filepath.Join(modDir, "modules.dep"))
+	if err != nil {
+		return "", fmt.Errorf("vm: initramfs: %w", err)
+	}
+	modulesDep := filterModulesDep(string(depText), modDir, order)
 	for _, name := range moduleIndexFiles {
 		p := filepath.Join(modDir, name)
 		if _, err := os.Stat(p); err == nil {
@@ -178,7 +201,7 @@ func buildInitramfs(ctx context.Context, cacheDir, kver string) (string, error) 
 	sort.Strings(archivePaths)
 
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", initramfsFormat, kver, initScript, list.String())
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", initramfsFormat, kver, initScript, list.String(), modulesDep)
 	for _, p := range archivePaths {
 		st, err := os.Stat(files[p])
 		if err != nil {
@@ -186,7 +209,7 @@ func buildInitramfs(ctx context.Context, cacheDir, kver string) (string, error) 
 		}
 		fmt.Fprintf(h, "%s %s %d %d\n", p, files[p], st.Size(), st.ModTime().UnixNano())
 	}
-	out := filepath.Join(cacheDir, fmt.Sprintf("initramfs-%s-%s.cpio.gz", kver, hex.EncodeToString(h.Sum(nil))[:16]))
+	out := filepath.Join(cacheDir, fmt.Sprintf("initramfs-%s-%s.cpio", kver, hex.EncodeToString(h.Sum(nil))[:16]))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -196,11 +219,12 @@ func buildInitramfs(ctx context.Context, cacheDir, kver string) (string, error) 
 		return "", fmt.Errorf("vm: initramfs: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	zw := gzip.NewWriter(tmp)
-	cw := newCPIOWriter(zw)
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	cw := newCPIOWriter(bw)
 	cw.charDev("dev/console", 0o600, 5, 1)
 	cw.file("init", 0o755, []byte(initScript))
 	cw.file(modulesListPath, 0o644, []byte(list.String()))
+	cw.file(strings.TrimPrefix(filepath.Join(modDir, "modules.dep"), "/"), 0o644, []byte(modulesDep))
 	for _, p := range archivePaths {
 		data, err := os.ReadFile(files[p])
 		if err != nil {
@@ -215,7 +239,7 @@ func buildInitramfs(ctx context.Context, cacheDir, kver string) (string, error) 
 	}
 	err = cw.close()
 	if err == nil {
-		err = zw.Close()
+		err = bw.Flush()
 	}
 	if err == nil {
 		err = tmp.Close()

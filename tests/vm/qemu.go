@@ -24,7 +24,7 @@ type launch struct {
 	ackLog     string // ttyS1
 	ctlSocket  string // virtio-serial control channel, qemu is the server
 	disks      []Disk
-	net        *Network
+	netConnect string // address of the VM's network link (see network.go)
 	mac        string
 }
 
@@ -58,14 +58,9 @@ func (l launch) qemuArgs() []string {
 		}
 		args = append(args, "-drive", drive)
 	}
-	if n := l.net; n != nil {
-		netdev := "socket,id=net0,"
-		if n.Listen != "" {
-			netdev += "listen=" + n.Listen
-		} else {
-			netdev += "connect=" + n.Connect
-		}
-		args = append(args, "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0,mac="+l.mac)
+	if l.netConnect != "" {
+		args = append(args, "-netdev", "socket,id=net0,connect="+l.netConnect,
+			"-device", "virtio-net-pci,netdev=net0,mac="+l.mac)
 	}
 	return args
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -14,15 +15,19 @@ import (
 // log's tail is logged if the test failed.
 func MustBoot(t testing.TB, cfg Config) *VM {
 	t.Helper()
+	var w *testWriter
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		w = &testWriter{t: t}
+		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	v, err := Boot(t.Context(), cfg)
 	if err != nil {
+		w.stop()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		v.Kill()
+		w.stop()
 		if t.Failed() {
 			t.Logf("vm %s console tail (%s):\n%s", v.Name(), v.BootDir(), tail(v.ConsoleLog(), 30))
 		}
@@ -77,11 +82,29 @@ func TestDir(t testing.TB) string {
 	return dir
 }
 
-// testWriter sends log lines to t.Log.
-type testWriter struct{ t testing.TB }
+// testWriter sends log lines to t.Log until stop: the VM's goroutines may
+// still log while they wind down, and t.Log after the test has completed
+// panics.
+type testWriter struct {
+	mu      sync.Mutex
+	t       testing.TB
+	stopped bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
+}
+
+func (w *testWriter) stop() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
 }

@@ -30,7 +30,7 @@ const BootTimeout = 120 * time.Second
 const ShutdownTimeout = 60 * time.Second
 
 // AckDevice is the guest path of the ack channel (see VM.Acks).
-const AckDevice = "/dev/ttyS1"
+const AckDevice = wire.AckDevice
 
 // keepBoots is how many boot directories per VM name Boot keeps in a state
 // directory.
@@ -49,16 +49,17 @@ type Disk struct {
 	IOPSLimit, BpsLimit int64
 }
 
-// Network joins the guest's eth0 to one other VM through a TCP socket on
-// the host's loopback (qemu -netdev socket): one VM sets Listen, the other
-// Connect, to the same address. The two may boot in any order (Boot of the
-// Connect side retries while nothing listens yet). A link joins exactly two
-// VMs; qemu's multicast mode, which could join more, is not offered because
-// its traffic would leave loopback.
+// Network joins the guest's eth0 to other VMs through TCP on the host's
+// loopback. One VM sets Listen; each of the others sets Connect to the same
+// address, and all of them share one Ethernet segment (the Listen side's
+// link forwards every frame to every member, as a hub). The VMs may boot in
+// any order, and a VM that is killed and booted again rejoins: the harness
+// carries the link (see network.go), qemu only talks to it. Frames sent
+// while the peer is away are lost, as on an unplugged cable.
 type Network struct {
 	Addr    string // guest CIDR address of eth0, e.g. 10.0.0.1/24
-	Listen  string // host address qemu listens on, e.g. 127.0.0.1:40001
-	Connect string // host address qemu connects to
+	Listen  string // host address to listen on, e.g. 127.0.0.1:40001
+	Connect string // host address of the Listen side
 	MAC     string // default: derived from Config.Name and Addr
 }
 
@@ -165,6 +166,7 @@ type VM struct {
 	console string // console log path
 	acks    string // ack file path
 	sockDir string // holds the control socket; removed when qemu exits
+	link    *link  // network link, nil without Config.Network
 	booted  time.Duration
 
 	cmd     *exec.Cmd
@@ -216,6 +218,14 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
+	kernelPath, err := kernelForBoot(bootCtx, cache, kver)
+	if err != nil {
+		cfg.Logger.Warn("booting the compressed kernel (slower)", "vm", cfg.Name, "reason", err)
+	} else if filepath.Dir(kernelPath) == cache {
+		useCached(kernelPath, "vmlinux-")
+	}
+	useCached(agent, "agent-")
+	useCached(initrd, "initramfs-")
 	appendLine, err := kernelAppend(cfg, agent)
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
@@ -249,7 +259,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	l := launch{
 		name:       cfg.Name,
-		kernel:     kernelImage(kver),
+		kernel:     kernelPath,
 		initrd:     initrd,
 		appendLine: appendLine,
 		cpus:       cfg.CPUs,
@@ -258,10 +268,14 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 		ackLog:     v.acks,
 		ctlSocket:  filepath.Join(sockDir, "ctl.sock"),
 		disks:      cfg.Disks,
-		net:        cfg.Network,
 	}
 	if cfg.Network != nil {
-		l.mac = cfg.Network.MAC
+		link, addr, err := startLink(cfg.Network, v.log)
+		if err != nil {
+			os.RemoveAll(sockDir)
+			return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+		}
+		v.link, l.netConnect, l.mac = link, addr, cfg.Network.MAC
 	}
 	prepared := time.Now()
 	if err := v.start(bootCtx, l); err != nil {
@@ -331,6 +345,14 @@ func socketDir() (string, error) {
 		if len(base) > 60 {
 			continue
 		}
+		// Left behind by processes that were killed.
+		if old, _ := filepath.Glob(filepath.Join(base, "tcvm-*")); len(old) > 0 {
+			for _, d := range old {
+				if st, err := os.Stat(d); err == nil && time.Since(st.ModTime()) > 24*time.Hour {
+					os.RemoveAll(d)
+				}
+			}
+		}
 		d, err := os.MkdirTemp(base, "tcvm-")
 		if err == nil {
 			return d, nil
@@ -339,31 +361,8 @@ func socketDir() (string, error) {
 	return "", errors.New("cannot make a directory for the control socket (TMPDIR too long or not writable)")
 }
 
-// start runs qemu and connects to its control socket. While a Connect
-// network finds nothing listening, qemu exits at once: start retries.
+// start runs qemu and connects to its control socket.
 func (v *VM) start(ctx context.Context, l launch) error {
-	for attempt := 1; ; attempt++ {
-		err := v.startOnce(ctx, l)
-		if err == nil {
-			return nil
-		}
-		refused := v.cfg.Network != nil && v.cfg.Network.Connect != "" &&
-			strings.Contains(v.qemuOut.String(), "Connection refused")
-		if !refused || ctx.Err() != nil {
-			return err
-		}
-		if attempt == 1 {
-			v.log.Info("waiting for the network peer to listen", "connect", v.cfg.Network.Connect)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("nothing listens on %s: %w", v.cfg.Network.Connect, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func (v *VM) startOnce(ctx context.Context, l launch) error {
 	os.Remove(l.ctlSocket)
 	v.qemuOut = &cappedBuffer{max: 64 << 10}
 	v.done = make(chan struct{})
@@ -418,6 +417,20 @@ func (v *VM) ping(ctx context.Context) error {
 
 // bootFailure kills qemu and returns err with the console and qemu output.
 func (v *VM) bootFailure(err error) error {
+	// A lost control channel usually means qemu is exiting: say so.
+	select {
+	case <-v.done:
+	case <-time.After(2 * time.Second):
+	}
+	select {
+	case <-v.done:
+		state := "exit status 0 (guest powered off or rebooted)"
+		if v.exitErr != nil {
+			state = v.exitErr.Error()
+		}
+		err = fmt.Errorf("qemu exited before the guest agent answered: %s (%w)", state, err)
+	default:
+	}
 	v.Kill()
 	msg := fmt.Sprintf("vm %s: boot: %v (state in %s)", v.cfg.Name, err, v.bootDir)
 	if out := strings.TrimSpace(v.qemuOut.String()); out != "" {
@@ -547,11 +560,17 @@ func (v *VM) Exec(ctx context.Context, c Cmd) (Result, error) {
 	return res, nil
 }
 
-// Acks returns what the guest has written to its ack channel (AckDevice) so
-// far. Bytes reach the file before the guest's close of the device returns
-// (the serial driver drains on close), so after Kill every line the file
-// holds was written by the guest, and a line whose `echo ... > /dev/ttyS1`
-// had returned is there.
+// Acks returns what the guest has written to its ack channel (AckDevice,
+// the second serial port, in raw mode) during this boot; each boot has its
+// own file, which stays readable after Kill and after the next Boot.
+//
+// A power-cut test has the guest write a line after each durable step
+// (`... conv=fsync && echo op-17 > /dev/ttyS1`) and, after Kill, checks
+// every acknowledged operation. Every line in the file was written by the
+// guest; and a line is in the file once the guest's close of the device
+// has returned (the serial driver drains its buffer on close), so an echo
+// that finished is never lost. A process that keeps the device open
+// gets no such guarantee before tcdrain or close.
 func (v *VM) Acks() ([]byte, error) {
 	b, err := os.ReadFile(v.acks)
 	if err != nil {
@@ -590,6 +609,9 @@ func (v *VM) release() {
 	}
 	v.closeChannel(errors.New("control channel closed (qemu exited)"))
 	os.RemoveAll(v.sockDir)
+	if v.link != nil {
+		v.link.close()
+	}
 }
 
 // Shutdown powers the guest off cleanly (sync, then power off) and waits

@@ -36,10 +36,6 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/internal/wire"
 )
 
-// AckDevice is the guest's ack channel: the second serial port, which qemu
-// writes to a host file.
-const AckDevice = "/dev/ttyS1"
-
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("tc-agent: ")
@@ -132,8 +128,8 @@ func serve() int {
 		}
 	}
 	a.loadModules()
-	if err := setRaw(AckDevice); err != nil {
-		a.fail("ack channel %s: %v", AckDevice, err)
+	if err := setRaw(wire.AckDevice); err != nil {
+		a.fail("ack channel %s: %v", wire.AckDevice, err)
 	}
 	if err := setupNetwork(params[wire.ParamAddr]); err != nil {
 		a.fail("network: %v", err)
@@ -171,20 +167,27 @@ func (a *agent) fail(format string, args ...any) {
 	a.failures = append(a.failures, fmt.Sprintf(format, args...))
 }
 
-// loadModules loads the runtime section of kernel/modules.txt; a missing
-// optional module is a warning, any other failure fails Boot.
+// loadModules loads the runtime section of kernel/modules.txt with one
+// modprobe (one process start and one pass over the module indexes over
+// 9p: faster than a modprobe per module, in sequence or in parallel), then
+// retries each module that is not loaded to report why. A missing optional
+// module is a warning, any other failure fails Boot.
 func (a *agent) loadModules() {
 	start := time.Now()
-	defer func() { log.Printf("runtime modules loaded in %v", time.Since(start).Round(time.Millisecond)) }()
+	var mods []kernel.Module
+	args := []string{"-a"}
 	for _, m := range kernel.ModuleList() {
-		if m.Section != kernel.Runtime {
+		if m.Section == kernel.Runtime {
+			mods = append(mods, m)
+			args = append(args, m.Name)
+		}
+	}
+	exec.Command("modprobe", args...).Run()
+	for _, m := range mods {
+		if isLoaded(m.Name) {
 			continue
 		}
-		t0 := time.Now()
 		out, err := exec.Command("modprobe", m.Name).CombinedOutput()
-		if d := time.Since(t0); d > time.Second {
-			log.Printf("modprobe %s took %v", m.Name, d.Round(time.Millisecond))
-		}
 		if err == nil {
 			continue
 		}
@@ -198,6 +201,13 @@ func (a *agent) loadModules() {
 			a.fail("modprobe %s: %s", m.Name, msg)
 		}
 	}
+	log.Printf("runtime modules loaded in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// isLoaded reports whether a module is loaded or built in.
+func isLoaded(name string) bool {
+	_, err := os.Stat("/sys/module/" + kernel.CanonicalModuleName(name))
+	return err == nil
 }
 
 // setRaw puts a serial port in raw mode so that bytes reach the host file

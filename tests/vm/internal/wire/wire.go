@@ -22,6 +22,10 @@ import (
 // (/sys/class/virtio-ports/*/name in the guest).
 const PortName = "tc.ctl"
 
+// AckDevice is the guest's ack channel: the second serial port, which qemu
+// writes to a host file. The agent puts it in raw mode.
+const AckDevice = "/dev/ttyS1"
+
 // Kernel command-line parameters read by the initramfs /init and the agent.
 const (
 	ParamAgent = "tc.agent" // absolute host path of the agent binary

@@ -1,0 +1,172 @@
+package vm
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestVersionOrder(t *testing.T) {
+	vs := []string{"6.1.0-56-amd64", "6.1.0-9-amd64", "5.10.0-30-amd64", "6.10.1-1-amd64", "6.1.0-56-cloud-amd64"}
+	sort.Slice(vs, func(i, j int) bool { return versionLess(vs[i], vs[j]) })
+	want := []string{"5.10.0-30-amd64", "6.1.0-9-amd64", "6.1.0-56-amd64", "6.1.0-56-cloud-amd64", "6.10.1-1-amd64"}
+	if !slices.Equal(vs, want) {
+		t.Fatalf("got %v, want %v", vs, want)
+	}
+}
+
+func TestKernelVersionEnv(t *testing.T) {
+	t.Setenv(EnvKernel, "6.1.0-1-amd64")
+	if v, err := KernelVersion(); err != nil || v != "6.1.0-1-amd64" {
+		t.Errorf("version: %q, %v", v, err)
+	}
+	if kernelImage("6.1.0-1-amd64") != "/boot/vmlinuz-6.1.0-1-amd64" {
+		t.Error("kernel image path")
+	}
+	t.Setenv(EnvKernel, "/x/vmlinuz-6.2.0-test")
+	if v, err := KernelVersion(); err != nil || v != "6.2.0-test" {
+		t.Errorf("path: %q, %v", v, err)
+	}
+	if kernelImage("6.2.0-test") != "/x/vmlinuz-6.2.0-test" {
+		t.Error("kernel image from path")
+	}
+	t.Setenv(EnvKernel, "/x/bzImage")
+	if _, err := KernelVersion(); err == nil {
+		t.Error("path without vmlinuz- accepted")
+	}
+}
+
+func TestGuestVisible(t *testing.T) {
+	for _, p := range []string{"/tmp", "/tmp/x", "/run/a", "/proc", "/sys/x", "/dev/shm/x"} {
+		if GuestVisible(p) == nil {
+			t.Errorf("%s reported visible", p)
+		}
+	}
+	for _, p := range []string{"/work/main/.cache/vm", "/tmpfoo", "/var/tmp/x", "/root"} {
+		if err := GuestVisible(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestRepoRootAndCacheDir(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tests", "vm", "vm.go")); err != nil {
+		t.Fatalf("RepoRoot %s: %v", root, err)
+	}
+	dir := filepath.Join(root, ".cache", "vm-test-"+strconv.Itoa(os.Getpid()))
+	defer os.RemoveAll(dir)
+	t.Setenv(EnvCache, dir)
+	if got, err := CacheDir(); err != nil || got != dir {
+		t.Errorf("CacheDir: %q, %v", got, err)
+	}
+	t.Setenv(EnvCache, "/tmp/tc-cache")
+	if _, err := CacheDir(); err == nil {
+		t.Error("cache under /tmp accepted")
+	}
+	if err := BuildBinaries(context.Background(), "/tmp/bin", "./cmd/..."); err == nil {
+		t.Error("BuildBinaries into /tmp accepted")
+	}
+}
+
+func TestUseCachedPrunes(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-3 * time.Hour)
+	for _, name := range []string{"agent-old", "agent-cur", "agent-recent", "initramfs-old"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if name != "agent-recent" {
+			os.Chtimes(p, old, old)
+		}
+	}
+	useCached(filepath.Join(dir, "agent-cur"), "agent-")
+	for name, want := range map[string]bool{"agent-old": false, "agent-cur": true, "agent-recent": true, "initramfs-old": true} {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if (err == nil) != want {
+			t.Errorf("%s: exists=%v, want %v", name, err == nil, want)
+		}
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "agent-cur")); time.Since(st.ModTime()) > time.Minute {
+		t.Error("used file not touched")
+	}
+}
+
+// fakeBzImage builds the part of a bzImage that bzImagePayload reads.
+func fakeBzImage(payload []byte) []byte {
+	const setupSects = 2
+	b := make([]byte, (setupSects+1)*512)
+	b[0x1f1] = setupSects
+	copy(b[0x202:], "HdrS")
+	binary.LittleEndian.PutUint16(b[0x206:], 0x20f)
+	binary.LittleEndian.PutUint32(b[0x248:], 100)
+	binary.LittleEndian.PutUint32(b[0x24c:], uint32(len(payload)))
+	b = append(b, make([]byte, 100)...)
+	b = append(b, payload...)
+	return append(b, "trailing"...)
+}
+
+func TestBzImagePayload(t *testing.T) {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write([]byte("vmlinux contents"))
+	zw.Close()
+	payload, err := bzImagePayload(fakeBzImage(z.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := decompress(context.Background(), payload, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "vmlinux contents" {
+		t.Fatalf("got %q", out.String())
+	}
+	if _, err := bzImagePayload([]byte("not a kernel")); err == nil {
+		t.Error("garbage accepted")
+	}
+	bad := fakeBzImage(z.Bytes())
+	binary.LittleEndian.PutUint32(bad[0x24c:], 1<<30)
+	if _, err := bzImagePayload(bad); err == nil {
+		t.Error("payload past the end accepted")
+	}
+	if err := decompress(context.Background(), []byte("????"), &out); err == nil {
+		t.Error("unknown compression accepted")
+	}
+}
+
+// TestHostKernelPVH checks, where the host has a kernel, that it yields a
+// bootable PVH vmlinux (Boot's fast path), and leaves it in the cache for
+// the VM tests.
+func TestHostKernelPVH(t *testing.T) {
+	kver, err := KernelVersion()
+	if err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat(kernelImage(kver)); err != nil {
+		t.Skip(err)
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := kernelForBoot(context.Background(), cache, kver)
+	if err != nil {
+		t.Fatalf("no PVH vmlinux, Boot falls back to %s: %v", path, err)
+	}
+	if err := checkPVH(path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,122 @@
+package vm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestQemuArgs(t *testing.T) {
+	l := launch{
+		name: "n1", kernel: "/k", initrd: "/i", appendLine: "console=ttyS0",
+		cpus: 2, memoryMiB: 1024,
+		consoleLog: "/s/console.log", ackLog: "/s/a,b.log", ctlSocket: "/t/ctl.sock",
+		disks: []Disk{
+			{Path: "/d/ssd.img"},
+			{Path: "/d/hdd,0.img", IOPSLimit: 150, BpsLimit: 200 << 20},
+		},
+		netConnect: "127.0.0.1:5555", mac: "52:54:00:00:00:01",
+	}
+	args := l.qemuArgs()
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"-nodefaults", "-accel tcg,thread=multi", "-cpu max", "-smp 2", "-m 1024", "-no-reboot",
+		"-kernel /k", "-initrd /i", "-append console=ttyS0",
+		"-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		"-chardev file,id=console,path=/s/console.log -serial chardev:console",
+		"-chardev file,id=ack,path=/s/a,,b.log -serial chardev:ack",
+		"-chardev socket,id=ctl,path=/t/ctl.sock,server=on,wait=off",
+		"-device virtserialport,bus=vser.0,chardev=ctl,name=tc.ctl",
+		"-drive file=/d/ssd.img,if=virtio,format=raw,cache=none -drive",
+		"-drive file=/d/hdd,,0.img,if=virtio,format=raw,cache=none,throttling.iops-total=150,throttling.bps-total=209715200",
+		"-netdev socket,id=net0,connect=127.0.0.1:5555 -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:01",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("qemu args lack %q:\n%s", want, joined)
+		}
+	}
+	// The console must be the first serial port (ttyS0), the ack file the second.
+	if i, j := slices.Index(args, "chardev:console"), slices.Index(args, "chardev:ack"); i < 0 || j < i {
+		t.Errorf("serial order: console at %d, ack at %d", i, j)
+	}
+	l.disks, l.netConnect = nil, ""
+	joined = strings.Join(l.qemuArgs(), " ")
+	if strings.Contains(joined, "-drive") || strings.Contains(joined, "-netdev") {
+		t.Errorf("no disks, no network: %s", joined)
+	}
+}
+
+func TestKernelAppend(t *testing.T) {
+	cfg, err := Config{Name: "a", Network: &Network{Addr: "10.0.0.1/24", Listen: "127.0.0.1:4000"}, ExtraAppend: "loglevel=7"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := kernelAppend(cfg, "/work/x/agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"console=ttyS0", "panic=-1", "tc.agent=/work/x/agent", "tc.name=a", "tc.addr=10.0.0.1/24"} {
+		if !slices.Contains(strings.Fields(line), want) {
+			t.Errorf("%q lacks %q", line, want)
+		}
+	}
+	if !strings.HasSuffix(line, " loglevel=7") {
+		t.Errorf("ExtraAppend not last: %q", line)
+	}
+	if _, err := kernelAppend(cfg, "/work/with space/agent"); err == nil {
+		t.Error("agent path with a space accepted")
+	}
+	cfg.ExtraAppend = strings.Repeat("x", 2048)
+	if _, err := kernelAppend(cfg, "/a"); err == nil {
+		t.Error("over-long command line accepted")
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := Config{Disks: []Disk{{Path: "rel.img", Size: 1}}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "vm" || cfg.MemoryMiB != 2048 || cfg.CPUs != 2 || cfg.Logger == nil {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	if !strings.HasPrefix(cfg.Disks[0].Path, "/") {
+		t.Errorf("disk path not made absolute: %s", cfg.Disks[0].Path)
+	}
+	for _, bad := range []Config{
+		{Name: "a/b"},
+		{Name: "-x"},
+		{Name: strings.Repeat("n", 49)},
+		{MemoryMiB: 100},
+		{Disks: []Disk{{}}},
+		{Disks: []Disk{{Path: "x", Size: -1}}},
+		{Network: &Network{Addr: "10.0.0.1", Listen: "127.0.0.1:1"}},
+		{Network: &Network{Addr: "10.0.0.1/24"}},
+		{Network: &Network{Addr: "10.0.0.1/24", Listen: "127.0.0.1:1", Connect: "127.0.0.1:1"}},
+		{Network: &Network{Addr: "10.0.0.1/24", Listen: "192.168.1.1:4000"}},
+		{Network: &Network{Addr: "10.0.0.1/24", Connect: "127.0.0.1:0"}},
+		{Network: &Network{Addr: "10.0.0.1/24", Connect: "127.0.0.1:4000", MAC: "zz"}},
+	} {
+		if _, err := bad.withDefaults(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestNetworkMAC(t *testing.T) {
+	a, err := (&Network{Addr: "10.0.0.1/24", Listen: "127.0.0.1:4000"}).validate("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&Network{Addr: "10.0.0.2/24", Connect: "127.0.0.1:4000"}).validate("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.MAC == b.MAC || !strings.HasPrefix(a.MAC, "52:54:00:") {
+		t.Errorf("MACs %s and %s", a.MAC, b.MAC)
+	}
+	again, _ := (&Network{Addr: "10.0.0.1/24", Listen: "127.0.0.1:4000"}).validate("a")
+	if again.MAC != a.MAC {
+		t.Error("MAC not stable across boots")
+	}
+}
