@@ -11,7 +11,7 @@ N       ?= 100
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static kmod cpio \
-	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd
+	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd xz-utils
 
 .PHONY: help
 help: ## Show this help.
@@ -49,6 +49,14 @@ test-vm: ## Real-kernel tests inside qemu VMs (prints each test and its result; 
 	@set -o pipefail; $(GO) test -count=1 -tags vm -timeout 60m -v ./tests/vm/... 2>&1 | tee .cache/test-vm.log \
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
 	if [ $$rc != 0 ]; then echo "--- VM test log (tail) ---"; grep -v 'level=INFO' .cache/test-vm.log | tail -150; fi; exit $$rc
+
+.PHONY: test-harness
+test-harness: ## Self-test of the VM harness only (boot, power cut, network).
+	$(GO) test -count=1 -tags vm -v -run Harness ./tests/vm/
+
+.PHONY: vm-run
+vm-run: ## Boot a throwaway VM and run CMD in it: make vm-run CMD="'dmsetup targets'"
+	$(GO) run ./tests/vm/vmrun $(CMD)
 
 .PHONY: test-crash
 test-crash: ## Power-cut test with N cycles (default 100): make test-crash N=100
