@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,14 +48,15 @@ func printAssemble(g *globals, rep engine.AssembleReport) error {
 		return printJSON(g.stdout, rep)
 	}
 	for _, c := range rep.Corrupt {
-		fmt.Fprintf(g.stdout, "DAMAGED  %s: %s\n", c.Device, c.Error)
+		// A joined error (both slots) spans lines: keep it indented.
+		fmt.Fprintf(g.stdout, "DAMAGED  %s: %s\n", c.Device, strings.ReplaceAll(c.Error, "\n", "\n         "))
 	}
 	if len(rep.Pools) == 0 {
 		fmt.Fprintln(g.stdout, "no tidecache pools found")
 	}
 	for _, p := range rep.Pools {
 		if p.Error != "" {
-			fmt.Fprintf(g.stdout, "pool %s: REFUSED: %s\n", p.Name, p.Error)
+			fmt.Fprintf(g.stdout, "pool %s: REFUSED: %s\n", p.Name, strings.TrimPrefix(p.Error, "pool "+p.Name+": "))
 			continue
 		}
 		fmt.Fprintf(g.stdout, "pool %s:\n", p.Name)

@@ -39,7 +39,7 @@ type fakeDev struct {
 func newFakeKernel() *fakeKernel {
 	return &fakeKernel{
 		devs:      map[string]*fakeDev{},
-		targets:   map[string]Version{"linear": {1, 4, 0}, "writecache": {1, 6, 0}, "cache": {2, 2, 0}},
+		targets:   map[string]Version{"linear": {1, 4, 0}, "writecache": {1, 6, 0}, "cache": {2, 3, 0}},
 		status:    map[string]string{},
 		nextMinor: 0,
 	}

@@ -49,6 +49,8 @@ var ErrAssembleIncomplete = errors.New("assembly incomplete")
 // whole, and a volume whose write tier cannot be built is torn down
 // again, so an origin that may be missing dirty blocks is never exposed.
 func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
+	// Refusals are returned in the report, not logged as errors: the
+	// caller prints or publishes it (logged at info level for the trail).
 	var rep AssembleReport
 	unlock, err := e.lock(ctx)
 	if err != nil {
@@ -59,10 +61,17 @@ func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	// Start md origins first and look again: an assembled origin's own
+	// superblock may carry a newer layout than damaged SSD copies.
+	if e.startOrigins(ctx, found) {
+		if found, err = e.scan(ctx); err != nil {
+			return rep, err
+		}
+	}
 	failed := false
 	for _, c := range found.Corrupt {
 		rep.Corrupt = append(rep.Corrupt, CorruptReport{Device: c.Path, Error: c.Err.Error()})
-		e.log.Error("damaged tidecache superblock", "device", c.Path, "err", c.Err)
+		e.log.Info("damaged tidecache superblock", "device", c.Path, "err", c.Err)
 		failed = true
 	}
 	for _, p := range found.sortedPools() {
@@ -81,6 +90,23 @@ func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
 		return rep, ErrAssembleIncomplete
 	}
 	return rep, nil
+}
+
+// startOrigins assembles the md array of every pool that has one and
+// reports whether it tried any. Failures are left for resolveOrigin to
+// report per pool.
+func (e *Engine) startOrigins(ctx context.Context, found scanResult) bool {
+	tried := false
+	for _, p := range found.sortedPools() {
+		if p.Layout.Origin.MDUUID == "" {
+			continue
+		}
+		tried = true
+		if _, err := e.md.AssembleByUUID(ctx, p.Layout.Origin.MDUUID, mdName(p.Layout.Origin.Path)); err != nil {
+			e.log.Warn("origin array not assembled", "pool", p.Layout.Name, "md_uuid", p.Layout.Origin.MDUUID, "err", err)
+		}
+	}
+	return tried
 }
 
 func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []CorruptDevice) PoolReport {
@@ -104,13 +130,13 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 			why = append(why, msg)
 		}
 		pr.Error = "pool not assembled, its cache may hold dirty data: " + strings.Join(why, "; ")
-		e.log.Error("pool refused", "pool", l.Name, "reason", pr.Error)
+		e.log.Info("pool refused", "pool", l.Name, "reason", pr.Error)
 		return pr
 	}
 	origin, err := e.resolveOrigin(ctx, l)
 	if err != nil {
 		pr.Error = err.Error()
-		e.log.Error("pool refused", "pool", l.Name, "err", err)
+		e.log.Info("pool refused", "pool", l.Name, "err", err)
 		return pr
 	}
 	// A member that missed the last update gets the newest layout again.
@@ -139,7 +165,7 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		}
 		if err != nil {
 			vr.Error = err.Error()
-			e.log.Error("volume not assembled", "volume", v.Name, "pool", l.Name, "err", err)
+			e.log.Info("volume not assembled", "volume", v.Name, "pool", l.Name, "err", err)
 		} else {
 			vr.Device = st.Top().Path()
 			e.log.Info("volume assembled", "volume", v.Name, "pool", l.Name, "mode", v.Mode, "device", vr.Device)

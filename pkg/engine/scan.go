@@ -132,12 +132,25 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 			p.Layout = l.Clone()
 		}
 	}
-	// An origin whose pool has no SSD here: every member is missing. The
-	// pool is reported (and refused by assembly) rather than ignored, since
-	// its cache may hold writes this origin lacks.
 	for uuid, l := range origins {
-		if _, ok := res.Pools[uuid]; !ok {
+		p, ok := res.Pools[uuid]
+		switch {
+		case !ok:
+			// An origin whose pool has no SSD here: every member is
+			// missing. The pool is reported (and refused by assembly)
+			// rather than ignored, since its cache may hold writes this
+			// origin lacks.
 			res.Pools[uuid] = &poolState{Layout: l, Members: map[string]string{}, Generations: map[string]uint64{}}
+		case l.Generation > p.Layout.Generation:
+			// The origin is written after every member, so it is ahead
+			// only when the newest superblock of every SSD was damaged
+			// (or the SSDs were rolled back). Its layout is then the
+			// pool's newest record; the SSDs' older one may lack volumes
+			// whose cache slices hold dirty data. Assembly rewrites the
+			// members from it.
+			e.log.Warn("origin superblock is newer than every SSD superblock; using its layout",
+				"pool", l.Name, "generation", l.Generation, "ssd_generation", p.Layout.Generation)
+			p.Layout = l
 		}
 	}
 	return res, nil
@@ -182,6 +195,13 @@ func (e *Engine) resolveOrigin(ctx context.Context, l *pool.Layout) (string, err
 	}
 	if sb.Role != superblock.RoleOrigin || sb.Layout.UUID != l.UUID {
 		return "", fmt.Errorf("pool %s: %s is not this pool's origin (its superblock names pool %q)", l.Name, path, sb.Layout.Name)
+	}
+	if sb.Layout.Generation > l.Generation {
+		// scan adopts a newer origin layout when it sees the origin; here
+		// it did not (the array was not assembled yet). Acting on the
+		// older layout could drop volumes, or reuse their extents.
+		return "", fmt.Errorf("pool %s: origin %s holds layout generation %d, newer than the %d on the SSDs (their newest superblocks are damaged or older copies); run the command again now that the origin is assembled",
+			l.Name, path, sb.Layout.Generation, l.Generation)
 	}
 	size, err := blockdev.Size(path)
 	if err != nil {
