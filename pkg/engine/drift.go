@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// CheckVolume compares the running devices of a volume with the stack its
+// layout describes and returns every difference as a *DriftError (joined),
+// nil when they match. It changes nothing. A device that is missing
+// altogether is reported as drift too.
+func (e *Engine) CheckVolume(ctx context.Context, name string) error {
+	found, err := e.scan(ctx)
+	if err != nil {
+		return err
+	}
+	p, v, err := findVolume(found, name)
+	if err != nil {
+		return err
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return err
+	}
+	var drift []error
+	for _, d := range st.Devices {
+		info, err := e.dm.Info(ctx, d.Name)
+		if err != nil {
+			drift = append(drift, &DriftError{Device: d.Name, Want: d.Table.String(), Got: "(device missing: " + err.Error() + ")"})
+			continue
+		}
+		if info.UUID != d.UUID {
+			return fmt.Errorf("device %s has uuid %q, not %q: not tidecache's volume %s", d.Name, info.UUID, d.UUID, name)
+		}
+		same, got, err := e.sameTable(ctx, d)
+		if err != nil {
+			return err
+		}
+		if !same {
+			drift = append(drift, &DriftError{Device: d.Name, Want: d.Table.String(), Got: got.String()})
+		}
+	}
+	return errors.Join(drift...)
+}
+
+// RepairVolume brings a volume's devices back to the stack its layout
+// describes: missing devices are created and devices whose table drifted
+// are reloaded with the wanted one (suspend, load, resume). A drifted top
+// device that is a writecache is only reloaded, never replaced by a table
+// without the cache, so dirty blocks stay reachable. It returns the names
+// of the devices it changed.
+func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error) {
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, v, err := findVolume(found, name)
+	if err != nil {
+		return nil, err
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return nil, err
+	}
+	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	for _, d := range st.Devices {
+		created, err := e.ensure(ctx, d)
+		var drift *DriftError
+		switch {
+		case errors.As(err, &drift):
+			if rerr := e.reload(ctx, d.Name, d.Table, nil); rerr != nil {
+				return changed, fmt.Errorf("volume %s: repair %s: %w", name, d.Name, rerr)
+			}
+			e.log.Warn("drift repaired", "volume", name, "dm_name", d.Name, "was", drift.Got, "now", drift.Want)
+			changed = append(changed, d.Name)
+		case err != nil:
+			return changed, fmt.Errorf("volume %s: repair: %w", name, err)
+		case created:
+			changed = append(changed, d.Name)
+		}
+	}
+	return changed, nil
+}
