@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
@@ -19,7 +20,8 @@ func newVolumeCmd(g *globals) *cobra.Command {
 		Short:   "Create, inspect, switch, flush and delete cached volumes",
 	}
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
-		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g))
+		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
+		newVolumeCheckCmd(g), newVolumeRepairCmd(g))
 	return cmd
 }
 
@@ -304,4 +306,55 @@ func isTerminal(w any) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+func newVolumeCheckCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check NAME",
+		Short: "Compare a volume's live device-mapper tables with its recorded layout",
+		Long: `Compare every device of a volume with the stack its layout describes and
+report each difference (a table changed by hand, a missing device). Changes
+nothing; exits non-zero when the volume has drifted. 'volume repair' fixes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if err := e.CheckVolume(cmd.Context(), args[0]); err != nil {
+				return fmt.Errorf("volume %s has drifted:\n%w", args[0], err)
+			}
+			fmt.Fprintf(g.stdout, "volume %s matches its layout\n", args[0])
+			return nil
+		},
+	}
+}
+
+func newVolumeRepairCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "repair NAME",
+		Short: "Bring a volume's devices back to its recorded layout",
+		Long: `Create missing devices of a volume and reload every device whose table
+differs from the layout (suspend, load, resume). A write tier is only ever
+reloaded as a write tier, so its dirty blocks stay reachable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			changed, err := e.RepairVolume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(changed) == 0 {
+				fmt.Fprintf(g.stdout, "volume %s: nothing to repair\n", args[0])
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "volume %s: repaired %s\n", args[0], strings.Join(changed, ", "))
+			return nil
+		},
+	}
 }
