@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DaemonMetrics are tidecached's own gauges, set by the daemon as things
+// happen (not read at scrape time: there is no kernel state behind them).
+// A nil *DaemonMetrics is valid and records nothing.
+type DaemonMetrics struct {
+	etcdUp prometheus.Gauge
+	leader prometheus.Gauge
+}
+
+// NewDaemonMetrics registers tidecache_etcd_up, tidecache_leader (both 0
+// until set) and tidecache_build_info{version} with reg.
+func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics, error) {
+	d := &DaemonMetrics{
+		etcdUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "etcd_up",
+			Help: "1 when the cluster store (etcd) answered the daemon's last request or health check, else 0. The kernel tables and I/O are unaffected while it is 0.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "leader",
+			Help: "1 while this node holds the cluster leadership (placement of new volumes), else 0.",
+		}),
+	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Always 1; the version label is the version tidecached was built from.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	build.Set(1)
+	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, build} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register daemon metrics: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// SetEtcdUp records whether the cluster store is reachable.
+func (d *DaemonMetrics) SetEtcdUp(up bool) {
+	if d != nil {
+		d.etcdUp.Set(boolValue(up))
+	}
+}
+
+// SetLeader records whether this node is the cluster leader.
+func (d *DaemonMetrics) SetLeader(leader bool) {
+	if d != nil {
+		d.leader.Set(boolValue(leader))
+	}
+}

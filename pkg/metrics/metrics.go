@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
+)
+
+// namespace prefixes every tidecache metric.
+const namespace = "tidecache"
+
+// DefaultTimeout bounds the kernel and tool reads of one scrape.
+const DefaultTimeout = 10 * time.Second
+
+// Source lists the node's volumes with what the kernel reports about them
+// right now. *engine.Engine implements it. It is called once per scrape.
+type Source interface {
+	Volumes(ctx context.Context) ([]engine.VolumeInfo, error)
+}
+
+// Options configures the collectors Register adds. The zero value gives
+// the per-volume metrics only.
+type Options struct {
+	// Stats, if set, enables the per-volume latency histograms and I/O
+	// counters from dm-stats: a region is kept on each volume's top device
+	// (dm.EnsureStats) and read at every scrape. Pass the daemon's
+	// *dm.Client.
+	Stats dm.Messenger
+	// LatencyBounds are the upper bounds of the latency histogram buckets
+	// (strictly increasing, at least 1 µs apart from zero); nil means
+	// DefaultLatencyBounds. dm-stats counts in nanoseconds.
+	LatencyBounds []time.Duration
+	// SSDs, if set, enables the per-SSD health metrics.
+	SSDs SSDSource
+	// Timeout bounds one scrape's reads; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Logger receives a warning for every source that fails during a
+	// scrape (the failure is also visible as
+	// tidecache_scrape_collector_success 0); nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultLatencyBounds span an NVMe write (tens of µs) to an HDD seek
+// under a deep queue (seconds).
+var DefaultLatencyBounds = []time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// Register adds the tidecache collectors reading src (and, per opts,
+// dm-stats and SSD health) to reg. The daemon's own gauges are separate:
+// see NewDaemonMetrics.
+func Register(reg prometheus.Registerer, src Source, opts Options) error {
+	c, err := newCollector(src, opts)
+	if err != nil {
+		return err
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register tidecache metrics: %w", err)
+	}
+	return nil
+}
+
+// Collector names, the values of the collector label of the scrape
+// metrics.
+const (
+	collectorVolume  = "volume"
+	collectorDMStats = "dmstats"
+	collectorSSD     = "ssd"
+)
+
+var (
+	scrapeSuccessDesc = prometheus.NewDesc(
+		namespace+"_scrape_collector_success",
+		"1 if the source of this collector answered during the scrape, 0 if it failed (the daemon logs why).",
+		[]string{"collector"}, nil)
+	scrapeDurationDesc = prometheus.NewDesc(
+		namespace+"_scrape_collector_duration_seconds",
+		"Time this collector took during the scrape.",
+		[]string{"collector"}, nil)
+)
+
+// collector is the one prometheus.Collector Register adds; it runs the
+// volume, dm-stats and SSD parts and reports each one's success.
+type collector struct {
+	src     Source
+	stats   dm.Messenger
+	bounds  []time.Duration
+	boundNs []uint64
+	ssds    SSDSource
+	timeout time.Duration
+	log     *slog.Logger
+	// statsMu serialises the dm-stats part of concurrent scrapes, so two
+	// of them never race to create a volume's region.
+	statsMu sync.Mutex
+}
+
+func newCollector(src Source, opts Options) (*collector, error) {
+	if src == nil {
+		return nil, errors.New("metrics: nil Source")
+	}
+	c := &collector{
+		src: src, stats: opts.Stats, ssds: opts.SSDs,
+		bounds: opts.LatencyBounds, timeout: opts.Timeout, log: opts.Logger,
+	}
+	if c.bounds == nil {
+		c.bounds = DefaultLatencyBounds
+	}
+	var last time.Duration
+	for i, b := range c.bounds {
+		if b < time.Microsecond || b <= last {
+			return nil, fmt.Errorf("metrics: latency bound %d (%v) must be at least 1µs and above the previous one", i, b)
+		}
+		last = b
+		c.boundNs = append(c.boundNs, uint64(b.Nanoseconds()))
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Describe sends every description, whether or not the optional parts are
+// enabled, so the registry checks them all for consistency.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scrapeSuccessDesc
+	ch <- scrapeDurationDesc
+	describeVolume(ch)
+	describeLatency(ch)
+	describeSSD(ch)
+}
+
+// Collect reads the kernel and the tools once and emits const metrics.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	if c.ssds != nil {
+		wg.Go(func() { c.run(ctx, ch, collectorSSD, c.collectSSDs) })
+	}
+	c.run(ctx, ch, collectorVolume, c.collectVolumes)
+	wg.Wait()
+}
+
+// run runs one part of the scrape and reports its duration and success.
+func (c *collector) run(ctx context.Context, ch chan<- prometheus.Metric, name string,
+	f func(context.Context, chan<- prometheus.Metric) error) {
+	start := time.Now()
+	err := f(ctx, ch)
+	ch <- prometheus.MustNewConstMetric(scrapeDurationDesc, prometheus.GaugeValue, time.Since(start).Seconds(), name)
+	ok := 1.0
+	if err != nil {
+		ok = 0
+		c.log.LogAttrs(ctx, slog.LevelWarn, "metrics: collector failed",
+			slog.String("collector", name), slog.Any("err", err))
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, ok, name)
+}
+
+func (c *collector) collectVolumes(ctx context.Context, ch chan<- prometheus.Metric) error {
+	vols, err := c.src.Volumes(ctx)
+	if err != nil {
+		return fmt.Errorf("list volumes: %w", err)
+	}
+	for _, v := range vols {
+		emitVolume(ch, v)
+	}
+	if c.stats != nil {
+		c.run(ctx, ch, collectorDMStats, func(ctx context.Context, ch chan<- prometheus.Metric) error {
+			return c.collectLatency(ctx, ch, vols)
+		})
+	}
+	return nil
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v uint64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

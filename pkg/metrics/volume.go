@@ -1,0 +1,100 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidecache/tidecache/pkg/engine"
+)
+
+// Per-volume metrics, from engine.VolumeInfo: the layout (size, mode) and
+// the status lines of the volume's dm-writecache (write tier, top device)
+// and dm-cache (read tier, tc-<volume>-rtier) targets.
+
+var volumeLabels = []string{"volume", "pool"}
+
+func volumeDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_volume_"+name, help, volumeLabels, nil)
+}
+
+var (
+	volumeInfoDesc = prometheus.NewDesc(namespace+"_volume_info",
+		"Always 1; labels carry the volume's cache mode (writeback, writethrough, passthrough), "+
+			"state (active, suspended, inactive, error) and device path.",
+		[]string{"volume", "pool", "mode", "state", "device"}, nil)
+	volumeSizeDesc = volumeDesc("size_bytes", "Size of the volume (its extent on the HDD array).")
+
+	// Write tier (dm-writecache status).
+	volumeReadsDesc       = volumeDesc("reads_total", "Read requests the write tier received (dm-writecache <#reads>).")
+	volumeWritesDesc      = volumeDesc("writes_total", "Write requests the write tier received (dm-writecache <#writes>).")
+	volumeReadHitsDesc    = volumeDesc("read_hits_total", "Reads served from the write tier (dm-writecache <#read hits>).")
+	volumeWriteHitsDesc   = volumeDesc("write_hits_total", "Writes to a block already in the write tier (dm-writecache <#write hits uncommitted> + <#write hits committed>).")
+	volumeDirtyBlocksDesc = volumeDesc("dirty_blocks", "Write-tier blocks not yet written back to the HDD array (<#blocks> - <#free blocks>).")
+	volumeDirtyBytesDesc  = volumeDesc("dirty_bytes", "Bytes on the write tier not yet written back to the HDD array.")
+	volumeCacheUsedDesc   = volumeDesc("cache_used_bytes", "Bytes of the write tier in use; dm-writecache frees a block once written back, so this equals the dirty bytes.")
+	volumeCacheSizeDesc   = volumeDesc("cache_size_bytes", "Usable data bytes of the write tier (dm-writecache <#blocks> times the block size).")
+	volumeWritebackDesc   = volumeDesc("writeback_blocks", "Write-tier blocks being written back right now (dm-writecache <#blocks under writeback>).")
+	volumeErrorDesc       = volumeDesc("error", "1 if dm-writecache reports an I/O error (its <error> field is not 0): the SSD failed and writes are refused until the volume is repaired.")
+	volumeHitRatioDesc    = prometheus.NewDesc(namespace+"_volume_read_hit_ratio", "Share of reads served by the tier since its counters started (0..1): tier=write from dm-writecache, tier=read from dm-cache. For a recent ratio use rate() of the counters.", []string{"volume", "pool", "tier"}, nil)
+	volumeRCHitsDesc      = volumeDesc("read_cache_hits_total", "Reads served from the read tier (dm-cache <#read hits>).")
+	volumeRCMissesDesc    = volumeDesc("read_cache_misses_total", "Reads the read tier passed to the HDD array (dm-cache <#read misses>).")
+	volumeRCUsedDesc      = volumeDesc("read_cache_used_bytes", "Bytes of the read tier holding cached blocks (dm-cache <#used cache blocks> times the cache block size).")
+	volumeRCSizeDesc      = volumeDesc("read_cache_size_bytes", "Data bytes of the read tier (dm-cache <#total cache blocks> times the cache block size).")
+	volumeRCPromoteDesc   = volumeDesc("read_cache_promotions_total", "Blocks the smq policy promoted into the read tier (dm-cache <#promotions>).")
+	volumeRCDemoteDesc    = volumeDesc("read_cache_demotions_total", "Blocks the smq policy demoted from the read tier (dm-cache <#demotions>).")
+	volumeRCErrorDesc     = volumeDesc("read_cache_error", "1 if the read tier failed (dm-cache Fail), needs a metadata check or has read-only metadata.")
+	volumeDescs           = []*prometheus.Desc{
+		volumeInfoDesc, volumeSizeDesc,
+		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
+		volumeDirtyBlocksDesc, volumeDirtyBytesDesc, volumeCacheUsedDesc, volumeCacheSizeDesc,
+		volumeWritebackDesc, volumeErrorDesc, volumeHitRatioDesc,
+		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
+		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
+	}
+)
+
+func describeVolume(ch chan<- *prometheus.Desc) {
+	for _, d := range volumeDescs {
+		ch <- d
+	}
+}
+
+// sectorSize is the unit of dm-cache block sizes.
+const sectorSize = 512
+
+// emitVolume sends the metrics of one volume. Tiers the volume does not
+// have, or whose status could not be read, give no series.
+func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
+	gauge(ch, volumeInfoDesc, 1, v.Name, v.Pool, string(v.Mode), v.State, v.Device)
+	gauge(ch, volumeSizeDesc, float64(v.SizeBytes), v.Name, v.Pool)
+
+	if wc := v.WriteCache; wc != nil {
+		bs := uint64(v.BlockSize)
+		gauge(ch, volumeDirtyBlocksDesc, float64(wc.DirtyBlocks), v.Name, v.Pool)
+		gauge(ch, volumeDirtyBytesDesc, float64(wc.DirtyBytes), v.Name, v.Pool)
+		gauge(ch, volumeCacheUsedDesc, float64(wc.DirtyBlocks*bs), v.Name, v.Pool)
+		gauge(ch, volumeCacheSizeDesc, float64(wc.TotalBlocks*bs), v.Name, v.Pool)
+		gauge(ch, volumeWritebackDesc, float64(wc.WritebackBlocks), v.Name, v.Pool)
+		gauge(ch, volumeErrorDesc, boolValue(wc.Error != 0), v.Name, v.Pool)
+		if wc.HasStats { // dm-writecache 1.6+ (Linux 5.15+)
+			counter(ch, volumeReadsDesc, wc.Reads, v.Name, v.Pool)
+			counter(ch, volumeWritesDesc, wc.Writes, v.Name, v.Pool)
+			counter(ch, volumeReadHitsDesc, wc.ReadHits, v.Name, v.Pool)
+			counter(ch, volumeWriteHitsDesc, wc.WriteHitsUncommitted+wc.WriteHitsCommitted, v.Name, v.Pool)
+			gauge(ch, volumeHitRatioDesc, wc.ReadHitRatio, v.Name, v.Pool, "write")
+		}
+	}
+
+	if rc := v.ReadCache; rc != nil {
+		gauge(ch, volumeRCErrorDesc, boolValue(rc.Failed || rc.NeedsCheck || rc.MetadataMode == "ro"), v.Name, v.Pool)
+		if !rc.Failed { // a failed cache prints no counters
+			bs := rc.BlockSize * sectorSize
+			counter(ch, volumeRCHitsDesc, rc.ReadHits, v.Name, v.Pool)
+			counter(ch, volumeRCMissesDesc, rc.ReadMisses, v.Name, v.Pool)
+			gauge(ch, volumeRCUsedDesc, float64(rc.Used*bs), v.Name, v.Pool)
+			gauge(ch, volumeRCSizeDesc, float64(rc.Total*bs), v.Name, v.Pool)
+			counter(ch, volumeRCPromoteDesc, rc.Promotions, v.Name, v.Pool)
+			counter(ch, volumeRCDemoteDesc, rc.Demotions, v.Name, v.Pool)
+			gauge(ch, volumeHitRatioDesc, rc.ReadHitRatio, v.Name, v.Pool, "read")
+		}
+	}
+}
