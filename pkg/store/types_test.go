@@ -1,0 +1,145 @@
+package store_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestVolumeSpecValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*store.VolumeSpec)
+		want   string
+	}{
+		{"valid", func(*store.VolumeSpec) {}, ""},
+		{"unplaced, mode from policy", func(v *store.VolumeSpec) { v.Node, v.Pool, v.Mode = "", "", "" }, ""},
+		{"no write tier, writethrough", func(v *store.VolumeSpec) { v.WriteCacheBytes, v.Mode = 0, "writethrough" }, ""},
+		{"block size", func(v *store.VolumeSpec) { v.BlockSize = 512 }, ""},
+		{"empty name", func(v *store.VolumeSpec) { v.Name = "" }, "invalid volume name"},
+		{"reserved suffix", func(v *store.VolumeSpec) { v.Name = "db-origin" }, "reserved"},
+		{"node name", func(v *store.VolumeSpec) { v.Node = "Node_1" }, "invalid node name"},
+		{"pool name", func(v *store.VolumeSpec) { v.Pool = "a/b" }, "invalid pool name"},
+		{"zero size", func(v *store.VolumeSpec) { v.SizeBytes = 0 }, "sizeBytes"},
+		{"mode", func(v *store.VolumeSpec) { v.Mode = "writearound" }, "invalid mode"},
+		{"writeback without write tier", func(v *store.VolumeSpec) { v.WriteCacheBytes = 0 }, "writeCacheBytes"},
+		{"block size", func(v *store.VolumeSpec) { v.BlockSize = 8192 }, "blockSize"},
+		{"policy name", func(v *store.VolumeSpec) { v.Policy = "-x" }, "invalid policy name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := dbSpec()
+			tt.modify(&v)
+			check(t, v.Validate(), tt.want)
+		})
+	}
+	// Every problem is reported, not just the first.
+	err := store.VolumeSpec{Name: "X", Mode: "fast"}.Validate()
+	for _, want := range []string{"volume name", "sizeBytes", "mode"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("joined errors %v lack %q", err, want)
+		}
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		p    store.Policy
+		want string
+	}{
+		{"empty", store.Policy{Name: "default"}, ""},
+		{"full", store.Policy{
+			Name: "oltp", Mode: "writeback", HighWatermark: ptr(60), LowWatermark: ptr(40), WritebackJobs: ptr(uint64(64)),
+			SequentialBypassBytes: 1 << 20, FlushInterval: store.Duration(time.Hour), WearThresholdPercent: 90, OnSSDError: "none",
+		}, ""},
+		{"zero watermarks", store.Policy{Name: "p", HighWatermark: ptr(0), LowWatermark: ptr(0)}, ""},
+		{"name", store.Policy{Name: ""}, "invalid policy name"},
+		{"mode", store.Policy{Name: "p", Mode: "fast"}, "invalid mode"},
+		{"high watermark", store.Policy{Name: "p", HighWatermark: ptr(101)}, "highWatermark 101"},
+		{"low watermark", store.Policy{Name: "p", LowWatermark: ptr(-1)}, "lowWatermark -1"},
+		{"low above high", store.Policy{Name: "p", HighWatermark: ptr(40), LowWatermark: ptr(50)}, "above highWatermark"},
+		{"writeback jobs", store.Policy{Name: "p", WritebackJobs: ptr(uint64(0))}, "writebackJobs"},
+		{"negative flush interval", store.Policy{Name: "p", FlushInterval: -1}, "flushInterval"},
+		{"tiny flush interval", store.Policy{Name: "p", FlushInterval: store.Duration(time.Millisecond)}, "at least 1s"},
+		{"wear threshold", store.Policy{Name: "p", WearThresholdPercent: 150}, "wearThresholdPercent"},
+		{"on SSD error", store.Policy{Name: "p", OnSSDError: "panic"}, "onSSDError"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.p.Validate(), tt.want) })
+	}
+}
+
+func TestVolumeStatusValidate(t *testing.T) {
+	ok := store.VolumeStatus{Name: "db", Node: "node1", ReadHitRatio: 1, WriteHitRatio: 0}
+	check(t, ok.Validate(), "")
+	for _, tt := range []struct {
+		name   string
+		modify func(*store.VolumeStatus)
+		want   string
+	}{
+		{"no node", func(s *store.VolumeStatus) { s.Node = "" }, "invalid node name"},
+		{"ratio", func(s *store.VolumeStatus) { s.ReadHitRatio = 1.5 }, "readHitRatio"},
+		{"revision", func(s *store.VolumeStatus) { s.ObservedRevision = -1 }, "observedRevision"},
+		{"mode", func(s *store.VolumeStatus) { s.Mode = "x" }, "invalid mode"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			tt.modify(&s)
+			check(t, s.Validate(), tt.want)
+		})
+	}
+}
+
+func TestValidateNodeName(t *testing.T) {
+	for _, name := range []string{"node1", "db1.example.com", "a", strings.Repeat("a", store.MaxNodeNameLen)} {
+		if err := store.ValidateNodeName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "Node1", "node_1", "node/1", "-node", "node.", strings.Repeat("a", store.MaxNodeNameLen+1)} {
+		if err := store.ValidateNodeName(name); err == nil {
+			t.Errorf("%q accepted", name)
+		}
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		json string
+	}{
+		{0, `"0s"`}, {time.Hour, `"1h"`}, {90 * time.Minute, `"1h30m"`}, {90 * time.Second, `"1m30s"`},
+		{10 * time.Minute, `"10m"`}, {1500 * time.Millisecond, `"1.5s"`}, {25 * time.Hour, `"25h"`},
+	} {
+		b, err := json.Marshal(store.Duration(tt.d))
+		if err != nil || string(b) != tt.json {
+			t.Errorf("marshal %v = %s, %v; want %s", tt.d, b, err, tt.json)
+		}
+		var back store.Duration
+		if err := json.Unmarshal(b, &back); err != nil || time.Duration(back) != tt.d {
+			t.Errorf("unmarshal %s = %v, %v", b, back, err)
+		}
+	}
+	var d store.Duration
+	for _, bad := range []string{`3600`, `"an hour"`, `null x`} {
+		if err := json.Unmarshal([]byte(bad), &d); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+func check(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("want valid, got %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("got %v, want an error mentioning %q", err, want)
+	}
+}
