@@ -1,0 +1,59 @@
+// Package placement decides which node hosts a new volume when its spec
+// names none. Only the elected leader runs it, so two nodes never claim
+// the same volume; the choice is pure (inventory in, node out) and the
+// leader records it in the spec with a revision-checked update.
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// ErrNoCapacity means no live node has a pool with room for the volume.
+var ErrNoCapacity = errors.New("no node has room for the volume")
+
+// Choice is where a volume goes.
+type Choice struct {
+	Node, Pool string
+}
+
+// Place picks the node and pool for a volume spec among live nodes: the
+// pool must have origin space for the volume and SSD space for its caches
+// (a spec naming a pool only matches pools of that name). Among those, the
+// pool with the most free SSD space wins, which spreads cache load; ties go
+// to the node name, so every leader decides the same way.
+func Place(spec store.VolumeSpec, nodes []store.Node) (Choice, error) {
+	type candidate struct {
+		Choice
+		ssdFree uint64
+	}
+	var cands []candidate
+	need := spec.WriteCacheBytes + spec.ReadCacheBytes
+	for _, n := range nodes {
+		for _, p := range n.Pools {
+			if spec.Pool != "" && p.Name != spec.Pool {
+				continue
+			}
+			if p.OriginFreeBytes < spec.SizeBytes || p.SSDFreeBytes < need {
+				continue
+			}
+			cands = append(cands, candidate{Choice{Node: n.Name, Pool: p.Name}, p.SSDFreeBytes})
+		}
+	}
+	if len(cands) == 0 {
+		return Choice{}, fmt.Errorf("volume %s (%d bytes, %d bytes of cache): %w among %d live nodes", spec.Name, spec.SizeBytes, need, ErrNoCapacity, len(nodes))
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].ssdFree != cands[j].ssdFree {
+			return cands[i].ssdFree > cands[j].ssdFree
+		}
+		if cands[i].Node != cands[j].Node {
+			return cands[i].Node < cands[j].Node
+		}
+		return cands[i].Pool < cands[j].Pool
+	})
+	return cands[0].Choice, nil
+}

@@ -1,0 +1,47 @@
+package placement
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+const gib = 1 << 30
+
+func node(name string, pools ...store.PoolInventory) store.Node {
+	return store.Node{Name: name, Pools: pools}
+}
+
+func TestPlace(t *testing.T) {
+	nodes := []store.Node{
+		node("a", store.PoolInventory{Name: "fast", OriginFreeBytes: 100 * gib, SSDFreeBytes: 10 * gib}),
+		node("b", store.PoolInventory{Name: "fast", OriginFreeBytes: 100 * gib, SSDFreeBytes: 40 * gib}),
+		node("c", store.PoolInventory{Name: "slow", OriginFreeBytes: 900 * gib, SSDFreeBytes: 40 * gib},
+			store.PoolInventory{Name: "fast", OriginFreeBytes: 5 * gib, SSDFreeBytes: 90 * gib}),
+	}
+	cases := []struct {
+		name string
+		spec store.VolumeSpec
+		want Choice
+		err  error
+	}{
+		{"most SSD room wins", store.VolumeSpec{Name: "v", SizeBytes: 10 * gib, WriteCacheBytes: gib}, Choice{"c", "fast"}, nil},
+		{"origin too small on c", store.VolumeSpec{Name: "v", SizeBytes: 50 * gib, WriteCacheBytes: gib}, Choice{"b", "fast"}, nil},
+		{"tie broken by node name", store.VolumeSpec{Name: "v", SizeBytes: 200 * gib, WriteCacheBytes: gib}, Choice{"c", "slow"}, nil},
+		{"named pool", store.VolumeSpec{Name: "v", Pool: "slow", SizeBytes: gib, WriteCacheBytes: gib}, Choice{"c", "slow"}, nil},
+		{"cache too big everywhere", store.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: 60 * gib, ReadCacheBytes: 40 * gib}, Choice{}, ErrNoCapacity},
+		{"unknown pool", store.VolumeSpec{Name: "v", Pool: "nope", SizeBytes: gib}, Choice{}, ErrNoCapacity},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Place(tc.spec, nodes)
+			if !errors.Is(err, tc.err) || got != tc.want {
+				t.Fatalf("Place = %+v, %v; want %+v, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+	if _, err := Place(store.VolumeSpec{Name: "v", SizeBytes: 1}, nil); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("no nodes: %v", err)
+	}
+}
