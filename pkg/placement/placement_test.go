@@ -26,9 +26,9 @@ func TestPlace(t *testing.T) {
 		want Choice
 		err  error
 	}{
-		{"most SSD room wins", store.VolumeSpec{Name: "v", SizeBytes: 10 * gib, WriteCacheBytes: gib}, Choice{"c", "fast"}, nil},
-		{"origin too small on c", store.VolumeSpec{Name: "v", SizeBytes: 50 * gib, WriteCacheBytes: gib}, Choice{"b", "fast"}, nil},
-		{"tie broken by node name", store.VolumeSpec{Name: "v", SizeBytes: 200 * gib, WriteCacheBytes: gib}, Choice{"c", "slow"}, nil},
+		{"most SSD room wins", store.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: gib}, Choice{"c", "fast"}, nil},
+		{"origin too small on c/fast, tie b vs c/slow broken by node name", store.VolumeSpec{Name: "v", SizeBytes: 50 * gib, WriteCacheBytes: gib}, Choice{"b", "fast"}, nil},
+		{"only one pool with origin room", store.VolumeSpec{Name: "v", SizeBytes: 200 * gib, WriteCacheBytes: gib}, Choice{"c", "slow"}, nil},
 		{"named pool", store.VolumeSpec{Name: "v", Pool: "slow", SizeBytes: gib, WriteCacheBytes: gib}, Choice{"c", "slow"}, nil},
 		{"cache too big everywhere", store.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: 60 * gib, ReadCacheBytes: 40 * gib}, Choice{}, ErrNoCapacity},
 		{"unknown pool", store.VolumeSpec{Name: "v", Pool: "nope", SizeBytes: gib}, Choice{}, ErrNoCapacity},
