@@ -1,0 +1,626 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/policy"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// Values of VolumeStatus.State written by the controller. The engine's
+// own states ("active", "suspended", "inactive", "error") are written as
+// they are when no step of the reconcile is under way.
+const (
+	StateActive    = "active"
+	StateSuspended = "suspended"
+	StateInactive  = "inactive"
+	StateError     = "error"
+	// StateCreating: the spec was seen and the volume is being created.
+	StateCreating = "creating"
+	// StateDraining: the write tier is being emptied for a mode change.
+	StateDraining = "draining"
+	// StateFlushing: a flush (scheduled, or before a delete) is running.
+	StateFlushing = "flushing"
+	// StateDeleting: the spec is gone and the volume waits to be deleted
+	// (in use, or its write tier is being flushed).
+	StateDeleting = "deleting"
+	// StateDrift: the live tables differ from the layout and DriftPolicy
+	// is "report"; no mode change or flush is made until it is resolved.
+	StateDrift = "drift"
+)
+
+// Alerts raised by the controller itself (the policy package raises the
+// SSD ones).
+const (
+	// AlertDrift: live tables differ from the layout and are not repaired
+	// (DriftPolicy report).
+	AlertDrift = "drift"
+	// AlertSpecMismatch: the volume's pool or sizes differ from its spec;
+	// they are not changed in place.
+	AlertSpecMismatch = "spec_mismatch"
+)
+
+// Result says when to reconcile a volume again regardless of changes. The
+// zero Result waits for the next change or resync.
+type Result struct {
+	RequeueAfter time.Duration
+}
+
+// terminalError marks an error retrying cannot fix (invalid spec, no such
+// pool, no space): the volume is not retried until something changes or
+// the next resync.
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as terminal. Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil || IsTerminal(err) {
+		return err
+	}
+	return &terminalError{err}
+}
+
+// IsTerminal reports whether err was marked terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+// classify marks the errors retrying cannot fix as terminal.
+func classify(err error) error {
+	for _, s := range []error{
+		policy.ErrInvalid, store.ErrInvalidRecord, engine.ErrPoolNotFound,
+		pool.ErrInvalidRequest, pool.ErrInvalidName, pool.ErrInvalidMode,
+		pool.ErrNoSpace, pool.ErrNoWriteCache, pool.ErrTooSmall, pool.ErrVolumeExists,
+	} {
+		if errors.Is(err, s) {
+			return Terminal(err)
+		}
+	}
+	return err
+}
+
+// outcome is a reconcile's result for the worker: done means the volume
+// needs no worker any more (not this node's, or gone).
+type outcome struct {
+	res  Result
+	err  error
+	done bool
+}
+
+// Reconcile brings one volume to the state its spec, the effective policy
+// and this node's spec ask for, and writes the volume's status. It is
+// idempotent and level-based: it reads the desired state from the store
+// and the actual state from the engine every time. A non-nil error is
+// retried with backoff unless IsTerminal. The controller calls it from the
+// volume's worker; other callers must not run it concurrently for the same
+// volume.
+func (c *Controller) Reconcile(ctx context.Context, name string) (Result, error) {
+	out := c.reconcile(ctx, name)
+	return out.res, out.err
+}
+
+func (c *Controller) reconcile(ctx context.Context, name string) outcome {
+	start := time.Now()
+	out := c.reconcileVolume(ctx, name)
+	result := ResultSuccess
+	switch {
+	case out.err != nil && IsTerminal(out.err):
+		result = ResultTerminalError
+		c.log.Error("reconcile failed; not retried until the spec changes or the next resync", "volume", name, "err", out.err)
+	case out.err != nil:
+		result = ResultError
+		c.log.Warn("reconcile failed; retrying", "volume", name, "err", out.err)
+	case out.res.RequeueAfter > 0:
+		result = ResultRequeueAfter
+	}
+	c.cfg.Metrics.observe(result, time.Since(start).Seconds())
+	return out
+}
+
+// state returns the remembered state of a volume, creating it on first
+// sight. The flush schedule starts when the controller first sees the
+// volume, so a daemon restart does not flush every volume at once. A
+// latched SSD error is restored from the status this node wrote before it
+// restarted.
+func (c *Controller) state(ctx context.Context, name string, now time.Time) (*volState, error) {
+	c.mu.Lock()
+	vs, ok := c.vols[name]
+	c.mu.Unlock()
+	if ok {
+		return vs, nil
+	}
+	vs = &volState{lastFlush: now, mediaBase: map[string]uint64{}}
+	sctx, cancel := c.storeCtx(ctx)
+	prev, _, err := c.store.GetVolumeStatus(sctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrInvalidRecord):
+	case err != nil:
+		return nil, fmt.Errorf("read previous status: %w", err)
+	case prev.Node == c.cfg.Node:
+		if vs.latch = policy.LatchFromAlerts(prev.Alerts, prev.ObservedRevision); vs.latch != nil {
+			c.log.Warn("SSD error latched before restart still in force", "volume", name, "revision", prev.ObservedRevision, "evidence", vs.latch.Reason)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.vols[name]; ok {
+		return cur, nil
+	}
+	c.vols[name] = vs
+	return vs, nil
+}
+
+// forget drops everything remembered about a volume.
+func (c *Controller) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.owned, name)
+	delete(c.vols, name)
+}
+
+func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
+	sctx, cancel := c.storeCtx(ctx)
+	spec, meta, err := c.store.GetVolumeSpec(sctx, name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return c.reconcileDeleted(ctx, name)
+	case errors.Is(err, store.ErrInvalidRecord):
+		// A malformed spec: leave the volume as it is and say why, if it
+		// is ours. Its next valid write triggers a reconcile.
+		c.mu.Lock()
+		_, mine := c.owned[name]
+		c.mu.Unlock()
+		if !mine {
+			return outcome{done: true}
+		}
+		// No status can be written: the store checks ownership against
+		// the spec it cannot read. The log and the error metric report it.
+		return outcome{err: Terminal(fmt.Errorf("volume spec unreadable, volume left as it is: %w", err))}
+	case err != nil:
+		return outcome{err: fmt.Errorf("read volume spec: %w", err)}
+	}
+	if spec.Node != c.cfg.Node {
+		c.mu.Lock()
+		_, was := c.owned[name]
+		c.known[name] = spec.Node
+		c.mu.Unlock()
+		if was {
+			c.log.Warn("volume spec now names another node: this node stops managing the volume and leaves its devices as they are",
+				"volume", name, "spec_node", spec.Node)
+		}
+		c.forget(name)
+		return outcome{done: true}
+	}
+	c.mu.Lock()
+	c.owned[name] = meta.ModRevision
+	c.known[name] = spec.Node
+	c.mu.Unlock()
+
+	st := store.VolumeStatus{Name: name, ObservedRevision: meta.ModRevision}
+	fail := func(err error, actual *engine.VolumeInfo) outcome {
+		err = classify(err)
+		st.State, st.Error = StateError, err.Error()
+		return outcome{err: errors.Join(err, c.putStatus(ctx, st, actual))}
+	}
+
+	eff, drain, err := c.desired(ctx, spec)
+	if err != nil {
+		return fail(err, nil)
+	}
+	actual, err := c.engine.Volume(ctx, name)
+	exists := err == nil
+	if err != nil && !errors.Is(err, engine.ErrVolumeNotFound) {
+		return fail(fmt.Errorf("read volume: %w", err), nil)
+	}
+
+	now := time.Now()
+	vs, err := c.state(ctx, name, now)
+	if err != nil {
+		return fail(err, actualPtr(actual, exists))
+	}
+	poolName := spec.Pool
+	if exists {
+		poolName = actual.Pool
+	}
+	acked := vs.latch != nil && meta.ModRevision > vs.latch.Revision
+	facts := policy.Facts{Now: now, LastFlush: vs.lastFlush}
+	facts.SSDs = c.ssdFacts(ctx, name, poolName, vs, acked)
+	if exists && actual.WriteCache != nil {
+		facts.WritecacheError = actual.WriteCache.Error
+		facts.DirtyBlocks = actual.WriteCache.DirtyBlocks
+	}
+	d, err := policy.Decide(policy.Input{Spec: spec, SpecRevision: meta.ModRevision, Policy: eff, Drain: drain, Facts: facts, Latch: vs.latch})
+	if err != nil {
+		return fail(err, actualPtr(actual, exists))
+	}
+	tripped := d.Latch != nil && (vs.latch == nil || vs.latch.Revision != d.Latch.Revision)
+	switch {
+	case tripped:
+		c.log.Error("SSD error: volume switched to a safer mode and kept there until its spec is updated",
+			"volume", name, "mode", d.Mode, "revision", meta.ModRevision, "evidence", d.Latch.Reason)
+	case d.Latch == nil && vs.latch != nil:
+		c.log.Info("SSD error acknowledged by a spec update", "volume", name, "revision", meta.ModRevision)
+	}
+	vs.latch = d.Latch
+	st.Alerts = d.AlertStrings()
+	if tripped && exists {
+		// Record the latch (its alert) before acting on it, so a restart
+		// in the middle of the switch still finds it. The switch goes
+		// ahead even if the store refuses the write.
+		if err := c.putStatus(ctx, st, &actual); err != nil {
+			c.log.Warn("SSD error latch not recorded in the status yet", "volume", name, "err", err)
+		}
+	}
+
+	if !exists {
+		return c.create(ctx, spec, d, st)
+	}
+	if m := mismatch(spec, actual); m != "" {
+		st.Alerts = append(st.Alerts, policy.Alert{Name: AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String())
+	}
+
+	// Drift first: a mode change starts from the stack the layout
+	// describes and refuses anything else.
+	res, repaired, err := c.drift(ctx, name, &st)
+	if err != nil {
+		return fail(err, &actual)
+	}
+	if st.State == StateDrift {
+		return outcome{res: res, err: c.putStatus(ctx, st, &actual)}
+	}
+
+	changed := repaired
+	if actual.Mode != d.Mode {
+		if d.Mode == pool.ModeWriteback && actual.WriteCacheBytes == 0 {
+			return fail(Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason)), &actual)
+		}
+		c.log.Info("changing mode", "volume", name, "from", actual.Mode, "to", d.Mode, "reason", d.Reason, "revision", meta.ModRevision)
+		err := c.withProgress(ctx, st, &actual, StateDraining, func(p engine.ProgressFunc) error {
+			return c.engine.SetMode(ctx, name, d.Mode, p)
+		})
+		if err != nil {
+			return fail(fmt.Errorf("set mode %s: %w", d.Mode, err), &actual)
+		}
+		changed = true
+	}
+	if d.FlushNow && d.Mode == pool.ModeWriteback {
+		err := c.withProgress(ctx, st, &actual, StateFlushing, func(p engine.ProgressFunc) error {
+			_, err := c.engine.Flush(ctx, name, p)
+			return err
+		})
+		if err != nil {
+			return fail(fmt.Errorf("scheduled flush: %w", err), &actual)
+		}
+		vs.lastFlush = time.Now()
+		changed = true
+		if iv := time.Duration(eff.FlushInterval); iv > 0 {
+			d.FlushIn = iv
+		}
+	}
+	if changed {
+		if actual, err = c.engine.Volume(ctx, name); err != nil {
+			return fail(fmt.Errorf("read volume: %w", err), nil)
+		}
+	}
+	return outcome{res: Result{RequeueAfter: d.FlushIn}, err: c.putStatus(ctx, st, &actual)}
+}
+
+func actualPtr(v engine.VolumeInfo, ok bool) *engine.VolumeInfo {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// desired reads the effective policy and the node's drain flag for spec.
+func (c *Controller) desired(ctx context.Context, spec store.VolumeSpec) (store.Policy, bool, error) {
+	sctx, cancel := c.storeCtx(ctx)
+	defer cancel()
+	pols, _, invalid, err := c.store.ListPolicies(sctx)
+	if err != nil {
+		return store.Policy{}, false, fmt.Errorf("read policies: %w", err)
+	}
+	var def, named *store.Policy
+	for i := range pols {
+		switch pols[i].Value.Name {
+		case policy.DefaultName:
+			def = &pols[i].Value
+		case spec.Policy:
+			named = &pols[i].Value
+		}
+	}
+	if spec.Policy != "" && spec.Policy != policy.DefaultName && named == nil {
+		// Acting without the policy the user named could undo what it
+		// asks for: leave the volume as it is until the policy exists.
+		for _, r := range invalid {
+			if strings.HasSuffix(r.Key, "/"+spec.Policy) {
+				return store.Policy{}, false, Terminal(fmt.Errorf("policy %s is malformed, volume left as it is: %w", spec.Policy, r))
+			}
+		}
+		return store.Policy{}, false, Terminal(fmt.Errorf("policy %s does not exist, volume left as it is", spec.Policy))
+	}
+	ns, _, err := c.store.GetNodeSpec(sctx, c.cfg.Node)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Policy{}, false, fmt.Errorf("read node spec: %w", err)
+	}
+	return policy.Effective(def, named), ns.Drain, nil
+}
+
+// ssdFacts returns the health of the SSDs of a volume's pool. Media-error
+// counters are cumulative, so each SSD's count when the controller first
+// sees it for this volume is taken as already acknowledged, and the
+// baseline moves to the current count when the operator acknowledges an
+// SSD error (acked).
+func (c *Controller) ssdFacts(ctx context.Context, name, poolName string, vs *volState, acked bool) []policy.SSD {
+	if c.cfg.SSDs == nil {
+		return nil
+	}
+	inv, err := c.cfg.SSDs.SSDs(ctx)
+	if err != nil {
+		c.log.Warn("SSD health unavailable; deciding without it", "volume", name, "err", err)
+		return nil
+	}
+	var out []policy.SSD
+	for _, s := range inv {
+		if poolName == "" || s.Pool != poolName {
+			continue
+		}
+		key := s.Serial
+		if key == "" {
+			key = s.Path
+		}
+		base, seen := vs.mediaBase[key]
+		if !seen || acked || s.MediaErrors < base {
+			if !seen && s.MediaErrors > 0 {
+				c.log.Info("SSD has media errors from before this daemon watched it; only new ones count",
+					"volume", name, "ssd", s.Path, "media_errors", s.MediaErrors)
+			}
+			base = s.MediaErrors
+			vs.mediaBase[key] = base
+		}
+		out = append(out, policy.SSD{Path: s.Path, WearPercent: s.WearPercent, MediaErrors: s.MediaErrors - base, CriticalWarning: s.CriticalWarning})
+	}
+	return out
+}
+
+// create creates a missing volume in the mode decided.
+func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy.Decision, st store.VolumeStatus) outcome {
+	req := pool.VolumeRequest{
+		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
+		Mode: d.Mode, BlockSize: spec.BlockSize,
+	}
+	st.State = StateCreating
+	if err := c.putStatus(ctx, st, nil); err != nil {
+		return outcome{err: err}
+	}
+	c.log.Info("creating volume", "volume", spec.Name, "pool", spec.Pool, "mode", d.Mode, "revision", st.ObservedRevision)
+	info, err := c.engine.CreateVolume(ctx, spec.Pool, req)
+	if err != nil {
+		err = classify(fmt.Errorf("create volume: %w", err))
+		st.State, st.Error = StateError, err.Error()
+		return outcome{err: errors.Join(err, c.putStatus(ctx, st, nil))}
+	}
+	st.State = ""
+	return outcome{res: Result{RequeueAfter: d.FlushIn}, err: c.putStatus(ctx, st, &info)}
+}
+
+// mismatch describes spec fields the existing volume does not match and
+// that cannot be changed in place, "" when there are none.
+func mismatch(spec store.VolumeSpec, v engine.VolumeInfo) string {
+	const align = pool.Alignment * pool.SectorSize
+	up := func(b uint64) uint64 { return (b + align - 1) / align * align }
+	var diffs []string
+	if spec.Pool != "" && spec.Pool != v.Pool {
+		diffs = append(diffs, fmt.Sprintf("pool %s, spec asks %s", v.Pool, spec.Pool))
+	}
+	for _, f := range []struct {
+		what      string
+		spec, got uint64
+	}{
+		{"size", spec.SizeBytes, v.SizeBytes},
+		{"write cache", spec.WriteCacheBytes, v.WriteCacheBytes},
+		{"read cache", spec.ReadCacheBytes, v.ReadCacheBytes},
+	} {
+		if up(f.spec) != f.got {
+			diffs = append(diffs, fmt.Sprintf("%s %d bytes, spec asks %d", f.what, f.got, f.spec))
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "volume differs from its spec (not changed in place; recreate the volume to change it): " + strings.Join(diffs, "; ")
+}
+
+// drift checks the live tables against the layout and repairs or reports
+// per DriftPolicy. When it reports, it sets st.State to StateDrift.
+func (c *Controller) drift(ctx context.Context, name string, st *store.VolumeStatus) (Result, bool, error) {
+	err := c.engine.CheckVolume(ctx, name)
+	var drifts []*engine.DriftError
+	collectDrift(err, &drifts)
+	switch {
+	case err == nil:
+		return Result{}, false, nil
+	case len(drifts) == 0:
+		return Result{}, false, fmt.Errorf("check tables: %w", err)
+	}
+	desc := make([]string, len(drifts))
+	for i, d := range drifts {
+		desc[i] = d.Error()
+	}
+	if c.cfg.DriftPolicy == DriftReport {
+		c.cfg.Metrics.driftSeen(DriftReported)
+		c.log.Warn("drift: live tables differ from the layout; reported only (drift policy report)", "volume", name, "drift", desc)
+		st.State = StateDrift
+		st.Error = "live tables differ from the layout (drift policy report, not repaired): " + strings.Join(desc, "; ")
+		st.Alerts = append(st.Alerts, policy.Alert{Name: AlertDrift, Severity: policy.SeverityWarning, Message: st.Error}.String())
+		return Result{RequeueAfter: c.cfg.ResyncInterval}, false, nil
+	}
+	changed, err := c.engine.RepairVolume(ctx, name)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("repair drift (%s): %w", strings.Join(desc, "; "), err)
+	}
+	c.cfg.Metrics.driftSeen(DriftRepaired)
+	c.log.Warn("drift repaired: live tables differed from the layout", "volume", name, "drift", desc, "reloaded", changed)
+	return Result{}, true, nil
+}
+
+// collectDrift gathers the *engine.DriftError leaves of a joined error.
+func collectDrift(err error, out *[]*engine.DriftError) {
+	if err == nil {
+		return
+	}
+	if d, ok := err.(*engine.DriftError); ok {
+		*out = append(*out, d)
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			collectDrift(e, out)
+		}
+		return
+	}
+	if u := errors.Unwrap(err); u != nil {
+		collectDrift(u, out)
+	}
+}
+
+// reconcileDeleted handles a volume without a spec. If this node owned it,
+// a user deleted the spec: the volume is deleted, but only once its write
+// tier is clean (it is flushed first) and nobody has it open. A volume
+// this node never owned is left alone (reported by the resync). The store
+// deletes a volume's status with its spec, so progress and refusals here
+// are reported in the log and the error metric only.
+func (c *Controller) reconcileDeleted(ctx context.Context, name string) outcome {
+	c.mu.Lock()
+	_, owned := c.owned[name]
+	delete(c.known, name)
+	c.mu.Unlock()
+	_, err := c.engine.Volume(ctx, name)
+	switch {
+	case errors.Is(err, engine.ErrVolumeNotFound):
+		c.forget(name)
+		return outcome{done: true}
+	case err != nil:
+		return outcome{err: fmt.Errorf("read volume: %w", err)}
+	case !owned:
+		return outcome{done: true}
+	}
+	err = c.engine.DeleteVolume(ctx, name, false)
+	switch {
+	case err == nil:
+		c.log.Info("volume deleted: its spec was removed", "volume", name)
+		c.forget(name)
+		return outcome{done: true}
+	case errors.Is(err, engine.ErrDirty):
+		c.log.Info("spec removed: flushing the volume's write tier before deleting it", "volume", name)
+		if _, err := c.engine.Flush(ctx, name, nil); err != nil {
+			return outcome{err: fmt.Errorf("spec removed; delete waits for a clean write tier, flush failed: %w", err)}
+		}
+		// Delete right away; if new writes dirtied it again, this repeats.
+		return outcome{res: Result{RequeueAfter: time.Millisecond}}
+	case errors.Is(err, engine.ErrInUse):
+		return outcome{res: Result{RequeueAfter: c.cfg.ResyncInterval},
+			err: Terminal(fmt.Errorf("spec removed; delete waits until the volume is no longer open: %w", err))}
+	default:
+		return outcome{err: fmt.Errorf("spec removed; delete volume: %w", err)}
+	}
+}
+
+// putStatus fills st from the volume's actual state (when known) and
+// writes it. A failed write is returned as a transient error: the status
+// is rewritten by the retry.
+func (c *Controller) putStatus(ctx context.Context, st store.VolumeStatus, actual *engine.VolumeInfo) error {
+	st.Node = c.cfg.Node
+	st.UpdatedAt = time.Now().UTC()
+	if actual != nil {
+		st.Mode = string(actual.Mode)
+		if st.State == "" {
+			st.State = actual.State
+		}
+		switch {
+		case st.Error == "":
+			st.Error = actual.Error
+		case actual.Error != "":
+			st.Error += "; " + actual.Error
+		}
+		if wc := actual.WriteCache; wc != nil {
+			st.DirtyBlocks, st.DirtyBytes = wc.DirtyBlocks, wc.DirtyBytes
+			st.ReadHitRatio, st.WriteHitRatio = wc.ReadHitRatio, wc.WriteHitRatio
+		}
+		if rc := actual.ReadCache; rc != nil {
+			st.ReadHitRatio = rc.ReadHitRatio
+		}
+	}
+	if st.State == "" && st.Error != "" {
+		st.State = StateError
+	}
+	sctx, cancel := c.storeCtx(ctx)
+	defer cancel()
+	if err := c.store.PutVolumeStatus(sctx, st); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return nil
+}
+
+// withProgress runs a long engine step (drain, flush) and rewrites the
+// volume's status every ProgressInterval with the dirty blocks left, so
+// `tidectl --wait` can show progress.
+func (c *Controller) withProgress(ctx context.Context, st store.VolumeStatus, actual *engine.VolumeInfo, state string, run func(engine.ProgressFunc) error) error {
+	var mu sync.Mutex
+	var last *engine.Progress
+	progress := func(p engine.Progress) {
+		mu.Lock()
+		last = &p
+		mu.Unlock()
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(c.cfg.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			p := last
+			mu.Unlock()
+			if p == nil {
+				continue
+			}
+			s := st
+			s.State = state
+			var a engine.VolumeInfo
+			if actual != nil {
+				a = *actual
+			}
+			a.State, a.Error = state, ""
+			if a.WriteCache != nil {
+				wc := *a.WriteCache
+				wc.DirtyBlocks, wc.DirtyBytes = p.DirtyBlocks, p.DirtyBlocks*uint64(p.BlockSize)
+				a.WriteCache = &wc
+			}
+			if err := c.putStatus(ctx, s, &a); err != nil {
+				c.log.Debug("progress status not written", "volume", st.Name, "err", err)
+			}
+		}
+	})
+	err := run(progress)
+	close(done)
+	wg.Wait()
+	return err
+}

@@ -1,0 +1,604 @@
+package reconcile_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/metrics"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+func hasAlert(st store.VolumeStatus, prefix string) bool {
+	return slices.ContainsFunc(st.Alerts, func(a string) bool { return strings.HasPrefix(a, prefix) })
+}
+
+// reconciled waits until n more reconciles have finished than before.
+func (e *env) reconciled(before float64, n float64) {
+	e.t.Helper()
+	waitFor(e.t, "reconciles to run", func() bool {
+		return e.metric("tidecache_reconcile_duration_seconds", nil) >= before+n
+	})
+}
+
+func (e *env) reconciles() float64 { return e.metric("tidecache_reconcile_duration_seconds", nil) }
+
+func TestCreateFromSpec(t *testing.T) {
+	e := newEnv(t, nil).start()
+	m := e.createSpec(spec("db"))
+	st := e.waitStatus("db", "observed and active", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateActive
+	})
+	if st.Node != "n1" || st.Mode != "writeback" || st.Error != "" || len(st.Alerts) != 0 {
+		t.Errorf("status = %+v", st)
+	}
+	if st.ReadHitRatio != 0.5 || st.WriteHitRatio != 0.25 {
+		t.Errorf("hit ratios = %v/%v, want the engine's 0.5/0.25", st.ReadHitRatio, st.WriteHitRatio)
+	}
+	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writeback"}) {
+		t.Errorf("engine calls = %q", got)
+	}
+
+	// Idempotent: a resync changes nothing.
+	before := e.reconciles()
+	e.ctrl.Resync(e.ctx())
+	e.reconciled(before, 1)
+	if got := e.eng.Calls(); len(got) != 1 {
+		t.Errorf("resync changed the engine: %q", got)
+	}
+	if n := e.metric("tidecache_reconcile_total", map[string]string{"result": "success"}); n < 2 {
+		t.Errorf("reconcile_total{result=success} = %v, want >= 2", n)
+	}
+	if e.etcdUp.Load() != 1 || !e.ctrl.EtcdUp() {
+		t.Errorf("store reachability not reported: callback %d, EtcdUp %v", e.etcdUp.Load(), e.ctrl.EtcdUp())
+	}
+}
+
+func TestCreateTerminalError(t *testing.T) {
+	e := newEnv(t, nil).start()
+	s := spec("db")
+	s.Pool = "nosuch"
+	m := e.createSpec(s)
+	st := e.waitStatus("db", "error", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateError
+	})
+	if !strings.Contains(st.Error, "pool not found") {
+		t.Errorf("status error = %q", st.Error)
+	}
+	// Terminal: not retried in a loop.
+	time.Sleep(100 * time.Millisecond)
+	if n := e.eng.count("create db"); n != 1 {
+		t.Errorf("CreateVolume called %d times, want 1 (terminal errors are not retried until a change)", n)
+	}
+	if n := e.metric("tidecache_reconcile_total", map[string]string{"result": "terminal_error"}); n != 1 {
+		t.Errorf("terminal errors = %v", n)
+	}
+	// Fixing the spec retries at once.
+	m = e.updateSpec("db", func(s *store.VolumeSpec) { s.Pool = "fast" })
+	e.waitStatus("db", "fixed", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateActive && s.Error == ""
+	})
+}
+
+func TestModeChange(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.dirty = 7 })
+
+	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	st := e.waitStatus("db", "writethrough", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
+	})
+	if st.DirtyBlocks != 0 || st.State != reconcile.StateActive {
+		t.Errorf("status after drain = %+v", st)
+	}
+	if n := e.eng.count("setmode db writethrough"); n != 1 {
+		t.Errorf("SetMode called %d times: %q", n, e.eng.Calls())
+	}
+}
+
+// TestLatestStateWins changes the spec three times while a mode change is
+// under way: the volume gets one more reconcile, for the last spec, and
+// never two at once.
+func TestLatestStateWins(t *testing.T) {
+	e := newEnv(t, nil)
+	release := make(chan struct{})
+	var inFlight, maxInFlight atomic.Int32
+	var blockOnce sync.Once
+	e.eng.setModeHook = func(name string, mode pool.Mode) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		if n > maxInFlight.Load() {
+			maxInFlight.Store(n)
+		}
+		blockOnce.Do(func() { <-release })
+	}
+	e.start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	waitFor(t, "the first SetMode to block", func() bool { return inFlight.Load() == 1 })
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	last := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
+	time.Sleep(50 * time.Millisecond) // let the events arrive while blocked
+	close(release)
+
+	e.waitStatus("db", "the last spec", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == last.ModRevision && s.Mode == "passthrough"
+	})
+	if got := e.eng.count("setmode"); got != 2 {
+		t.Errorf("SetMode calls = %q, want the blocked one and one for the latest spec", e.eng.Calls())
+	}
+	if maxInFlight.Load() != 1 {
+		t.Errorf("%d reconciles of one volume ran at once", maxInFlight.Load())
+	}
+}
+
+func TestDrainNode(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("a"))
+	e.createSpec(spec("b"))
+	for _, n := range []string{"a", "b"} {
+		e.waitStatus(n, "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+	}
+	e.eng.with("a", func(v *fakeVol) { v.dirty = 100 })
+
+	ns, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n1", Drain: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		st := e.waitStatus(n, "passthrough", func(s store.VolumeStatus) bool { return s.Mode == "passthrough" })
+		if st.DirtyBlocks != 0 {
+			t.Errorf("%s drained with %d dirty blocks", n, st.DirtyBlocks)
+		}
+	}
+	// Another node's drain changes nothing here.
+	if _, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n2", Drain: false}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n1", Drain: false}, ns.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		e.waitStatus(n, "writeback again", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+	}
+}
+
+func TestPolicyMode(t *testing.T) {
+	e := newEnv(t, nil).start()
+	s := spec("db")
+	s.Policy = "slow"
+	m := e.createSpec(s)
+	// The named policy does not exist: the volume is not created.
+	st := e.waitStatus("db", "policy error", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision && s.Error != "" })
+	if !strings.Contains(st.Error, "policy slow does not exist") || e.eng.count("create") != 0 {
+		t.Fatalf("status %+v, calls %q", st, e.eng.Calls())
+	}
+	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "slow", Mode: "writethrough"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus("db", "created in writethrough", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" && s.Error == "" })
+	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writethrough"}) {
+		t.Errorf("calls = %q", got)
+	}
+}
+
+func TestScheduledFlush(t *testing.T) {
+	e := newEnv(t, nil).start()
+	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", FlushInterval: store.Duration(time.Second)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
+	waitFor(t, "the scheduled flush", func() bool { return e.eng.count("flush db") == 1 })
+	e.waitStatus("db", "clean", func(s store.VolumeStatus) bool { return s.DirtyBlocks == 0 })
+}
+
+func TestSSDErrorLatched(t *testing.T) {
+	e := newEnv(t, nil)
+	// Errors from before the daemon watched the SSD are the baseline.
+	ssd := store.SSDInventory{Path: "/dev/nvme0n1", Serial: "S1", Pool: "fast", MediaErrors: 2}
+	e.ssds.set(ssd)
+	e.start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" && len(s.Alerts) == 0 })
+
+	// A new media error: writethrough and a critical alert.
+	ssd.MediaErrors = 3
+	e.ssds.set(ssd)
+	e.ctrl.Resync(e.ctx())
+	st := e.waitStatus("db", "writethrough after SSD error", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" })
+	if !hasAlert(st, "critical ssd_error: /dev/nvme0n1 1 new media errors") {
+		t.Errorf("alerts = %q", st.Alerts)
+	}
+
+	// Sticky: resyncs keep it there although nothing new happens.
+	before := e.reconciles()
+	e.ctrl.Resync(e.ctx())
+	e.reconciled(before, 1)
+	if e.eng.mode("db") != pool.ModeWritethrough || e.eng.count("setmode db writeback") != 0 {
+		t.Fatalf("latch did not hold: mode %s, calls %q", e.eng.mode("db"), e.eng.Calls())
+	}
+
+	// A restarted daemon restores the latch from the status it wrote.
+	e.stop()
+	e2 := newEnvAt(t, storeConfigOf(e), e.eng, nil)
+	e2.ssds.set(ssd)
+	e2.start()
+	before = e2.reconciles()
+	e2.ctrl.Resync(e2.ctx())
+	e2.reconciled(before, 1)
+	if e.eng.count("setmode db writeback") != 0 {
+		t.Fatalf("restart dropped the latch: %q", e.eng.Calls())
+	}
+
+	// The operator acknowledges by writing the spec: back to writeback,
+	// and the acknowledged media errors no longer count.
+	m := e2.updateSpec("db", func(*store.VolumeSpec) {})
+	st = e2.waitStatus("db", "acknowledged", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.Mode == "writeback"
+	})
+	if len(st.Alerts) != 0 {
+		t.Errorf("alerts after acknowledgement = %q", st.Alerts)
+	}
+	// A SMART critical warning trips it again, and it stays after the
+	// warning clears.
+	ssd.CriticalWarning = true
+	e2.ssds.set(ssd)
+	e2.ctrl.Resync(e2.ctx())
+	e2.waitStatus("db", "writethrough after critical warning", func(s store.VolumeStatus) bool {
+		return s.Mode == "writethrough" && hasAlert(s, "critical ssd_error: /dev/nvme0n1 SMART critical warning")
+	})
+	ssd.CriticalWarning = false
+	e2.ssds.set(ssd)
+	before = e2.reconciles()
+	e2.ctrl.Resync(e2.ctx())
+	e2.reconciled(before, 1)
+	if e.eng.mode("db") != pool.ModeWritethrough {
+		t.Errorf("latch released without acknowledgement")
+	}
+}
+
+// storeConfigOf returns the store configuration of e, same prefix.
+func storeConfigOf(e *env) store.Config {
+	cfg := store.DefaultConfig()
+	cfg.Endpoints = endpoints
+	cfg.Prefix = e.st.Prefix()
+	cfg.RequestTimeout = time.Second
+	return cfg
+}
+
+func TestWearThreshold(t *testing.T) {
+	e := newEnv(t, nil).start()
+	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", WearThresholdPercent: 80}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+	wear := 85
+	e.ssds.set(store.SSDInventory{Path: "/dev/nvme0n1", Pool: "fast", WearPercent: &wear},
+		store.SSDInventory{Path: "/dev/nvme1n1", Pool: "other", WearPercent: &wear})
+	e.ctrl.Resync(e.ctx())
+	st := e.waitStatus("db", "writethrough for wear", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" })
+	if len(st.Alerts) != 1 || !strings.HasPrefix(st.Alerts[0], "warning ssd_wear:") || strings.Contains(st.Alerts[0], "nvme1n1") {
+		t.Errorf("alerts = %q (only the pool's own SSD counts)", st.Alerts)
+	}
+}
+
+func TestWritecacheErrorReported(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.wcError = -5; v.dirty = 3 })
+	e.ctrl.Resync(e.ctx())
+	// The engine cannot drain an errored write tier: the attempt fails,
+	// the status says so with the critical alert, and it is retried.
+	st := e.waitStatus("db", "error reported", func(s store.VolumeStatus) bool {
+		return hasAlert(s, "critical ssd_error: dm-writecache error -5") && strings.Contains(s.Error, "set mode writethrough")
+	})
+	if st.Mode != "writeback" || st.DirtyBlocks != 3 {
+		t.Errorf("status = %+v", st)
+	}
+	waitFor(t, "retries with backoff", func() bool { return e.eng.count("setmode db writethrough") >= 3 })
+}
+
+func TestDriftRepaired(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.drift = true })
+	e.ctrl.Resync(e.ctx())
+	waitFor(t, "repair", func() bool { return e.eng.count("repair db") == 1 })
+	if n := e.metric("tidecache_drift_total", map[string]string{"action": "repaired"}); n != 1 {
+		t.Errorf("drift_total{repaired} = %v", n)
+	}
+}
+
+func TestDriftReported(t *testing.T) {
+	e := newEnv(t, func(c *reconcile.Config) { c.DriftPolicy = reconcile.DriftReport }).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.drift = true })
+	e.ctrl.Resync(e.ctx())
+	st := e.waitStatus("db", "drift", func(s store.VolumeStatus) bool { return s.State == reconcile.StateDrift })
+	if !hasAlert(st, "warning drift:") || !strings.Contains(st.Error, "tc-db") {
+		t.Errorf("status = %+v", st)
+	}
+	// Reported, not repaired, and no mode change on a drifted stack.
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	time.Sleep(100 * time.Millisecond)
+	if n := e.eng.count("repair") + e.eng.count("setmode"); n != 0 {
+		t.Errorf("drifted volume changed: %q", e.eng.Calls())
+	}
+}
+
+func TestOtherNodesAndUnmanaged(t *testing.T) {
+	e := newEnv(t, nil)
+	e.eng.addLocal("moved", "fast", pool.ModeWriteback)  // spec names n2
+	e.eng.addLocal("orphan", "fast", pool.ModeWriteback) // no spec at all
+	e.createSpec(store.VolumeSpec{Name: "moved", Node: "n2", SizeBytes: 1 << 30})
+	e.start()
+	e.createSpec(store.VolumeSpec{Name: "theirs", Node: "n2", SizeBytes: 1 << 30})
+	e.createSpec(store.VolumeSpec{Name: "unplaced", SizeBytes: 1 << 30})
+	// Events arrive in order: once a later spec of ours is done, the
+	// others were seen.
+	e.createSpec(spec("mine"))
+	e.waitStatus("mine", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.ctrl.Resync(e.ctx())
+	waitFor(t, "unmanaged report", func() bool { return len(e.ctrl.Unmanaged()) == 2 })
+	got := e.ctrl.Unmanaged()
+	if !strings.Contains(got["moved"], "names node n2") || !strings.Contains(got["orphan"], "no volume spec") {
+		t.Errorf("unmanaged = %q", got)
+	}
+	if n := e.metric("tidecache_unmanaged_volumes", nil); n != 2 {
+		t.Errorf("unmanaged gauge = %v", n)
+	}
+	if got := e.eng.Calls(); !slices.Equal(got, []string{"create mine pool=fast mode=writeback"}) {
+		t.Errorf("engine calls = %q: only this node's spec may be acted on, nothing deleted", got)
+	}
+}
+
+func TestMalformedSpecSkipped(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fs.markInvalid("broken")
+	e.createSpec(spec("broken"))
+	e.createSpec(spec("good"))
+	e.start()
+	e.waitStatus("good", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	if e.eng.exists("broken") {
+		t.Error("a malformed spec was acted on")
+	}
+	if n := e.metric("tidecache_store_invalid_records_total", nil); n < 1 {
+		t.Errorf("invalid records = %v", n)
+	}
+
+	// A spec of ours that turns malformed is not a deletion: the volume
+	// stays as it is.
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.fs.markInvalid("db")
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
+	waitFor(t, "terminal error", func() bool {
+		return e.metric("tidecache_reconcile_total", map[string]string{"result": "terminal_error"}) >= 1
+	})
+	e.ctrl.Resync(e.ctx())
+	m := e.updateSpec("good", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	e.waitStatus("good", "still served", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	if !e.eng.exists("db") || e.eng.mode("db") != pool.ModeWriteback || e.eng.count("delete") != 0 {
+		t.Errorf("volume with a malformed spec was changed: %q", e.eng.Calls())
+	}
+}
+
+func TestCompactionRelists(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+
+	// Events lost to compaction: the controller must not depend on them.
+	e.fs.setBlind(true)
+	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	e.createSpec(spec("later"))
+	time.Sleep(50 * time.Millisecond)
+	if e.eng.count("setmode") != 0 || e.eng.exists("later") {
+		t.Fatal("the blind watch delivered events")
+	}
+	lists := e.fs.listCount()
+	e.fs.setBlind(false)
+	e.fs.compact <- struct{}{}
+	e.waitStatus("db", "applied after re-list", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
+	})
+	e.waitStatus("later", "created after re-list", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	if e.fs.listCount() <= lists {
+		t.Error("no re-list after compaction")
+	}
+}
+
+func TestSpecDeleted(t *testing.T) {
+	e := newEnv(t, nil).start()
+	m := e.createSpec(spec("db"))
+	busy := e.createSpec(spec("busy"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("busy", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
+	e.eng.with("busy", func(v *fakeVol) { v.open = true })
+
+	if err := e.st.DeleteVolumeSpec(e.ctx(), "db", m.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "db deleted", func() bool { return !e.eng.exists("db") })
+	want := []string{"delete db force=false", "flush db", "delete db force=false"}
+	var got []string
+	for _, c := range e.eng.Calls() {
+		if strings.HasSuffix(c, " db") || strings.Contains(c, " db ") {
+			got = append(got, c)
+		}
+	}
+	if !slices.Equal(got[1:], want) {
+		t.Errorf("calls for db = %q, want create then %q", got, want)
+	}
+
+	// An open volume is not deleted, and not retried in a hot loop.
+	if err := e.st.DeleteVolumeSpec(e.ctx(), "busy", busy.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "delete attempt", func() bool { return e.eng.count("delete busy") == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if !e.eng.exists("busy") || e.eng.count("delete busy") != 1 {
+		t.Fatalf("open volume: %q", e.eng.Calls())
+	}
+	e.eng.with("busy", func(v *fakeVol) { v.open = false })
+	e.ctrl.Resync(e.ctx())
+	waitFor(t, "busy deleted once closed", func() bool { return !e.eng.exists("busy") })
+	if f := e.eng.count("delete busy force=true") + e.eng.count("delete db force=true"); f != 0 {
+		t.Error("a delete was forced")
+	}
+}
+
+func TestEtcdOutage(t *testing.T) {
+	// Fixed ports: the restarted member must be where the client looks.
+	ports := freePorts(t, 2)
+	ecfg := etcdserver.Config{
+		DataDir: filepath.Join(t.TempDir(), "etcd"), Name: "outage",
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+	}
+	srv, err := etcdserver.Start(t.Context(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	scfg := storeConfig(t, srv.Endpoints())
+	scfg.RequestTimeout = 300 * time.Millisecond // notice the outage sooner
+	e := newEnvAt(t, scfg, newFakeEngine("fast"), nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+
+	srv.Close()
+	waitFor(t, "outage reported", func() bool { return e.etcdUp.Load() == 2 && !e.ctrl.EtcdUp() })
+	// The kernel is left as it is: drift and dirty data appear, a resync
+	// is asked for, and nothing is done about them while etcd is away.
+	calls := e.eng.Calls()
+	e.eng.with("db", func(v *fakeVol) { v.drift = true; v.dirty = 5 })
+	e.ctrl.Resync(t.Context())
+	time.Sleep(300 * time.Millisecond)
+	if got := e.eng.Calls(); !slices.Equal(got, calls) {
+		t.Fatalf("engine changed during the outage: %q", got[len(calls):])
+	}
+
+	srv2, err := etcdserver.Start(t.Context(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv2.Close)
+	waitFor(t, "recovery reported", func() bool { return e.etcdUp.Load() == 1 && e.ctrl.EtcdUp() })
+	// Resumed: the re-list finds the drift, and new specs are served.
+	waitFor(t, "drift repaired after recovery", func() bool { return e.eng.count("repair db") == 1 })
+	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	e.waitStatus("db", "mode applied after recovery", func(s store.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
+	})
+	// Stop the controller and its client first: etcd waits for open
+	// watch streams when it closes.
+	e.stop()
+	e.st.Close()
+}
+
+func TestMetricsLint(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	problems, err := testutil.GatherAndLint(e.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	if _, err := reconcile.NewMetrics(e.reg); err == nil {
+		t.Error("registering the metrics twice did not fail")
+	}
+	// The daemon registers its own gauges into the same registry.
+	if _, err := metrics.NewDaemonMetrics(e.reg, "test"); err != nil {
+		t.Errorf("reconcile and daemon metrics collide: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*reconcile.Config)
+		bad  string
+	}{
+		{"defaults", func(*reconcile.Config) {}, ""},
+		{"zero fields take defaults", func(c *reconcile.Config) { *c = reconcile.Config{Node: "n1"} }, ""},
+		{"no node", func(c *reconcile.Config) { c.Node = "" }, "Node"},
+		{"drift policy", func(c *reconcile.Config) { c.DriftPolicy = "ignore" }, "DriftPolicy"},
+		{"backoff", func(c *reconcile.Config) { c.MaxBackoff = time.Millisecond }, "MaxBackoff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := reconcile.Default("n1")
+			tt.mod(&c)
+			err := c.Validate()
+			if (err == nil) != (tt.bad == "") || (err != nil && !strings.Contains(err.Error(), tt.bad)) {
+				t.Errorf("Validate() = %v, want an error naming %q", err, tt.bad)
+			}
+		})
+	}
+}
+
+// TestStartWithEtcdDown starts the daemon before etcd: nothing is changed,
+// the outage is reported, and the controller comes up with etcd without
+// waiting out its backoff.
+func TestStartWithEtcdDown(t *testing.T) {
+	ports := freePorts(t, 2)
+	ecfg := etcdserver.Config{
+		DataDir: filepath.Join(t.TempDir(), "etcd"), Name: "late",
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+	}
+	scfg := storeConfig(t, []string{ecfg.ClientURL})
+	scfg.RequestTimeout = 300 * time.Millisecond
+	eng := newFakeEngine("fast")
+	eng.addLocal("db", "fast", pool.ModeWriteback)
+	eng.with("db", func(v *fakeVol) { v.drift = true })
+	e := newEnvAt(t, scfg, eng, func(c *reconcile.Config) {
+		c.MinBackoff, c.MaxBackoff = time.Minute, time.Minute // only the health check can end the wait
+	}).start()
+	waitFor(t, "outage reported", func() bool { return e.etcdUp.Load() == 2 })
+	if calls := eng.Calls(); len(calls) != 0 {
+		t.Fatalf("engine changed without a store: %q", calls)
+	}
+
+	srv, err := etcdserver.Start(t.Context(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	waitFor(t, "store reachable", func() bool { return e.ctrl.EtcdUp() })
+	m := e.createSpec(spec("new"))
+	e.waitStatus("new", "created", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	// db has no spec: reported, its drift left alone.
+	waitFor(t, "db reported", func() bool { return e.ctrl.Unmanaged()["db"] != "" })
+	if eng.count("repair") != 0 || !eng.exists("db") {
+		t.Errorf("unmanaged volume touched: %q", eng.Calls())
+	}
+	e.stop()
+	e.st.Close()
+}
