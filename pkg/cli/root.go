@@ -24,6 +24,7 @@ type globals struct {
 	lock    string
 	stdout  io.Writer
 	stderr  io.Writer
+	cl      clusterFlags
 }
 
 // engine opens the engine with the shared flags applied. The caller closes it.
@@ -62,7 +63,12 @@ A pool is one HDD array (the origin) plus one or more SSDs. Volumes are
 carved from a pool; each appears as /dev/mapper/tc-<name> and can be
 switched live between writeback, writethrough and passthrough.
 
-Run as root: tidectl talks to device-mapper and writes superblocks.`,
+Run as root: tidectl talks to device-mapper and writes superblocks.
+
+With --etcd-endpoints, the volume commands work on the cluster instead:
+they write volume specs to etcd, the tidecached daemon of the owning node
+applies them, and --wait follows its progress. 'tidectl node' lists and
+drains nodes.`,
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -75,7 +81,8 @@ Run as root: tidectl talks to device-mapper and writes superblocks.`,
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
 	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
-	root.AddCommand(newPoolCmd(g), newVolumeCmd(g))
+	addClusterFlags(root, g)
+	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g))
 	return root
 }
 
@@ -97,7 +104,7 @@ func NewTidecached(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
 	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
-	root.AddCommand(newAssembleCmd(g))
+	root.AddCommand(newAssembleCmd(g), newRunCmd(g))
 	return root
 }
 

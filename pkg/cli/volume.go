@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 func newVolumeCmd(g *globals) *cobra.Command {
@@ -38,7 +39,7 @@ func parseSize(flag, s string, allowZero bool) (uint64, error) {
 }
 
 func newVolumeCreateCmd(g *globals) *cobra.Command {
-	var poolName, sizeS, writeS, readS, modeS string
+	var poolName, sizeS, writeS, readS, modeS, node string
 	var blockSize uint32
 	cmd := &cobra.Command{
 		Use:   "create NAME --size SIZE [--write-cache SIZE] [--read-cache SIZE]",
@@ -74,6 +75,16 @@ device before the volume goes live.`,
 			if req.Mode == pool.ModeWriteback && req.WriteCache == 0 {
 				return fmt.Errorf("mode writeback needs --write-cache")
 			}
+			if g.cluster() {
+				return clusterCreate(cmd, g, store.VolumeSpec{
+					Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
+					WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
+					Mode: string(req.Mode), BlockSize: req.BlockSize,
+				})
+			}
+			if node != "" {
+				return fmt.Errorf("--node needs --etcd-endpoints (cluster mode)")
+			}
 			e, err := g.engine()
 			if err != nil {
 				return err
@@ -93,6 +104,7 @@ device before the volume goes live.`,
 	f.StringVar(&readS, "read-cache", "0", "read cache size on SSD (dm-cache smq); 0 for none")
 	f.StringVar(&modeS, "mode", string(pool.ModeWriteback), "initial mode: writeback, writethrough or passthrough")
 	f.Uint32Var(&blockSize, "block-size", 4096, "write-cache block size in bytes (512-4096, power of two)")
+	f.StringVar(&node, "node", "", "cluster mode: node to create the volume on (default: the leader places it)")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }
@@ -104,6 +116,13 @@ func newVolumeListCmd(g *globals) *cobra.Command {
 		Short:   "List volumes with their mode, state and dirty data",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.cluster() {
+				vols, err := clusterVolumes(cmd.Context(), g)
+				if err != nil {
+					return err
+				}
+				return printClusterVolumes(g, vols)
+			}
 			e, err := g.engine()
 			if err != nil {
 				return err
@@ -145,6 +164,9 @@ func newVolumeShowCmd(g *globals) *cobra.Command {
 		Short: "Show a volume: layout, kernel state, hit ratios, dirty blocks",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.cluster() {
+				return showClusterVolume(cmd.Context(), g, args[0])
+			}
 			e, err := g.engine()
 			if err != nil {
 				return err
@@ -204,6 +226,12 @@ but not yet on the HDDs) is refused: run 'tidectl volume flush NAME' first.
 --force deletes anyway and discards those blocks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.cluster() {
+				if force {
+					return fmt.Errorf("--force is not available in cluster mode: the owning node deletes the volume only once its cache is clean")
+				}
+				return clusterDelete(cmd, g, args[0])
+			}
 			e, err := g.engine()
 			if err != nil {
 				return err
@@ -247,6 +275,9 @@ the same stack.`,
 			mode, err := pool.ParseMode(args[1])
 			if err != nil {
 				return err
+			}
+			if g.cluster() {
+				return clusterSetMode(cmd, g, args[0], mode)
 			}
 			e, err := g.engine()
 			if err != nil {

@@ -1,0 +1,182 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/placement"
+	"github.com/tidecache/tidecache/pkg/store"
+	"github.com/tidecache/tidecache/pkg/version"
+)
+
+// inventory builds this node's record: pools with free space and SSD
+// health. A failing part is logged and left out; the record still goes out.
+func (d *daemon) inventory(ctx context.Context, started time.Time) store.Node {
+	n := store.Node{Name: d.cfg.Node, Address: d.cfg.Address, Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
+	pools, err := d.eng.Pools(ctx)
+	if err != nil {
+		d.log.Warn("inventory: pools", "err", err)
+	}
+	poolOf := map[string]string{}
+	sizeOf := map[string]uint64{}
+	for _, p := range pools {
+		inv := store.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes}
+		for _, m := range p.Members {
+			inv.SSDFreeBytes += m.FreeBytes
+			poolOf[m.Path], sizeOf[m.Path] = p.Name, m.SizeBytes
+		}
+		n.Pools = append(n.Pools, inv)
+	}
+	health, err := d.ssds.SSDs(ctx)
+	if err != nil {
+		d.log.Warn("inventory: SSD health", "err", err)
+	}
+	for _, h := range health {
+		n.SSDs = append(n.SSDs, store.SSDInventory{
+			Path: h.Path, Model: h.Model, Serial: h.Serial, Pool: poolOf[h.Path], SizeBytes: sizeOf[h.Path],
+			WearPercent: h.WearPercent, MediaErrors: h.MediaErrors, CriticalWarning: h.CriticalWarning,
+		})
+	}
+	d.mu.Lock()
+	d.lastSSDs = n.SSDs
+	d.mu.Unlock()
+	return n
+}
+
+// inventorySSDs gives the controller the SSD health of the last inventory,
+// so SMART tools run once per interval, not once per reconcile.
+type inventorySSDs struct{ d *daemon }
+
+func (s inventorySSDs) SSDs(context.Context) ([]store.SSDInventory, error) {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	return append([]store.SSDInventory(nil), s.d.lastSSDs...), nil
+}
+
+// membership keeps this node registered under a lease and its inventory
+// fresh; when the lease is lost (etcd outage longer than the TTL) it
+// registers again with backoff.
+func (d *daemon) membership(ctx context.Context) {
+	started := time.Now()
+	backoff := time.Second
+	for ctx.Err() == nil {
+		reg, err := d.st.Register(ctx, d.inventory(ctx, started), d.cfg.LeaseTTL)
+		if err != nil {
+			d.log.Warn("node registration failed, retrying", "err", err, "retry_in", backoff)
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		d.log.Info("node registered", "lease_ttl", d.cfg.LeaseTTL)
+		t := time.NewTicker(d.cfg.InventoryInterval)
+	refresh:
+		for {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				reg.Close(cctx)
+				cancel()
+				return
+			case <-reg.Lost():
+				d.log.Warn("node lease lost; registering again")
+				break refresh
+			case <-t.C:
+				if err := reg.Update(ctx, d.inventory(ctx, started)); err != nil {
+					d.log.Warn("inventory update failed", "err", err)
+					if errors.Is(err, store.ErrLeaseLost) {
+						break refresh
+					}
+				}
+			}
+		}
+		t.Stop()
+	}
+}
+
+// leadership campaigns for leadership; while leader, it places volumes
+// whose spec names no node. Losing the term (resign, lease lost) just
+// starts a new campaign.
+func (d *daemon) leadership(ctx context.Context) {
+	for ctx.Err() == nil {
+		l, err := d.st.Campaign(ctx, d.cfg.Node, d.cfg.LeaseTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("campaign failed, retrying", "err", err)
+				sleep(ctx, 2*time.Second)
+			}
+			continue
+		}
+		d.setLeader(true)
+		d.log.Info("elected leader")
+		t := time.NewTicker(d.cfg.PlacementInterval)
+	term:
+		for {
+			select {
+			case <-ctx.Done():
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				l.Resign(cctx)
+				cancel()
+				break term
+			case <-l.Done():
+				d.log.Warn("leadership lost")
+				break term
+			case <-t.C:
+				d.placeUnassigned(ctx)
+			}
+		}
+		t.Stop()
+		d.setLeader(false)
+	}
+}
+
+// placeUnassigned gives every spec without a node the node placement
+// chooses, with a revision-checked update (a concurrent user edit wins and
+// the spec is looked at again next round).
+func (d *daemon) placeUnassigned(ctx context.Context) {
+	specs, _, _, err := d.st.ListVolumeSpecs(ctx)
+	if err != nil {
+		return
+	}
+	var nodes []store.Node
+	for _, it := range specs {
+		if it.Value.Node != "" {
+			continue
+		}
+		if nodes == nil {
+			items, _, _, err := d.st.ListNodes(ctx)
+			if err != nil {
+				return
+			}
+			for _, n := range items {
+				nodes = append(nodes, n.Value)
+			}
+		}
+		choice, err := placement.Place(it.Value, nodes)
+		if err != nil {
+			d.log.Warn("cannot place volume", "volume", it.Value.Name, "err", err)
+			continue
+		}
+		spec := it.Value
+		spec.Node, spec.Pool = choice.Node, choice.Pool
+		if _, err := d.st.UpdateVolumeSpec(ctx, spec, it.Meta.ModRevision); err != nil {
+			d.log.Warn("placement update failed", "volume", spec.Name, "err", err)
+			continue
+		}
+		d.log.Info("volume placed", "volume", spec.Name, "on", choice.Node, "pool", choice.Pool)
+	}
+}
+
+// sleep waits d or until ctx is done; it reports whether to go on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,338 @@
+// Package daemon wires tidecached together: the single-node engine, the
+// cluster store (an embedded etcd or an external cluster), node
+// registration with inventory, leader election and placement, the
+// reconcile controller, Prometheus metrics, the health endpoint and the
+// systemd notify/watchdog protocol. Each part lives in its own package;
+// this one only starts them in order and stops them in reverse.
+//
+// The data path never depends on the daemon: if the daemon or etcd stops,
+// the kernel's device-mapper tables stay as they are and I/O continues.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/metrics"
+	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/store"
+	"github.com/tidecache/tidecache/pkg/version"
+)
+
+// Config configures tidecached.
+type Config struct {
+	// Node is this node's name in the cluster (default: the hostname).
+	Node string
+	// Address is published in the node record for peers and operators.
+	Address string
+	// Listen is the HTTP address serving /metrics and /healthz.
+	Listen string
+	// EmbeddedEtcd runs a single-member etcd inside the daemon, with its
+	// data in EtcdDataDir, serving EtcdClientURL; Store.Endpoints is then
+	// taken from it.
+	EmbeddedEtcd  bool
+	EtcdDataDir   string
+	EtcdClientURL string
+	// Store configures the etcd client (endpoints, TLS, prefix).
+	Store store.Config
+	// LeaseTTL bounds how long a dead node stays listed.
+	LeaseTTL time.Duration
+	// InventoryInterval is how often the node record is refreshed.
+	InventoryInterval time.Duration
+	// PlacementInterval is how often the leader places volumes whose
+	// spec names no node.
+	PlacementInterval time.Duration
+	// Reconcile configures the controller (Node is filled in).
+	Reconcile reconcile.Config
+	// Engine configures the single-node engine.
+	Engine engine.Config
+	// FlushOnShutdown writes every dirty block back before exiting. Not
+	// needed for safety (boot assembly restores the cache) but shortens
+	// a later drain, e.g. before moving disks.
+	FlushOnShutdown bool
+	// ShutdownTimeout bounds the whole ordered shutdown.
+	ShutdownTimeout time.Duration
+	// Logger receives structured logs.
+	Logger *slog.Logger
+}
+
+// Default returns the configuration of a standalone node with an
+// embedded etcd.
+func Default() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Node:              host,
+		Listen:            ":9540",
+		EmbeddedEtcd:      false,
+		EtcdDataDir:       "/var/lib/tidecache/etcd",
+		EtcdClientURL:     "http://127.0.0.1:2379",
+		Store:             store.DefaultConfig(),
+		LeaseTTL:          10 * time.Second,
+		InventoryInterval: 30 * time.Second,
+		PlacementInterval: 5 * time.Second,
+		Reconcile:         reconcile.Default(host),
+		Engine:            engine.DefaultConfig(),
+		ShutdownTimeout:   2 * time.Minute,
+	}
+}
+
+// Validate checks the configuration and names the bad field.
+func (c Config) Validate() error {
+	if err := store.ValidateNodeName(c.Node); err != nil {
+		return fmt.Errorf("config node: %w", err)
+	}
+	if c.Listen == "" {
+		return errors.New("config listen: empty")
+	}
+	if c.EmbeddedEtcd && c.EtcdDataDir == "" {
+		return errors.New("config etcd-data-dir: empty with --embedded-etcd")
+	}
+	if !c.EmbeddedEtcd && len(c.Store.Endpoints) == 0 {
+		return errors.New("config etcd-endpoints: none given; use --etcd-endpoints or --embedded-etcd")
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return fmt.Errorf("config lease-ttl: %s is below etcd's minimum of 2s", c.LeaseTTL)
+	}
+	if c.InventoryInterval <= 0 || c.PlacementInterval <= 0 {
+		return errors.New("config: inventory and placement intervals must be positive")
+	}
+	return c.Engine.Validate()
+}
+
+// Run runs the daemon until ctx is cancelled, then shuts down in order:
+// stop accepting work, stop the controller, resign leadership, revoke the
+// node's lease, close the store, stop the embedded etcd, close the engine.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("node", cfg.Node)
+	cfg.Engine.Logger = log
+	eng, err := engine.New(cfg.Engine)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	// Bring up whatever the boot unit did not (idempotent).
+	if rep, err := eng.Assemble(ctx); err != nil {
+		log.Warn("assembly incomplete at start", "err", err, "report", rep)
+	}
+
+	if cfg.EmbeddedEtcd {
+		srv, err := etcdserver.Start(ctx, etcdserver.Config{
+			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("embedded etcd: %w", err)
+		}
+		defer srv.Close()
+		cfg.Store.Endpoints = srv.Endpoints()
+		log.Info("embedded etcd started", "endpoints", cfg.Store.Endpoints, "data_dir", cfg.EtcdDataDir)
+	}
+	cfg.Store.Logger = log
+	st, err := store.Open(ctx, cfg.Store)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	dmet, err := metrics.NewDaemonMetrics(reg, version.Version)
+	if err != nil {
+		return err
+	}
+	ssds := &metrics.SmartSource{Devices: func(ctx context.Context) ([]string, error) { return ssdPaths(ctx, eng) }}
+	if err := metrics.Register(reg, eng, metrics.Options{Stats: eng.DM(), SSDs: ssds, Logger: log}); err != nil {
+		return err
+	}
+	rmet, err := reconcile.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+
+	d := &daemon{cfg: cfg, log: log, eng: eng, st: st, dmet: dmet, ssds: ssds}
+	rc := cfg.Reconcile
+	rc.Node, rc.Logger, rc.Metrics = cfg.Node, log, rmet
+	rc.OnEtcdUp = d.setEtcdUp
+	rc.SSDs = inventorySSDs{d}
+	ctrl, err := reconcile.New(rc, eng, st)
+	if err != nil {
+		return err
+	}
+	d.ctrl = ctrl
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", d.health)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error {
+		if err := httpSrv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return ctrl.Run(gctx) })
+	g.Go(func() error { d.membership(gctx); return nil })
+	g.Go(func() error { d.leadership(gctx); return nil })
+	g.Go(func() error { d.watchdog(gctx); return nil })
+
+	if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady); err != nil {
+		log.Warn("systemd notify failed", "err", err)
+	}
+	log.Info("tidecached running", "listen", ln.Addr().String(), "version", version.Version)
+
+	<-gctx.Done()
+	sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	httpSrv.Shutdown(shutdownCtx)
+	stop()
+	runErr := g.Wait()
+	if cfg.FlushOnShutdown {
+		d.flushAll(shutdownCtx)
+	}
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	return runErr
+}
+
+// daemon holds the parts the background loops share.
+type daemon struct {
+	cfg  Config
+	log  *slog.Logger
+	eng  *engine.Engine
+	st   *store.Store
+	ctrl *reconcile.Controller
+	dmet *metrics.DaemonMetrics
+	ssds *metrics.SmartSource
+
+	mu       sync.Mutex
+	etcdUp   bool
+	leader   bool
+	lastSSDs []store.SSDInventory
+}
+
+func (d *daemon) setEtcdUp(up bool) {
+	d.mu.Lock()
+	d.etcdUp = up
+	d.mu.Unlock()
+	d.dmet.SetEtcdUp(up)
+	if up {
+		d.log.Info("etcd reachable")
+	} else {
+		d.log.Warn("etcd unreachable: kernel tables stay as they are, I/O is unaffected; retrying")
+	}
+}
+
+func (d *daemon) setLeader(l bool) {
+	d.mu.Lock()
+	d.leader = l
+	d.mu.Unlock()
+	d.dmet.SetLeader(l)
+}
+
+// health serves /healthz: 200 while the daemon runs (etcd being down is
+// reported, not fatal: the data path does not need it).
+func (d *daemon) health(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	body := map[string]any{
+		"node": d.cfg.Node, "version": version.Version,
+		"etcd_up": d.etcdUp, "leader": d.leader,
+		"unmanaged_volumes": d.ctrl.Unmanaged(),
+	}
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(body)
+}
+
+// watchdog pings systemd's watchdog at half its interval while the engine
+// still answers (a device-mapper version ioctl).
+func (d *daemon) watchdog(ctx context.Context) {
+	interval, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || interval == 0 {
+		return
+	}
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, interval/2)
+			_, err := d.eng.DM().Version(pctx)
+			cancel()
+			if err != nil {
+				d.log.Error("watchdog: device-mapper does not answer; not pinging systemd", "err", err)
+				continue
+			}
+			sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+		}
+	}
+}
+
+// flushAll writes back every writeback volume, best effort.
+func (d *daemon) flushAll(ctx context.Context) {
+	vols, err := d.eng.Volumes(ctx)
+	if err != nil {
+		d.log.Warn("flush on shutdown: list volumes", "err", err)
+		return
+	}
+	for _, v := range vols {
+		if v.WriteCache == nil {
+			continue
+		}
+		if left, err := d.eng.Flush(ctx, v.Name, nil); err != nil {
+			d.log.Warn("flush on shutdown", "volume", v.Name, "err", err)
+		} else {
+			d.log.Info("flushed on shutdown", "volume", v.Name, "dirty_blocks_left", left)
+		}
+	}
+}
+
+// ssdPaths lists the present SSD members of this node's pools.
+func ssdPaths(ctx context.Context, eng *engine.Engine) ([]string, error) {
+	pools, err := eng.Pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pools {
+		for _, m := range p.Members {
+			if m.Present {
+				out = append(out, m.Path)
+			}
+		}
+	}
+	return out, nil
+}
