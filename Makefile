@@ -11,7 +11,7 @@ N       ?= 100
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static kmod cpio \
-	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd xz-utils prometheus
+	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd xz-utils prometheus curl
 
 .PHONY: help
 help: ## Show this help.

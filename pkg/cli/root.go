@@ -104,7 +104,7 @@ func NewTidecached(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
 	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
-	root.AddCommand(newAssembleCmd(g), newRunCmd(g))
+	root.AddCommand(newAssembleCmd(g), newRunCmd(g), newEtcdCmd(g))
 	return root
 }
 

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidecache/tidecache/pkg/etcdserver"
+)
+
+func newEtcdCmd(g *globals) *cobra.Command {
+	cfg := etcdserver.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "etcd",
+		Short: "Run only the single-member etcd tidecached can embed",
+		Long: `Run the same single-member etcd that 'tidecached run --embedded-etcd' embeds,
+as a process of its own. Useful to keep the cluster store up while a
+node's daemon restarts, and for small setups without an etcd package. A
+production cluster should run a real three-member etcd.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			srv, err := etcdserver.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			fmt.Fprintf(g.stderr, "etcd serving %v (data in %s)\n", srv.Endpoints(), cfg.DataDir)
+			select {
+			case <-cmd.Context().Done():
+				return nil
+			case err := <-srv.Err():
+				return fmt.Errorf("etcd: %w", err)
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory")
+	f.StringVar(&cfg.Name, "name", cfg.Name, "member name")
+	f.StringVar(&cfg.ClientURL, "client-url", cfg.ClientURL, "client URL to serve")
+	f.StringVar(&cfg.PeerURL, "peer-url", cfg.PeerURL, "peer URL (a single member never dials it)")
+	return cmd
+}
