@@ -57,19 +57,11 @@ func (e *Engine) CheckVolume(ctx context.Context, name string) error {
 // without the cache, so dirty blocks stay reachable. It returns the names
 // of the devices it changed.
 func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error) {
-	unlock, err := e.lock(ctx)
+	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, v, err := findVolume(found, name)
-	if err != nil {
-		return nil, err
-	}
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return nil, err

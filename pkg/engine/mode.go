@@ -49,19 +49,11 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	if _, err := pool.ParseMode(string(mode)); err != nil {
 		return err
 	}
-	unlock, err := e.lock(ctx)
+	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return err
-	}
-	p, v, err := findVolume(found, name)
-	if err != nil {
-		return err
-	}
 	if v.Mode == mode {
 		e.log.Info("mode unchanged", "volume", name, "mode", mode)
 		return nil
@@ -195,19 +187,11 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore d
 // dirty blocks left at the end (new writes may arrive meanwhile). A volume
 // without a write tier has nothing to flush.
 func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) (uint64, error) {
-	unlock, err := e.lock(ctx)
+	unlock, _, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return 0, err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return 0, err
-	}
-	_, v, err := findVolume(found, name)
-	if err != nil {
-		return 0, err
-	}
 	top := stack.DeviceName(name, stack.RoleTop)
 	if _, err := e.dm.Info(ctx, top); err != nil {
 		return 0, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)

@@ -142,19 +142,11 @@ func (e *Engine) activate(ctx context.Context, st stack.Stack) error {
 // those blocks were acknowledged to the writer and exist nowhere else.
 // A volume that is open is always refused.
 func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) error {
-	unlock, err := e.lock(ctx)
+	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return err
-	}
-	p, v, err := findVolume(found, name)
-	if err != nil {
-		return err
-	}
 	top := stack.DeviceName(name, stack.RoleTop)
 	info, err := e.dm.Info(ctx, top)
 	switch {
@@ -210,6 +202,24 @@ func (e *Engine) removeStack(ctx context.Context, v pool.Volume) error {
 		}
 	}
 	return nil
+}
+
+// lockVolume takes the change lock and finds a volume in the pools on the
+// node's devices. On success the caller must call unlock.
+func (e *Engine) lockVolume(ctx context.Context, name string) (unlock func(), p *poolState, v *pool.Volume, err error) {
+	unlock, err = e.lock(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	found, err := e.scan(ctx)
+	if err == nil {
+		p, v, err = findVolume(found, name)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return unlock, p, v, nil
 }
 
 // findVolume finds a volume in any pool.
