@@ -49,13 +49,32 @@ func (g *globals) validateOutput() error {
 	return fmt.Errorf("invalid --output %q: use table or json", g.output)
 }
 
+// newRoot returns a binary's root command with the flags every tidecache
+// command shares (output format, verbosity, lock file).
+func newRoot(g *globals, use, short, long string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           use,
+		Short:         short,
+		Long:          long,
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return g.validateOutput()
+		},
+	}
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
+	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
+	return root
+}
+
 // NewTidectl returns the tidectl command tree writing to the given streams.
 func NewTidectl(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:   "tidectl",
-		Short: "Manage tidecache pools and SSD-cached volumes on this node",
-		Long: `tidectl manages tidecache: SSDs in front of an HDD RAID10 as a write-back
+	root := newRoot(g, "tidectl", "Manage tidecache pools and SSD-cached volumes on this node", `tidectl manages tidecache: SSDs in front of an HDD RAID10 as a write-back
 cache built from the kernel's device-mapper targets (dm-writecache for
 writes, dm-cache for reads).
 
@@ -68,19 +87,7 @@ Run as root: tidectl talks to device-mapper and writes superblocks.
 With --etcd-endpoints, the volume commands work on the cluster instead:
 they write volume specs to etcd, the tidecached daemon of the owning node
 applies them, and --wait follows its progress. 'tidectl node' lists and
-drains nodes.`,
-		Version:       version.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return g.validateOutput()
-		},
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
-	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
+drains nodes.`)
 	addClusterFlags(root, g)
 	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g))
 	return root
@@ -89,21 +96,7 @@ drains nodes.`,
 // NewTidecached returns the tidecached command tree.
 func NewTidecached(stdout, stderr io.Writer) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:           "tidecached",
-		Short:         "tidecache node daemon",
-		Version:       version.Version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return g.validateOutput()
-		},
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
-	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
+	root := newRoot(g, "tidecached", "tidecache node daemon: boot assembly, cluster reconcile, metrics", "")
 	root.AddCommand(newAssembleCmd(g), newRunCmd(g), newEtcdCmd(g))
 	return root
 }
