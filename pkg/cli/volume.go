@@ -22,7 +22,7 @@ func newVolumeCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
-		newVolumeCheckCmd(g), newVolumeRepairCmd(g))
+		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g))
 	return cmd
 }
 
@@ -388,4 +388,69 @@ reloaded as a write tier, so its dirty blocks stay reachable.`,
 			return nil
 		},
 	}
+}
+
+func newVolumeTuneCmd(g *globals) *cobra.Command {
+	var high, low int
+	var jobs uint64
+	var reset bool
+	cmd := &cobra.Command{
+		Use:   "tune NAME [--high-watermark N] [--low-watermark N] [--writeback-jobs N] | --reset",
+		Short: "Set a volume's write-cache watermarks and write-back concurrency, live",
+		Long: `Set dm-writecache's knobs for one volume: write-back starts when the cache is
+--high-watermark percent full and stops at --low-watermark; --writeback-jobs
+bounds the blocks written back at once (lower values leave the HDDs more
+room for reads). --reset returns to the node defaults.
+
+The change is recorded on disk (boot assembly keeps it) and applied by
+reloading the writecache table in place: no drain, no dirty block lost.
+In cluster mode the daemon sets these from the volume's policy.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			var t *pool.Tuning
+			if !reset {
+				t = &pool.Tuning{}
+				if f.Changed("high-watermark") {
+					t.HighWatermark = &high
+				}
+				if f.Changed("low-watermark") {
+					t.LowWatermark = &low
+				}
+				if f.Changed("writeback-jobs") {
+					t.WritebackJobs = &jobs
+				}
+				if t.Empty() {
+					return fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs or --reset")
+				}
+				if err := t.Validate(); err != nil {
+					return err
+				}
+			}
+			e, err := g.engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			changed, err := e.SetTuning(cmd.Context(), args[0], t)
+			if err != nil {
+				return err
+			}
+			if !changed {
+				fmt.Fprintf(g.stdout, "volume %s: tuning unchanged\n", args[0])
+				return nil
+			}
+			fmt.Fprintf(g.stdout, "volume %s: tuning applied\n", args[0])
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&high, "high-watermark", 50, "percent of the write cache in use at which write-back starts")
+	f.IntVar(&low, "low-watermark", 45, "percent at which write-back stops")
+	f.Uint64Var(&jobs, "writeback-jobs", 0, "blocks written back at once, at most")
+	f.BoolVar(&reset, "reset", false, "return to the node defaults")
+	cmd.MarkFlagsMutuallyExclusive("reset", "high-watermark")
+	cmd.MarkFlagsMutuallyExclusive("reset", "low-watermark")
+	cmd.MarkFlagsMutuallyExclusive("reset", "writeback-jobs")
+	return cmd
 }

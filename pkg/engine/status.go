@@ -23,6 +23,8 @@ type VolumeInfo struct {
 	WriteCacheBytes uint64    `json:"write_cache_bytes"`
 	ReadCacheBytes  uint64    `json:"read_cache_bytes"`
 	BlockSize       uint32    `json:"block_size"`
+	// Tuning is the volume's own write-tier tuning; nil means node defaults.
+	Tuning *pool.Tuning `json:"tuning,omitempty"`
 	// State is "active", "suspended", "inactive" (no device) or "error".
 	State string `json:"state"`
 	// Error holds the reason when State is "error".
@@ -82,7 +84,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	info := VolumeInfo{
 		Name: v.Name, UUID: v.UUID, Pool: poolName, Mode: v.Mode,
 		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
-		BlockSize: blockSize(v),
+		BlockSize: blockSize(v), Tuning: v.Tuning,
 	}
 	if v.WriteCache != nil {
 		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize

@@ -161,6 +161,76 @@ type Volume struct {
 	// from 512 to 4096.
 	BlockSize   uint32
 	CreatedUnix int64
+	// Tuning holds the write tier's knobs chosen by policy; nil keeps the
+	// node's defaults. It is part of the layout so boot assembly rebuilds
+	// exactly the table that was running.
+	Tuning *Tuning
+}
+
+// Tuning are the dm-writecache options a policy may set per volume. A nil
+// field keeps the node default.
+type Tuning struct {
+	// HighWatermark and LowWatermark are the percentages of the write
+	// cache in use at which write-back starts and stops.
+	HighWatermark *int `json:"high_watermark,omitempty"`
+	LowWatermark  *int `json:"low_watermark,omitempty"`
+	// WritebackJobs bounds the blocks in flight during write-back.
+	WritebackJobs *uint64 `json:"writeback_jobs,omitempty"`
+}
+
+// Empty reports whether the tuning sets nothing.
+func (t *Tuning) Empty() bool {
+	return t == nil || (t.HighWatermark == nil && t.LowWatermark == nil && t.WritebackJobs == nil)
+}
+
+// Equal reports whether two tunings set the same values (nil and empty are
+// equal).
+func (t *Tuning) Equal(o *Tuning) bool {
+	if t.Empty() || o.Empty() {
+		return t.Empty() == o.Empty()
+	}
+	eqi := func(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	equ := func(a, b *uint64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	return eqi(t.HighWatermark, o.HighWatermark) && eqi(t.LowWatermark, o.LowWatermark) && equ(t.WritebackJobs, o.WritebackJobs)
+}
+
+// Validate checks the ranges dm-writecache accepts.
+func (t *Tuning) Validate() error {
+	if t == nil {
+		return nil
+	}
+	for _, w := range []*int{t.HighWatermark, t.LowWatermark} {
+		if w != nil && (*w < 0 || *w > 100) {
+			return fmt.Errorf("watermark %d%%: want 0 to 100", *w)
+		}
+	}
+	if t.HighWatermark != nil && t.LowWatermark != nil && *t.LowWatermark > *t.HighWatermark {
+		return fmt.Errorf("low watermark %d%% is above high watermark %d%%", *t.LowWatermark, *t.HighWatermark)
+	}
+	if t.WritebackJobs != nil && *t.WritebackJobs == 0 {
+		return fmt.Errorf("writeback jobs: want at least 1")
+	}
+	return nil
+}
+
+func (t *Tuning) clone() *Tuning {
+	if t.Empty() {
+		return nil
+	}
+	c := *t
+	if t.HighWatermark != nil {
+		v := *t.HighWatermark
+		c.HighWatermark = &v
+	}
+	if t.LowWatermark != nil {
+		v := *t.LowWatermark
+		c.LowWatermark = &v
+	}
+	if t.WritebackJobs != nil {
+		v := *t.WritebackJobs
+		c.WritebackJobs = &v
+	}
+	return &c
 }
 
 // HasReadTier reports whether the volume has read-tier slices.
@@ -193,6 +263,7 @@ func (v Volume) clone() Volume {
 	c.WriteCache = cloneExtent(v.WriteCache)
 	c.ReadCache = cloneExtent(v.ReadCache)
 	c.ReadMeta = cloneExtent(v.ReadMeta)
+	c.Tuning = v.Tuning.clone()
 	return c
 }
 
@@ -305,6 +376,24 @@ func (l *Layout) SetMode(name string, m Mode) error {
 		return nil
 	}
 	v.Mode = m
+	l.Generation++
+	return nil
+}
+
+// SetTuning records a volume's write-tier tuning (nil for the node
+// defaults) and bumps the generation; the same tuning again is a no-op.
+func (l *Layout) SetTuning(name string, t *Tuning) error {
+	v, ok := l.Volume(name)
+	if !ok {
+		return errorf(ErrVolumeNotFound, "volume %q not found in pool %q", name, l.Name)
+	}
+	if err := t.Validate(); err != nil {
+		return errorf(ErrInvalidRequest, "volume %q: %v", name, err)
+	}
+	if v.Tuning.Equal(t) {
+		return nil
+	}
+	v.Tuning = t.clone()
 	l.Generation++
 	return nil
 }

@@ -144,6 +144,9 @@ func (l *Layout) Validate() error {
 		} else if v.Mode == ModeWriteback && v.WriteCache == nil {
 			add("%s: mode writeback: %w", who, ErrNoWriteCache)
 		}
+		if err := v.Tuning.Validate(); err != nil {
+			add("%s: tuning: %v", who, err)
+		}
 		if !ValidBlockSize(v.BlockSize) {
 			add("%s: block size %d: want a power of two from 512 to 4096", who, v.BlockSize)
 		}

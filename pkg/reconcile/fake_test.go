@@ -253,6 +253,39 @@ func (f *fakeEngine) RepairVolume(ctx context.Context, name string) ([]string, e
 	return []string{"tc-" + name}, nil
 }
 
+func (f *fakeEngine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.vols[name]
+	if !ok {
+		return false, fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
+	}
+	if v.info.Tuning.Equal(t) {
+		return false, nil
+	}
+	f.record("tune %s %s", name, tuningString(t))
+	v.info.Tuning = t
+	return true, nil
+}
+
+// tuningString prints a tuning for call records: "hw=30 lw=20 jobs=-".
+func tuningString(t *pool.Tuning) string {
+	if t.Empty() {
+		return "defaults"
+	}
+	i := func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	u := "-"
+	if t.WritebackJobs != nil {
+		u = fmt.Sprint(*t.WritebackJobs)
+	}
+	return fmt.Sprintf("hw=%s lw=%s jobs=%s", i(t.HighWatermark), i(t.LowWatermark), u)
+}
+
 // fakeSSDs is a settable SSD inventory.
 type fakeSSDs struct {
 	mu   sync.Mutex

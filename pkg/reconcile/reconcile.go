@@ -265,7 +265,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	}
 
 	if !exists {
-		return c.create(ctx, spec, d, st)
+		return c.create(ctx, spec, d, policyTuning(eff), st)
 	}
 	if m := mismatch(spec, actual); m != "" {
 		st.Alerts = append(st.Alerts, policy.Alert{Name: AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String())
@@ -293,6 +293,15 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 		if err != nil {
 			return fail(fmt.Errorf("set mode %s: %w", d.Mode, err), &actual)
 		}
+		changed = true
+	}
+	if want := policyTuning(eff); !actual.Tuning.Equal(want) {
+		// Watermarks and write-back jobs from the policy: a reload of the
+		// writecache table in place (no drain), recorded in the layout.
+		if _, err := c.engine.SetTuning(ctx, name, want); err != nil {
+			return fail(fmt.Errorf("apply policy tuning: %w", err), &actual)
+		}
+		c.log.Info("policy tuning applied", "volume", name, "policy", eff.Name)
 		changed = true
 	}
 	if d.FlushNow && d.Mode == pool.ModeWriteback {
@@ -396,7 +405,7 @@ func (c *Controller) ssdFacts(ctx context.Context, name, poolName string, vs *vo
 }
 
 // create creates a missing volume in the mode decided.
-func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy.Decision, st store.VolumeStatus) outcome {
+func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy.Decision, tuning *pool.Tuning, st store.VolumeStatus) outcome {
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
 		Mode: d.Mode, BlockSize: spec.BlockSize,
@@ -411,6 +420,15 @@ func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy
 		err = classify(fmt.Errorf("create volume: %w", err))
 		st.State, st.Error = StateError, err.Error()
 		return outcome{err: errors.Join(err, c.putStatus(ctx, st, nil))}
+	}
+	if !tuning.Equal(info.Tuning) {
+		if _, err := c.engine.SetTuning(ctx, spec.Name, tuning); err != nil {
+			st.State, st.Error = StateError, fmt.Sprintf("apply policy tuning: %v", err)
+			return outcome{err: errors.Join(err, c.putStatus(ctx, st, &info))}
+		}
+		if info, err = c.engine.Volume(ctx, spec.Name); err != nil {
+			return outcome{err: fmt.Errorf("read volume: %w", err)}
+		}
 	}
 	st.State = ""
 	return outcome{res: Result{RequeueAfter: d.FlushIn}, err: c.putStatus(ctx, st, &info)}
@@ -623,4 +641,14 @@ func (c *Controller) withProgress(ctx context.Context, st store.VolumeStatus, ac
 	close(done)
 	wg.Wait()
 	return err
+}
+
+// policyTuning is the write-tier tuning an effective policy asks for; nil
+// when it sets none (node defaults).
+func policyTuning(p store.Policy) *pool.Tuning {
+	t := &pool.Tuning{HighWatermark: p.HighWatermark, LowWatermark: p.LowWatermark, WritebackJobs: p.WritebackJobs}
+	if t.Empty() {
+		return nil
+	}
+	return t
 }

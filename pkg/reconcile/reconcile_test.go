@@ -602,3 +602,35 @@ func TestStartWithEtcdDown(t *testing.T) {
 	e.stop()
 	e.st.Close()
 }
+
+// TestPolicyTuning checks that the watermarks and write-back jobs of the
+// effective policy reach the engine as the volume's tuning, follow policy
+// changes at run time, and go back to node defaults when the policy drops
+// them.
+func TestPolicyTuning(t *testing.T) {
+	e := newEnv(t, nil).start()
+	hi, lo := 30, 20
+	meta, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", HighWatermark: &hi, LowWatermark: &lo}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.createSpec(spec("db"))
+	waitFor(t, "policy tuning applied at creation", func() bool { return e.eng.count("tune db hw=30 lw=20 jobs=-") == 1 })
+
+	hi2, jobs := 60, uint64(32)
+	if meta, err = e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", HighWatermark: &hi2, LowWatermark: &lo, WritebackJobs: &jobs}, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "policy change applied", func() bool { return e.eng.count("tune db hw=60 lw=20 jobs=32") == 1 })
+
+	if _, err = e.st.PutPolicy(e.ctx(), store.Policy{Name: "default"}, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "back to node defaults", func() bool { return e.eng.count("tune db defaults") == 1 })
+	// Converged: a resync does not tune again.
+	before := len(e.eng.Calls())
+	e.ctrl.Resync(e.ctx())
+	if got := e.eng.count("tune db defaults"); got != 1 {
+		t.Fatalf("tuned %d times to defaults, want once (calls since: %q)", got, e.eng.Calls()[before:])
+	}
+}

@@ -167,13 +167,14 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 }
 
 // WritecacheParams returns the dm-writecache parameters of a volume's write
-// tier over the given lower and cache devices.
+// tier over the given lower and cache devices: the node's tuning, with the
+// volume's own tuning on top.
 func WritecacheParams(v pool.Volume, lower, cache string, t Tuning) dm.WritecacheParams {
 	bs := v.BlockSize
 	if bs == 0 {
 		bs = 4096
 	}
-	return dm.WritecacheParams{
+	p := dm.WritecacheParams{
 		Mode:             's',
 		Origin:           lower,
 		Cache:            cache,
@@ -184,4 +185,17 @@ func WritecacheParams(v pool.Volume, lower, cache string, t Tuning) dm.Writecach
 		AutocommitBlocks: t.AutocommitBlocks,
 		AutocommitTimeMs: t.AutocommitTimeMs,
 	}
+	// The volume's own tuning (set by policy) overrides the node's.
+	if vt := v.Tuning; vt != nil {
+		if vt.HighWatermark != nil {
+			p.HighWatermark = vt.HighWatermark
+		}
+		if vt.LowWatermark != nil {
+			p.LowWatermark = vt.LowWatermark
+		}
+		if vt.WritebackJobs != nil {
+			p.WritebackJobs = vt.WritebackJobs
+		}
+	}
+	return p
 }

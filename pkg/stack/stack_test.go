@@ -49,6 +49,9 @@ func TestBuildGolden(t *testing.T) {
 	jobs := uint64(512)
 	noRead := testVolume()
 	noRead.ReadCache, noRead.ReadMeta = nil, nil
+	volHi := 30
+	tunedVol := noRead
+	tunedVol.Tuning = &pool.Tuning{HighWatermark: &volHi}
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -61,6 +64,8 @@ func TestBuildGolden(t *testing.T) {
 		{"writeback-only", noRead, pool.ModeWriteback, DefaultTuning()},
 		{"writethrough-only", noRead, pool.ModeWritethrough, DefaultTuning()},
 		{"writeback-tuned", noRead, pool.ModeWriteback, Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}},
+		// The volume's own tuning (from policy) wins over the node's.
+		{"writeback-volume-tuned", tunedVol, pool.ModeWriteback, Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {

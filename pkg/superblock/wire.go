@@ -50,6 +50,33 @@ type wireVolume struct {
 	ReadMeta    *wireExtent `json:"read_meta"`
 	BlockSize   uint32      `json:"block_size"`
 	CreatedUnix int64       `json:"created_unix"`
+	// Tuning was added in format 1 as an optional field: older payloads
+	// decode with no tuning (node defaults), which is what they ran with.
+	Tuning *wireTuning `json:"tuning,omitempty"`
+}
+
+type wireTuning struct {
+	HighWatermark *int    `json:"high_watermark,omitempty"`
+	LowWatermark  *int    `json:"low_watermark,omitempty"`
+	WritebackJobs *uint64 `json:"writeback_jobs,omitempty"`
+}
+
+func tuningToWire(t *pool.Tuning) *wireTuning {
+	if t.Empty() {
+		return nil
+	}
+	return &wireTuning{HighWatermark: t.HighWatermark, LowWatermark: t.LowWatermark, WritebackJobs: t.WritebackJobs}
+}
+
+func tuningFromWire(w *wireTuning) *pool.Tuning {
+	if w == nil {
+		return nil
+	}
+	t := &pool.Tuning{HighWatermark: w.HighWatermark, LowWatermark: w.LowWatermark, WritebackJobs: w.WritebackJobs}
+	if t.Empty() {
+		return nil
+	}
+	return t
 }
 
 func toWire(sb *Superblock) *wireV1 {
@@ -79,6 +106,7 @@ func toWire(sb *Superblock) *wireV1 {
 			ReadMeta:    extentPtrToWire(v.ReadMeta),
 			BlockSize:   v.BlockSize,
 			CreatedUnix: v.CreatedUnix,
+			Tuning:      tuningToWire(v.Tuning),
 		})
 	}
 	return w
@@ -111,6 +139,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			ReadMeta:    extentPtrFromWire(v.ReadMeta),
 			BlockSize:   v.BlockSize,
 			CreatedUnix: v.CreatedUnix,
+			Tuning:      tuningFromWire(v.Tuning),
 		})
 	}
 	return sb

@@ -174,3 +174,9 @@ func (f *fakeEngine) RepairVolume(ctx context.Context, name string) ([]string, e
 	_, err := f.Volume(ctx, name)
 	return nil, err
 }
+
+// SetTuning accepts any tuning; the benchmark's policies set none.
+func (f *fakeEngine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error) {
+	_, err := f.Volume(ctx, name)
+	return false, err
+}
