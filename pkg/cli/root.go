@@ -89,7 +89,7 @@ they write volume specs to etcd, the tidecached daemon of the owning node
 applies them, and --wait follows its progress. 'tidectl node' lists and
 drains nodes.`)
 	addClusterFlags(root, g)
-	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g))
+	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g), newPolicyCmd(g))
 	return root
 }
 

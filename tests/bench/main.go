@@ -19,8 +19,11 @@
 //	go run ./tests/bench [-slice 2s] [-slices 8] [-out docs/benchmarks.md] [-keep]
 //
 // Progress goes to stderr, the markdown report to stdout and, with -out,
-// to a file. It is a benchmark, not a test: it fails only when something
-// could not be measured, never on the numbers.
+// to a file, which it replaces: docs/benchmarks.md is this report followed
+// by the control-plane section that `go run ./tests/bench/controlplane -out
+// docs/benchmarks.md` appends, so run that one second. It is a benchmark,
+// not a test: it fails only when something could not be measured, never on
+// the numbers.
 package main
 
 import (
@@ -88,7 +91,7 @@ func main() {
 	var o options
 	flag.DurationVar(&o.slice, "slice", 2*time.Second, "length of one time slice of one device (whole seconds)")
 	flag.IntVar(&o.slices, "slices", 8, "time slices per device and workload")
-	flag.StringVar(&o.out, "out", "", "also write the report to this file (e.g. docs/benchmarks.md)")
+	flag.StringVar(&o.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the disk images (under .cache/vm/bench) after the run")
 	flag.BoolVar(&o.hddWriteCache, "hdd-write-cache", false, "emulate HDDs with their volatile write cache on (flushes cost as much as writes)")
 	flag.BoolVar(&o.ssdWriteCache, "ssd-write-cache", false, "emulate SSDs with a volatile write cache (consumer drives) instead of power-loss protection")

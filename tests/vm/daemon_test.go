@@ -60,8 +60,9 @@ func (n *node) metric(series string) string {
 // TestDaemonReconcile runs tidecached with its embedded etcd: a volume
 // created with tidectl in cluster mode is built by the daemon, mode
 // changes written to etcd are applied live under fio with data verified,
-// a table changed by hand with dmsetup is detected and repaired, and the
-// metrics report what the kernel reports.
+// a policy written to etcd changes the writecache table, a table changed
+// by hand with dmsetup is detected and repaired, and the metrics report
+// what the kernel reports.
 func TestDaemonReconcile(t *testing.T) {
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
@@ -108,6 +109,15 @@ func TestDaemonReconcile(t *testing.T) {
 	if up := n.metric("tidecache_etcd_up"); up != "1" {
 		t.Fatalf("tidecache_etcd_up = %q, want 1", up)
 	}
+
+	// A policy change in etcd reaches the kernel table: watermarks are
+	// applied by reloading the writecache in place.
+	n.cl("policy set default --high-watermark 20 --low-watermark 10")
+	n.eventually(60*time.Second, "dmsetup table tc-db", "high_watermark 20 low_watermark 10")
+	if out := n.cl("policy list"); !strings.Contains(out, "20%") {
+		t.Fatalf("policy list: %s", out)
+	}
+	n.fio(static + " --verify_only")
 
 	// Drift: a table changed by hand is put back by the daemon's resync.
 	n.mustTidectl("volume flush db")

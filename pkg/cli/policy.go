@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+func newPolicyCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Cluster policies: watermarks, scheduled flush, SSD wear/error rules (needs --etcd-endpoints)",
+		Long: `Policies apply to volumes at run time. The policy named "default" applies to
+every volume; a volume spec may name another one, whose settings override the
+default's. Daemons pick changes up immediately.`,
+	}
+	cmd.AddCommand(newPolicySetCmd(g), newPolicyListCmd(g))
+	return cmd
+}
+
+func newPolicySetCmd(g *globals) *cobra.Command {
+	var p store.Policy
+	var high, low, wear int
+	var jobs uint64
+	var flush time.Duration
+	cmd := &cobra.Command{
+		Use:   "set NAME [flags]",
+		Short: "Create or change a policy (flags not given keep their current value)",
+		Example: `  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --high-watermark 40 --low-watermark 30 --flush-interval 1h --wear-threshold 90
+  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --clear-watermarks`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !g.cluster() {
+				return errors.New("policy set needs --etcd-endpoints")
+			}
+			ctx := cmd.Context()
+			st, err := g.store(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			cur, meta, err := st.GetPolicy(ctx, args[0])
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if errors.Is(err, store.ErrNotFound) {
+				cur = store.Policy{Name: args[0]}
+			}
+			f := cmd.Flags()
+			if f.Changed("mode") {
+				cur.Mode = p.Mode
+			}
+			if f.Changed("high-watermark") {
+				cur.HighWatermark = &high
+			}
+			if f.Changed("low-watermark") {
+				cur.LowWatermark = &low
+			}
+			if clear, _ := f.GetBool("clear-watermarks"); clear {
+				cur.HighWatermark, cur.LowWatermark, cur.WritebackJobs = nil, nil, nil
+			}
+			if f.Changed("writeback-jobs") {
+				cur.WritebackJobs = &jobs
+			}
+			if f.Changed("flush-interval") {
+				cur.FlushInterval = store.Duration(flush)
+			}
+			if f.Changed("wear-threshold") {
+				cur.WearThresholdPercent = wear
+			}
+			if f.Changed("on-ssd-error") {
+				cur.OnSSDError = p.OnSSDError
+			}
+			if err := cur.Validate(); err != nil {
+				return err
+			}
+			m, err := st.PutPolicy(ctx, cur, meta.ModRevision)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(g.stdout, cur)
+			}
+			fmt.Fprintf(g.stdout, "policy %s written (revision %d)\n", cur.Name, m.ModRevision)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Mode, "mode", "", "mode of volumes whose spec sets none")
+	f.IntVar(&high, "high-watermark", 50, "write-back starts when the write cache is this percent full")
+	f.IntVar(&low, "low-watermark", 45, "write-back stops at this percent")
+	f.Bool("clear-watermarks", false, "drop watermarks and write-back jobs (node defaults)")
+	f.Uint64Var(&jobs, "writeback-jobs", 0, "blocks written back at once, at most")
+	f.DurationVar(&flush, "flush-interval", 0, "write every dirty block back on this schedule (0: off)")
+	f.IntVar(&wear, "wear-threshold", 0, "SSD wear percent at which volumes go writethrough with an alert (0: off)")
+	f.StringVar(&p.OnSSDError, "on-ssd-error", "", "on an SSD I/O error: writethrough (default) or none")
+	return cmd
+}
+
+func newPolicyListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List policies",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !g.cluster() {
+				return errors.New("policy list needs --etcd-endpoints")
+			}
+			st, err := g.store(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			items, _, _, err := st.ListPolicies(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := []store.Policy{}
+			for _, it := range items {
+				out = append(out, it.Value)
+			}
+			if g.output == "json" {
+				return printJSON(g.stdout, out)
+			}
+			opt := func(p *int) string {
+				if p == nil {
+					return "-"
+				}
+				return fmt.Sprintf("%d%%", *p)
+			}
+			t := newTable(g.stdout, "NAME", "MODE", "HIGH", "LOW", "WB JOBS", "FLUSH EVERY", "WEAR LIMIT", "ON SSD ERROR")
+			for _, p := range out {
+				jobs := "-"
+				if p.WritebackJobs != nil {
+					jobs = fmt.Sprint(*p.WritebackJobs)
+				}
+				t.row(p.Name, p.Mode, opt(p.HighWatermark), opt(p.LowWatermark), jobs,
+					time.Duration(p.FlushInterval).String(), fmt.Sprintf("%d%%", p.WearThresholdPercent), p.OnSSDError)
+			}
+			return t.flush()
+		},
+	}
+}
