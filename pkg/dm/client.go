@@ -131,13 +131,9 @@ func (c *Client) Version(ctx context.Context) (Version, error) {
 // TargetVersion loads the module.
 func (c *Client) TargetVersions(ctx context.Context) (map[string]Version, error) {
 	q := request{op: opListVersions, cmd: unix.DM_LIST_VERSIONS, grow: true}
-	h, buf, err := c.do(ctx, q)
+	_, data, err := c.doData(ctx, q)
 	if err != nil {
 		return nil, err
-	}
-	data, err := replyData(buf, h)
-	if err != nil {
-		return nil, q.wrap(err)
 	}
 	vers, err := decodeTargetVersions(data)
 	if err != nil {
@@ -155,13 +151,9 @@ func (c *Client) TargetVersion(ctx context.Context, target string) (Version, err
 	if target == "" || len(target) > MaxTypeLen || strings.ContainsAny(target, "/ \x00") {
 		return Version{}, q.wrap(fmt.Errorf("invalid target type %q", target))
 	}
-	h, buf, err := c.do(ctx, q)
+	_, data, err := c.doData(ctx, q)
 	if err != nil {
 		return Version{}, err
-	}
-	data, err := replyData(buf, h)
-	if err != nil {
-		return Version{}, q.wrap(err)
 	}
 	vers, err := decodeTargetVersions(data)
 	if err != nil {
@@ -178,13 +170,9 @@ func (c *Client) TargetVersion(ctx context.Context, target string) (Version, err
 // UUID where the kernel reports it (Linux 5.13+).
 func (c *Client) List(ctx context.Context) ([]Device, error) {
 	q := request{op: opList, cmd: unix.DM_LIST_DEVICES, flags: unix.DM_UUID_FLAG, grow: true}
-	h, buf, err := c.do(ctx, q)
+	_, data, err := c.doData(ctx, q)
 	if err != nil {
 		return nil, err
-	}
-	data, err := replyData(buf, h)
-	if err != nil {
-		return nil, q.wrap(err)
 	}
 	devs, err := decodeNameList(data)
 	if err != nil {
@@ -312,13 +300,9 @@ func (c *Client) InactiveTable(ctx context.Context, name string) (Table, error) 
 }
 
 func (c *Client) tableStatus(ctx context.Context, q request) (Table, error) {
-	h, buf, err := c.do(ctx, q)
+	h, data, err := c.doData(ctx, q)
 	if err != nil {
 		return nil, err
-	}
-	data, err := replyData(buf, h)
-	if err != nil {
-		return nil, q.wrap(err)
 	}
 	t, err := decodeTargets(data, h.TargetCount)
 	if err != nil {
@@ -338,13 +322,9 @@ func (c *Client) Message(ctx context.Context, name string, sector uint64, msg st
 		return "", q.wrap(fmt.Errorf("invalid message %q", msg))
 	}
 	q.payload = encodeTargetMsg(sector, msg)
-	h, buf, err := c.do(ctx, q)
+	h, data, err := c.doData(ctx, q)
 	if err != nil {
 		return "", err
-	}
-	data, err := replyData(buf, h)
-	if err != nil {
-		return "", q.wrap(err)
 	}
 	reply, err := decodeMessageReply(data, h.Flags)
 	if err != nil {
@@ -403,6 +383,19 @@ func (q request) marshal(size int) []byte {
 // (the Go runtime's signals interrupt waits such as a suspend's flush) and
 // on DM_BUFFER_FULL_FLAG with a buffer twice as large, and returns the
 // reply header and buffer.
+// doData issues an ioctl and returns the reply header with its data area.
+func (c *Client) doData(ctx context.Context, q request) (ioctlHeader, []byte, error) {
+	h, buf, err := c.do(ctx, q)
+	if err != nil {
+		return h, nil, err
+	}
+	data, err := replyData(buf, h)
+	if err != nil {
+		return h, nil, q.wrap(err)
+	}
+	return h, data, nil
+}
+
 func (c *Client) do(ctx context.Context, q request) (ioctlHeader, []byte, error) {
 	if q.needsName() {
 		if err := ValidateName(q.name); err != nil {
