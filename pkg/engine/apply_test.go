@@ -75,11 +75,3 @@ func TestEquivalent(t *testing.T) {
 		t.Error("an unresolvable device must be an error, not a silent mismatch")
 	}
 }
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 8 << 20: "8.0 MiB", 3 << 30: "3.0 GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

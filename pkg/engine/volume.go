@@ -170,7 +170,7 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 		if ok && wc.DirtyBlocks() > 0 {
 			if !force {
 				return fmt.Errorf("volume %s: %w: %d blocks (%s) not yet on the origin; run `tidectl volume flush %s` first, or --force to discard them",
-					name, ErrDirty, wc.DirtyBlocks(), humanBytes(wc.DirtyBlocks()*uint64(blockSize(*v))), name)
+					name, ErrDirty, wc.DirtyBlocks(), pool.FormatBytes(wc.DirtyBlocks()*uint64(blockSize(*v))), name)
 			}
 			e.log.Warn("deleting volume with dirty cache blocks (--force): they are lost", "volume", name, "dirty_blocks", wc.DirtyBlocks())
 		}
@@ -237,18 +237,4 @@ func blockSize(v pool.Volume) uint32 {
 		return 4096
 	}
 	return v.BlockSize
-}
-
-// humanBytes prints a byte count in binary units.
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
