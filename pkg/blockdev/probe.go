@@ -146,9 +146,15 @@ func parseBlkidExport(out []byte) ([]Signature, error) {
 	if t := kv["PTTYPE"]; t != "" {
 		sigs = append(sigs, Signature{Type: t, Usage: UsagePartitionTable, UUID: kv["PTUUID"]})
 	}
+	if len(sigs) == 0 && kv["PART_ENTRY_SCHEME"] != "" {
+		// A blank partition: blkid -p exits 0 because it describes the
+		// partition itself (PART_ENTRY_*), and found nothing on it.
+		return sigs, nil
+	}
 	if len(sigs) == 0 {
-		// blkid exits 2 when it finds nothing; output without a type
-		// means we misread it, and "no signature" must never be a guess.
+		// blkid exits 2 when it finds nothing; other output without a
+		// type means we misread it, and "no signature" must never be a
+		// guess.
 		return nil, fmt.Errorf("blkid output has neither TYPE nor PTTYPE: %q", out)
 	}
 	return sigs, nil

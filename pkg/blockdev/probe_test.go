@@ -36,6 +36,9 @@ func TestParseBlkidExport(t *testing.T) {
 		{file: "blkid-partition-xfs.export", want: []Signature{
 			{Type: "xfs", Usage: "filesystem", UUID: "8d2e6c4a-1b3f-4e5d-9a7c-0f2e4d6b8a1c"},
 		}},
+		// Captured on Debian's 6.1 kernel: a new, empty GPT partition.
+		// blkid -p exits 0 and only describes the partition.
+		{file: "blkid-blank-partition.export", want: []Signature{}},
 		{file: "blkid-ext4-dos.export", want: []Signature{
 			{Type: "ext4", Usage: "filesystem", Label: "my disk$", UUID: "f49e1a20-cf28-446a-8006-cf86a5ef6aad"},
 			{Type: "dos", Usage: UsagePartitionTable, UUID: "78563412"},

@@ -158,10 +158,16 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 
 // skipScan reports devices whose superblock must not be read: tidecache's
 // own dm devices (their content is user data), md components (the array
-// is what matters) and optical/floppy drives that may block on read.
+// is what matters), whole disks with partitions (their content belongs to
+// the partitions: a pool member on the first partition, at the usual
+// 1 MiB alignment, would also be read through the disk, its slot A at the
+// disk's slot B) and optical/floppy drives that may block on read.
 func (e *Engine) skipScan(path string) bool {
 	name := filepath.Base(path)
 	if strings.HasPrefix(name, "sr") || strings.HasPrefix(name, "fd") {
+		return true
+	}
+	if parts, err := blockdev.Partitions(e.cfg.SysRoot, name); err == nil && len(parts) > 0 {
 		return true
 	}
 	sys := filepath.Join(e.cfg.SysRoot, "class", "block", name)
@@ -190,6 +196,16 @@ func (e *Engine) resolveOrigin(ctx context.Context, l *pool.Layout) (string, err
 		path = arr.Path
 	}
 	sb, err := readSuperblock(path)
+	if l.Origin.MDUUID == "" && (err != nil || sb.Role != superblock.RoleOrigin || sb.Layout.UUID != l.UUID) {
+		// A plain device or partition (say a partition of an md array
+		// that came back under another number) has no identity but its
+		// superblock: look for it under any name.
+		if moved, ok := e.findOrigin(ctx, l); ok {
+			e.log.Warn("pool origin found under another name", "pool", l.Name, "recorded", path, "found", moved)
+			path = moved
+			sb, err = readSuperblock(path)
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("pool %s: origin %s: %w", l.Name, path, err)
 	}
@@ -245,4 +261,32 @@ func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error 
 	p.Layout = l
 	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation)
 	return nil
+}
+
+// findOrigin looks through every block device for the one device that
+// holds the origin superblock of pool l. It reports false when none or
+// more than one does: two copies (a cloned disk) must not be guessed
+// between.
+func (e *Engine) findOrigin(ctx context.Context, l *pool.Layout) (string, bool) {
+	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
+	if err != nil {
+		return "", false
+	}
+	var found []string
+	for _, path := range devs {
+		if ctx.Err() != nil {
+			return "", false
+		}
+		if e.skipScan(path) {
+			continue
+		}
+		sb, err := readSuperblock(path)
+		if err == nil && sb.Role == superblock.RoleOrigin && sb.Layout.UUID == l.UUID {
+			found = append(found, path)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
 }
