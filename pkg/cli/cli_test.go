@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
 func TestParseSize(t *testing.T) {
@@ -65,6 +67,13 @@ func TestCommandValidation(t *testing.T) {
 		{[]string{"pool", "create", "p", "--ssd", "/dev/x", "--raid10", "/dev/a,/dev/b,/dev/c"}, "even number of disks, at least 4"},
 		{[]string{"pool", "create", "p", "--ssd", "/dev/x", "--origin", "/dev/y", "--raid10", "/dev/a,/dev/b,/dev/c,/dev/d"}, "none of the others can be"},
 		{[]string{"-o", "yaml", "volume", "list"}, `invalid --output "yaml"`},
+		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--read-block-size", "128K"}, "--read-block-size needs --read-cache"},
+		{[]string{"volume", "create", "db", "--size", "1G", "--read-cache", "1G", "--mode", "writethrough", "--read-block-size", "96K"},
+			`invalid --read-block-size "96K": want a power of two from 32K to 1M`},
+		{[]string{"volume", "tune", "db", "--autocommit-ms", "0"}, "autocommit time 0 ms: want 1 to 60000 ms"},
+		{[]string{"volume", "tune", "db", "--autocommit-ms", "60001"}, "autocommit time 60001 ms"},
+		{[]string{"volume", "tune", "db", "--autocommit-ms", "100", "--reset"}, "[reset autocommit-ms] are set none of the others can be"},
+		{[]string{"volume", "tune", "db"}, "--autocommit-ms"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -99,5 +108,146 @@ func TestProgressPrinter(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "0 dirty blocks") || !strings.Contains(lines[1], "100% written back") || !strings.Contains(lines[1], "done") {
 		t.Errorf("last line: %s", lines[1])
+	}
+}
+
+func TestCreateRequest(t *testing.T) {
+	base := createFlags{size: "1G", writeCache: "256M", readCache: "512M", mode: "writeback", blockSize: 4096}
+	cases := []struct {
+		name    string
+		edit    func(*createFlags)
+		wantRBS uint32
+		err     string
+	}{
+		{"read block size unset", func(*createFlags) {}, 0, ""},
+		{"128K", func(c *createFlags) { c.readBlockSize = "128K" }, 128 << 10, ""},
+		{"32KiB", func(c *createFlags) { c.readBlockSize = "32KiB" }, 32 << 10, ""},
+		{"1M", func(c *createFlags) { c.readBlockSize = "1M" }, 1 << 20, ""},
+		{"bytes", func(c *createFlags) { c.readBlockSize = "65536" }, 64 << 10, ""},
+		{"too small", func(c *createFlags) { c.readBlockSize = "16K" }, 0, `invalid --read-block-size "16K"`},
+		{"too large", func(c *createFlags) { c.readBlockSize = "2M" }, 0, `invalid --read-block-size "2M"`},
+		{"beyond 32 bits", func(c *createFlags) { c.readBlockSize = "4G" }, 0, `invalid --read-block-size "4G"`},
+		{"not a power of two", func(c *createFlags) { c.readBlockSize = "96K" }, 0, "want a power of two from 32K to 1M"},
+		{"zero", func(c *createFlags) { c.readBlockSize = "0" }, 0, "invalid --read-block-size \"0\": must be greater than zero"},
+		{"not a size", func(c *createFlags) { c.readBlockSize = "big" }, 0, "invalid --read-block-size \"big\": use a size like"},
+		{"without read cache", func(c *createFlags) { c.readCache, c.readBlockSize = "0", "128K" }, 0, "--read-block-size needs --read-cache"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cf := base
+			tc.edit(&cf)
+			req, err := cf.request("db")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("request = %+v, %v; want error containing %q", req, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("request: %v", err)
+			}
+			want := pool.VolumeRequest{Name: "db", Size: 1 << 30, WriteCache: 256 << 20, ReadCache: 512 << 20,
+				Mode: pool.ModeWriteback, BlockSize: 4096, ReadBlockSize: tc.wantRBS}
+			if req != want {
+				t.Fatalf("request = %+v, want %+v", req, want)
+			}
+		})
+	}
+}
+
+func TestTuneFlags(t *testing.T) {
+	set := func(names ...string) func(string) bool {
+		return func(f string) bool { return strings.Contains(" "+strings.Join(names, " ")+" ", " "+f+" ") }
+	}
+	flags := tuneFlags{high: 40, low: 30, jobs: 8, autocommit: 100}
+	u := func(v uint64) *uint64 { return &v }
+	i := func(v int) *int { return &v }
+	cases := []struct {
+		name    string
+		flags   tuneFlags
+		changed func(string) bool
+		want    *pool.Tuning
+		err     string
+	}{
+		{"autocommit only", flags, set("autocommit-ms"), &pool.Tuning{AutocommitTimeMs: u(100)}, ""},
+		{"all", flags, set("high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"),
+			&pool.Tuning{HighWatermark: i(40), LowWatermark: i(30), WritebackJobs: u(8), AutocommitTimeMs: u(100)}, ""},
+		{"reset", tuneFlags{reset: true}, set("reset"), nil, ""},
+		{"nothing", flags, set(), nil, "nothing to set"},
+		{"autocommit out of range", tuneFlags{autocommit: 60001}, set("autocommit-ms"), nil, "autocommit time 60001 ms: want 1 to 60000 ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.flags.tuning(tc.changed)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("tuning = %+v, %v; want error containing %q", got, err, tc.err)
+				}
+				return
+			}
+			if err != nil || !got.Equal(tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("tuning = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrintVolume(t *testing.T) {
+	ac, hi := uint64(100), 30
+	tuned := engine.VolumeInfo{Name: "db", UUID: "u", Pool: "fast", Mode: pool.ModeWriteback, Device: "/dev/mapper/tc-db",
+		SizeBytes: 1 << 30, WriteCacheBytes: 256 << 20, ReadCacheBytes: 512 << 20, BlockSize: 4096, ReadBlockSize: 256 << 10,
+		Tuning: &pool.Tuning{HighWatermark: &hi, AutocommitTimeMs: &ac}, State: "inactive"}
+	plain := tuned
+	plain.Tuning, plain.ReadCacheBytes, plain.ReadBlockSize = nil, 0, 0
+	cases := []struct {
+		name   string
+		v      engine.VolumeInfo
+		want   []string
+		absent []string
+	}{
+		{"tuned with read tier", tuned, []string{
+			"  tuning:     high watermark 30%, autocommit 100 ms (others: node defaults)\n",
+			"Read cache:   512MiB, block size 256KiB\n",
+		}, nil},
+		{"node defaults, no read tier", plain, []string{"  tuning:     node defaults\n"}, []string{"Read cache"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printVolume(&globals{output: "table", stdout: &out}, tc.v); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(out.String(), a) {
+					t.Errorf("output has %q:\n%s", a, out.String())
+				}
+			}
+		})
+	}
+
+	var out bytes.Buffer
+	if err := printVolume(&globals{output: "json", stdout: &out}, tuned); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ReadBlockSize uint32 `json:"read_block_size"`
+		Tuning        struct {
+			AutocommitTimeMs uint64 `json:"autocommit_time_ms"`
+		} `json:"tuning"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.ReadBlockSize != 256<<10 || got.Tuning.AutocommitTimeMs != 100 {
+		t.Errorf("json = %+v, %v from\n%s", got, err, out.String())
+	}
+	out.Reset()
+	if err := printVolume(&globals{output: "json", stdout: &out}, plain); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "read_block_size") || strings.Contains(out.String(), "autocommit") {
+		t.Errorf("volume without a read tier or tuning prints their keys:\n%s", out.String())
 	}
 }

@@ -313,8 +313,12 @@ func showClusterVolume(ctx context.Context, g *globals, name string) error {
 		}
 		w := g.stdout
 		fmt.Fprintf(w, "Volume:        %s\n", name)
-		fmt.Fprintf(w, "Spec:          node %q, pool %q, %s, mode %s, write cache %s, read cache %s\n",
-			v.Spec.Node, v.Spec.Pool, size(v.Spec.SizeBytes), v.Spec.Mode, size(v.Spec.WriteCacheBytes), size(v.Spec.ReadCacheBytes))
+		readBlock := ""
+		if v.Spec.ReadBlockSize != 0 {
+			readBlock = ", read block size " + size(uint64(v.Spec.ReadBlockSize))
+		}
+		fmt.Fprintf(w, "Spec:          node %q, pool %q, %s, mode %s, write cache %s, read cache %s%s\n",
+			v.Spec.Node, v.Spec.Pool, size(v.Spec.SizeBytes), v.Spec.Mode, size(v.Spec.WriteCacheBytes), size(v.Spec.ReadCacheBytes), readBlock)
 		s := v.Status
 		if s == nil {
 			fmt.Fprintln(w, "Status:        none yet (no node has applied it)")

@@ -34,6 +34,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/command"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/mdraid"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
 
@@ -79,6 +80,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: LockPath is empty")
 	case c.PollInterval <= 0:
 		return fmt.Errorf("config: PollInterval must be positive, got %s", c.PollInterval)
+	case c.Tuning.ReadBlockSectors != 0 && (c.Tuning.ReadBlockSectors > pool.MaxReadBlockSize/pool.SectorSize ||
+		!pool.ValidReadBlockSize(uint32(c.Tuning.ReadBlockSectors*pool.SectorSize))):
+		// New volumes record this size (see withReadBlockSize), so it must
+		// be one a volume may choose.
+		return fmt.Errorf("config: Tuning.ReadBlockSectors %d: want a power of two from %d to %d sectors",
+			c.Tuning.ReadBlockSectors, pool.MinReadBlockSize/pool.SectorSize, pool.MaxReadBlockSize/pool.SectorSize)
 	}
 	return nil
 }

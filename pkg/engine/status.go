@@ -23,6 +23,10 @@ type VolumeInfo struct {
 	WriteCacheBytes uint64    `json:"write_cache_bytes"`
 	ReadCacheBytes  uint64    `json:"read_cache_bytes"`
 	BlockSize       uint32    `json:"block_size"`
+	// ReadBlockSize is the read tier's dm-cache block size in bytes: the
+	// volume's own, or the node default for a volume that recorded none.
+	// Absent without a read cache.
+	ReadBlockSize uint32 `json:"read_block_size,omitempty"`
 	// Tuning is the volume's own write-tier tuning; nil means node defaults.
 	Tuning *pool.Tuning `json:"tuning,omitempty"`
 	// State is "active", "suspended", "inactive" (no device) or "error".
@@ -91,6 +95,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	}
 	if v.ReadCache != nil {
 		info.ReadCacheBytes = v.ReadCache.Length * pool.SectorSize
+		info.ReadBlockSize = uint32(stack.ReadBlockSectors(v) * pool.SectorSize)
 	}
 	di, err := e.dm.Info(ctx, top)
 	switch {

@@ -9,8 +9,8 @@ import (
 )
 
 // SetTuning sets a volume's write-tier tuning (watermarks, write-back
-// jobs; nil returns to the node defaults). It is recorded in the
-// superblocks and, when the volume is in writeback, applied by reloading
+// jobs, autocommit time; nil returns to the node defaults). It is recorded
+// in the superblocks and, when the volume is in writeback, applied by reloading
 // the writecache table with the same cache device: dm-writecache reads its
 // metadata back on load, so no dirty block is dropped and nothing needs to
 // drain. The new tuning is recorded while the device is suspended, before

@@ -62,7 +62,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 
 	next := p.Layout.Clone()
-	v, err := next.AddVolume(req, newUUID(), time.Now())
+	v, err := next.AddVolume(withReadBlockSize(req, e.cfg.Tuning), newUUID(), time.Now())
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
 	}
@@ -83,6 +83,20 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
 	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+}
+
+// withReadBlockSize fills the node's read block size into a request for a
+// read cache that chose none, so the volume records the block size its
+// dm-cache metadata is formatted with. dm-cache refuses to load a table
+// whose block size differs from the one in its metadata, and boot
+// assembly reuses that metadata: a volume that followed the node default
+// would lose its read tier (and fail to assemble) the day the default
+// changed.
+func withReadBlockSize(req pool.VolumeRequest, t stack.Tuning) pool.VolumeRequest {
+	if req.ReadCache > 0 && req.ReadBlockSize == 0 {
+		req.ReadBlockSize = uint32(stack.NewReadBlockSectors(t) * pool.SectorSize)
+	}
+	return req
 }
 
 // pickPool returns the named pool, or the only pool when name is empty.

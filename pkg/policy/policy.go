@@ -50,6 +50,9 @@ func Effective(def, named *store.Policy) store.Policy {
 		if p.WritebackJobs != nil {
 			out.WritebackJobs = ptr(*p.WritebackJobs)
 		}
+		if p.AutocommitTimeMs != nil {
+			out.AutocommitTimeMs = ptr(*p.AutocommitTimeMs)
+		}
 		if p.SequentialBypassBytes != 0 {
 			out.SequentialBypassBytes = p.SequentialBypassBytes
 		}

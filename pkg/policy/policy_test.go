@@ -34,6 +34,10 @@ func TestEffective(t *testing.T) {
 				FlushInterval: dur(time.Hour), WearThresholdPercent: 80, OnSSDError: "none"}},
 		{"named without default", nil, &store.Policy{Name: "db", Mode: "writethrough"},
 			store.Policy{Name: "db", Mode: "writethrough", OnSSDError: store.OnSSDErrorWritethrough}},
+		{"autocommit from default", &store.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &store.Policy{Name: "db"},
+			store.Policy{Name: "db", AutocommitTimeMs: u64p(500), OnSSDError: store.OnSSDErrorWritethrough}},
+		{"named autocommit wins", &store.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &store.Policy{Name: "db", AutocommitTimeMs: u64p(100)},
+			store.Policy{Name: "db", AutocommitTimeMs: u64p(100), OnSSDError: store.OnSSDErrorWritethrough}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,9 +48,12 @@ func TestEffective(t *testing.T) {
 		})
 	}
 	t.Run("no aliasing", func(t *testing.T) {
-		got := Effective(def, nil)
+		withAutocommit := *def
+		withAutocommit.AutocommitTimeMs = u64p(500)
+		got := Effective(&withAutocommit, nil)
 		*got.HighWatermark = 99
-		if *def.HighWatermark != 50 {
+		*got.AutocommitTimeMs = 1
+		if *def.HighWatermark != 50 || *withAutocommit.AutocommitTimeMs != 500 {
 			t.Fatal("Effective shares pointer fields with its input")
 		}
 	})

@@ -25,6 +25,11 @@ type VolumeRequest struct {
 	Mode Mode
 	// BlockSize is the dm-writecache block size; 0 means DefaultBlockSize.
 	BlockSize uint32
+	// ReadBlockSize is the dm-cache block size in bytes; 0 means the
+	// node's default. It needs a read cache, must be a power of two from
+	// MinReadBlockSize to MaxReadBlockSize, and the read cache must hold at
+	// least MinReadCacheBlocks of it.
+	ReadBlockSize uint32
 }
 
 // AddVolume carves a new volume out of free space and adds it to the
@@ -94,9 +99,14 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	if req.ReadCache > 0 && req.ReadCache < MinReadCacheBytes {
 		return invalid("read cache %s is below the minimum of %s", FormatBytes(req.ReadCache), FormatBytes(MinReadCacheBytes))
 	}
+	if req.ReadBlockSize != 0 {
+		if err := checkReadBlockSize(BytesToSectors(req.ReadCache)*SectorSize, req.ReadBlockSize); err != nil {
+			return invalid("%v", err)
+		}
+	}
 
 	a := newAllocator(l)
-	v := Volume{Name: req.Name, UUID: uuid, Mode: mode, BlockSize: bs, CreatedUnix: now.Unix()}
+	v := Volume{Name: req.Name, UUID: uuid, Mode: mode, BlockSize: bs, ReadBlockSize: req.ReadBlockSize, CreatedUnix: now.Unix()}
 	var err error
 	if v.Origin, err = a.onOrigin(BytesToSectors(req.Size), "volume "+quote(req.Name)); err != nil {
 		return Volume{}, err
@@ -130,6 +140,24 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	}
 	*l = *next
 	return v.clone(), nil
+}
+
+// checkReadBlockSize checks a chosen read block size against the read
+// cache slice it will divide (readCache bytes as allocated, 0 for none).
+// With today's minimums the block count can only fall short if
+// MinReadCacheBytes is lowered, but the rule is kept here, where it is
+// enforced, rather than left implicit in two constants.
+func checkReadBlockSize(readCache uint64, rbs uint32) error {
+	switch {
+	case readCache == 0:
+		return fmt.Errorf("read block size %s given without a read cache: ask for one, or leave the read block size unset", FormatBytes(uint64(rbs)))
+	case !ValidReadBlockSize(rbs):
+		return fmt.Errorf("read block size %s: want a power of two from %s to %s", FormatBytes(uint64(rbs)), FormatBytes(MinReadBlockSize), FormatBytes(MaxReadBlockSize))
+	case readCache < MinReadCacheBlocks*uint64(rbs):
+		return fmt.Errorf("read cache %s holds fewer than %d blocks of %s: use a read cache of at least %s or a smaller read block size",
+			FormatBytes(readCache), MinReadCacheBlocks, FormatBytes(uint64(rbs)), FormatBytes(MinReadCacheBlocks*uint64(rbs)))
+	}
+	return nil
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }

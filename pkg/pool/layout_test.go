@@ -227,6 +227,14 @@ func TestAddVolumeRejects(t *testing.T) {
 		{"block size too big", VolumeRequest{Name: "v", Size: 1 << 30, WriteCache: 1 << 30, BlockSize: 8192}, "u2", ErrInvalidRequest, "block size 8192"},
 		{"bad mode", VolumeRequest{Name: "v", Size: 1 << 30, Mode: "fast"}, "u2", ErrInvalidMode, `"fast"`},
 		{"writeback without cache", VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: 1 << 30, Mode: ModeWriteback}, "u2", ErrNoWriteCache, `volume "v"`},
+		{"read block size without read cache", VolumeRequest{Name: "v", Size: 1 << 30, WriteCache: 64 << 20, ReadBlockSize: 128 << 10}, "u2", ErrInvalidRequest,
+			"read block size 128 KiB given without a read cache"},
+		{"read block size not a power of two", VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: 64 << 20, ReadBlockSize: 96 << 10}, "u2", ErrInvalidRequest,
+			"read block size 96 KiB: want a power of two from 32 KiB to 1 MiB"},
+		{"read block size too small", VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: 64 << 20, ReadBlockSize: 16 << 10}, "u2", ErrInvalidRequest,
+			"read block size 16 KiB"},
+		{"read block size too big", VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: 64 << 20, ReadBlockSize: 2 << 20}, "u2", ErrInvalidRequest,
+			"read block size 2 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -389,6 +397,8 @@ func TestValidate(t *testing.T) {
 		{"writeback without write cache", func(l *Layout) { l.Volumes[1].WriteCache = nil }, `volume "b": mode writeback: volume has no write cache slice`},
 		{"bad block size", func(l *Layout) { l.Volumes[1].BlockSize = 0 }, `volume "b": block size 0`},
 		{"half a read tier", func(l *Layout) { l.Volumes[0].ReadMeta = nil }, `volume "a": read tier needs both`},
+		{"bad read block size", func(l *Layout) { l.Volumes[0].ReadBlockSize = 48 << 10 }, `volume "a": read block size 49152: want a power of two from 32 KiB to 1 MiB`},
+		{"read block size without read tier", func(l *Layout) { l.Volumes[1].ReadBlockSize = 64 << 10 }, `volume "b": read block size 65536 set without a read cache`},
 		{"origin extent on a member", func(l *Layout) { l.Volumes[1].Origin.Member = "m1" }, `volume "b": origin extent is on member m1, want the origin`},
 		{"slice on the origin", func(l *Layout) { l.Volumes[1].WriteCache.Member = "" }, `volume "b": write cache is on the origin, want an SSD member`},
 		{"origin size zero", func(l *Layout) { l.Origin.SizeSectors = 0 }, "origin has size 0"},
@@ -416,5 +426,78 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	err := l.Validate()
 	if err == nil || !strings.Contains(err.Error(), "block size 3") || !strings.Contains(err.Error(), `invalid mode "x"`) {
 		t.Errorf("Validate = %v, want both problems", err)
+	}
+}
+
+func TestAddVolumeReadBlockSize(t *testing.T) {
+	tests := []struct {
+		name      string
+		readCache uint64
+		rbs       uint32
+	}{
+		{"node default", 64 << 20, 0},
+		{"smallest", 64 << 20, MinReadBlockSize},
+		{"256 KiB", 64 << 20, 256 << 10},
+		{"largest", 64 << 20, MaxReadBlockSize},
+		// The smallest read cache still holds MinReadCacheBlocks of the
+		// largest block.
+		{"largest in the smallest cache", MinReadCacheBytes, MaxReadBlockSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLayout(t)
+			v := mustAdd(t, l, VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: tt.readCache, ReadBlockSize: tt.rbs})
+			if v.ReadBlockSize != tt.rbs {
+				t.Errorf("ReadBlockSize = %d, want %d", v.ReadBlockSize, tt.rbs)
+			}
+			stored, _ := l.Volume("v")
+			if stored.ReadBlockSize != tt.rbs {
+				t.Errorf("stored ReadBlockSize = %d, want %d", stored.ReadBlockSize, tt.rbs)
+			}
+		})
+	}
+}
+
+// TestCheckReadBlockSize covers the block-count rule directly: with the
+// current minimums AddVolume cannot reach it (16 MiB holds 16 blocks of
+// 1 MiB), but it must hold if those minimums change.
+func TestCheckReadBlockSize(t *testing.T) {
+	tests := []struct {
+		name      string
+		readCache uint64
+		rbs       uint32
+		want      string // "" = valid
+	}{
+		{"fits exactly", 16 << 20, 1 << 20, ""},
+		{"plenty", 1 << 30, 64 << 10, ""},
+		{"one block short", 15 << 20, 1 << 20, "read cache 15 MiB holds fewer than 16 blocks of 1 MiB: use a read cache of at least 16 MiB or a smaller read block size"},
+		{"no read cache", 0, 64 << 10, "without a read cache"},
+		{"zero is not a size", 1 << 30, 0, "read block size 0 B: want a power of two"},
+		{"multiple of 32 KiB but not a power of two", 1 << 30, 3 * 32 << 10, "read block size 96 KiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkReadBlockSize(tt.readCache, tt.rbs)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("checkReadBlockSize = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("checkReadBlockSize = %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadMetaCoversEveryReadBlockSize checks the metadata slice is sized
+// for the most blocks any allowed read block size gives: the smallest.
+func TestReadMetaCoversEveryReadBlockSize(t *testing.T) {
+	for _, cache := range []uint64{MinReadCacheBytes, 1 << 30, 100 << 30, 4 << 40} {
+		meta := ReadMetaSectors(BytesToSectors(cache)) * SectorSize
+		for rbs := uint64(MinReadBlockSize); rbs <= MaxReadBlockSize; rbs *= 2 {
+			blocks := BytesToSectors(cache) * SectorSize / rbs
+			if need := uint64(ReadMetaBaseBytes) + blocks*ReadMetaBytesPerBlock; meta < need {
+				t.Errorf("read cache %s, block %s: meta slice %s < %s needed", FormatBytes(cache), FormatBytes(rbs), FormatBytes(meta), FormatBytes(need))
+			}
+		}
 	}
 }

@@ -44,12 +44,37 @@ const (
 // the size of a read tier's metadata slice. dm-cache needs about 4 MiB plus
 // 16 bytes per cache block (kernel documentation, admin-guide/device-mapper/
 // cache). The block count is taken at dm-cache's smallest block size,
-// 32 KiB, so the slice is large enough whatever block size the stack uses
-// (it uses 64 KiB today, which leaves a 2x margin).
+// 32 KiB (MinReadBlockSize), so the slice is large enough for every block
+// size a volume may choose: a larger block only means fewer blocks to
+// track (the node default of 64 KiB leaves a 2x margin, 1 MiB a 32x one).
+// Sizing for the smallest block also keeps the slice's size independent of
+// the block size, so the two never have to be changed together.
 const (
 	ReadMetaBaseBytes     = 4 << 20
 	ReadMetaBytesPerBlock = 16
-	ReadMetaBlockSectors  = 64
+	ReadMetaBlockSectors  = MinReadBlockSize / SectorSize
+)
+
+// Read-tier (dm-cache) block sizes a volume may choose, in bytes. dm-cache
+// itself accepts any multiple of 32 KiB up to 1 GiB; tidecache keeps to
+// powers of two up to 1 MiB, so a block always divides the 1 MiB-aligned
+// slices and origin extents exactly and no partial block is left at the
+// end of a device.
+const (
+	MinReadBlockSize = 32 << 10
+	MaxReadBlockSize = 1 << 20
+	// MinReadCacheBlocks is the fewest blocks a read cache must hold at the
+	// chosen block size: below that smq has too few blocks to tell hot
+	// from cold, and the tier caches next to nothing.
+	MinReadCacheBlocks = 16
+)
+
+// Bounds of Tuning.AutocommitTimeMs, in milliseconds. dm-writecache takes
+// up to an hour; above a minute a FUA-only write could stay uncommitted for
+// longer than any database expects, so tidecache stops there.
+const (
+	MinAutocommitTimeMs = 1
+	MaxAutocommitTimeMs = 60000
 )
 
 // DefaultBlockSize is the dm-writecache block size used when a request
@@ -159,13 +184,30 @@ type Volume struct {
 	ReadCache, ReadMeta *Extent
 	// BlockSize is the dm-writecache block size in bytes: a power of two
 	// from 512 to 4096.
-	BlockSize   uint32
-	CreatedUnix int64
+	BlockSize uint32
+	// ReadBlockSize is the dm-cache block size in bytes, chosen when the
+	// volume is created (dm-cache cannot change it without dropping the
+	// cache): a power of two from MinReadBlockSize to MaxReadBlockSize.
+	// 0 means 64 KiB: volumes made before this field existed have 0 and
+	// all used that size, while the engine records the node's default in
+	// every new volume with a read tier, so a later change of that default
+	// cannot change the block size under existing metadata. Only a volume
+	// with a read tier may set it.
+	ReadBlockSize uint32
+	CreatedUnix   int64
 	// Tuning holds the write tier's knobs chosen by policy; nil keeps the
 	// node's defaults. It is part of the layout so boot assembly rebuilds
 	// exactly the table that was running.
 	Tuning *Tuning
 }
+
+// KernelHighWatermark and KernelLowWatermark are dm-writecache's defaults
+// (percent of the cache in use), which apply to a watermark a table does
+// not set.
+const (
+	KernelHighWatermark = 50
+	KernelLowWatermark  = 45
+)
 
 // Tuning are the dm-writecache options a policy may set per volume. A nil
 // field keeps the node default.
@@ -176,11 +218,18 @@ type Tuning struct {
 	LowWatermark  *int `json:"low_watermark,omitempty"`
 	// WritebackJobs bounds the blocks in flight during write-back.
 	WritebackJobs *uint64 `json:"writeback_jobs,omitempty"`
+	// AutocommitTimeMs is dm-writecache's autocommit_time: how often, in
+	// milliseconds, it commits its metadata without being asked (kernel
+	// default 1000). A write with FUA but no flush (O_DSYNC on ext4/XFS,
+	// journal commit blocks) is durable only at the next commit, so a
+	// shorter time narrows that window, at the cost of more metadata
+	// writes to the SSD. MinAutocommitTimeMs to MaxAutocommitTimeMs.
+	AutocommitTimeMs *uint64 `json:"autocommit_time_ms,omitempty"`
 }
 
 // Empty reports whether the tuning sets nothing.
 func (t *Tuning) Empty() bool {
-	return t == nil || (t.HighWatermark == nil && t.LowWatermark == nil && t.WritebackJobs == nil)
+	return t == nil || (t.HighWatermark == nil && t.LowWatermark == nil && t.WritebackJobs == nil && t.AutocommitTimeMs == nil)
 }
 
 // Equal reports whether two tunings set the same values (nil and empty are
@@ -191,7 +240,8 @@ func (t *Tuning) Equal(o *Tuning) bool {
 	}
 	eqi := func(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 	equ := func(a, b *uint64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-	return eqi(t.HighWatermark, o.HighWatermark) && eqi(t.LowWatermark, o.LowWatermark) && equ(t.WritebackJobs, o.WritebackJobs)
+	return eqi(t.HighWatermark, o.HighWatermark) && eqi(t.LowWatermark, o.LowWatermark) &&
+		equ(t.WritebackJobs, o.WritebackJobs) && equ(t.AutocommitTimeMs, o.AutocommitTimeMs)
 }
 
 // Validate checks the ranges dm-writecache accepts.
@@ -204,11 +254,30 @@ func (t *Tuning) Validate() error {
 			return fmt.Errorf("watermark %d%%: want 0 to 100", *w)
 		}
 	}
-	if t.HighWatermark != nil && t.LowWatermark != nil && *t.LowWatermark > *t.HighWatermark {
-		return fmt.Errorf("low watermark %d%% is above high watermark %d%%", *t.LowWatermark, *t.HighWatermark)
+	// dm-writecache refuses a table whose low watermark is above its high
+	// one, and a watermark left unset takes the kernel's default: a high
+	// watermark of 30 alone would meet the default low of 45.
+	high, low := KernelHighWatermark, KernelLowWatermark
+	if t.HighWatermark != nil {
+		high = *t.HighWatermark
+	}
+	if t.LowWatermark != nil {
+		low = *t.LowWatermark
+	}
+	if low > high {
+		switch {
+		case t.HighWatermark == nil:
+			return fmt.Errorf("low watermark %d%% is above the kernel's default high watermark %d%%: set the high watermark too", low, high)
+		case t.LowWatermark == nil:
+			return fmt.Errorf("high watermark %d%% is below the kernel's default low watermark %d%%: set the low watermark too", high, low)
+		}
+		return fmt.Errorf("low watermark %d%% is above high watermark %d%%", low, high)
 	}
 	if t.WritebackJobs != nil && *t.WritebackJobs == 0 {
 		return fmt.Errorf("writeback jobs: want at least 1")
+	}
+	if a := t.AutocommitTimeMs; a != nil && (*a < MinAutocommitTimeMs || *a > MaxAutocommitTimeMs) {
+		return fmt.Errorf("autocommit time %d ms: want %d to %d ms", *a, MinAutocommitTimeMs, MaxAutocommitTimeMs)
 	}
 	return nil
 }
@@ -229,6 +298,10 @@ func (t *Tuning) clone() *Tuning {
 	if t.WritebackJobs != nil {
 		v := *t.WritebackJobs
 		c.WritebackJobs = &v
+	}
+	if t.AutocommitTimeMs != nil {
+		v := *t.AutocommitTimeMs
+		c.AutocommitTimeMs = &v
 	}
 	return &c
 }

@@ -23,7 +23,17 @@ func TestSetTuning(t *testing.T) {
 		{"add writeback jobs", &Tuning{HighWatermark: ip(30), LowWatermark: ip(20), WritebackJobs: up(64)}, nil, true},
 		{"low above high", &Tuning{HighWatermark: ip(20), LowWatermark: ip(30)}, ErrInvalidRequest, false},
 		{"over 100", &Tuning{HighWatermark: ip(101)}, ErrInvalidRequest, false},
+		{"high alone below the kernel default low", &Tuning{HighWatermark: ip(30)}, ErrInvalidRequest, false},
+		{"low alone above the kernel default high", &Tuning{LowWatermark: ip(60)}, ErrInvalidRequest, false},
+		{"high alone above the default low", &Tuning{HighWatermark: ip(70)}, nil, true},
 		{"zero jobs", &Tuning{WritebackJobs: up(0)}, ErrInvalidRequest, false},
+		{"add autocommit", &Tuning{HighWatermark: ip(30), LowWatermark: ip(20), WritebackJobs: up(64), AutocommitTimeMs: up(100)}, nil, true},
+		{"autocommit changes alone", &Tuning{HighWatermark: ip(30), LowWatermark: ip(20), WritebackJobs: up(64), AutocommitTimeMs: up(50)}, nil, true},
+		{"autocommit only", &Tuning{AutocommitTimeMs: up(50)}, nil, true},
+		{"autocommit at the minimum", &Tuning{AutocommitTimeMs: up(MinAutocommitTimeMs)}, nil, true},
+		{"autocommit at the maximum", &Tuning{AutocommitTimeMs: up(MaxAutocommitTimeMs)}, nil, true},
+		{"zero autocommit", &Tuning{AutocommitTimeMs: up(0)}, ErrInvalidRequest, false},
+		{"autocommit over a minute", &Tuning{AutocommitTimeMs: up(60001)}, ErrInvalidRequest, false},
 		{"back to defaults", nil, nil, true},
 		{"empty equals nil", &Tuning{}, nil, false},
 	}
@@ -53,11 +63,64 @@ func TestSetTuning(t *testing.T) {
 		t.Fatalf("unknown volume: %v", err)
 	}
 	// Clone is deep for tuning too.
-	_ = l.SetTuning("db", &Tuning{HighWatermark: ip(40)})
+	_ = l.SetTuning("db", &Tuning{HighWatermark: ip(60), AutocommitTimeMs: up(100)})
 	c := l.Clone()
 	cv, _ := c.Volume("db")
 	*cv.Tuning.HighWatermark = 90
-	if v, _ := l.Volume("db"); *v.Tuning.HighWatermark != 40 {
+	*cv.Tuning.AutocommitTimeMs = 7
+	if v, _ := l.Volume("db"); *v.Tuning.HighWatermark != 60 || *v.Tuning.AutocommitTimeMs != 100 {
 		t.Fatal("Clone shares the tuning with the original")
+	}
+}
+
+func TestTuningValidateMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		t    *Tuning
+		want string // "" = valid
+	}{
+		{"nil", nil, ""},
+		{"autocommit 1 ms", &Tuning{AutocommitTimeMs: up(1)}, ""},
+		{"autocommit 60 s", &Tuning{AutocommitTimeMs: up(60000)}, ""},
+		{"autocommit 0", &Tuning{AutocommitTimeMs: up(0)}, "autocommit time 0 ms: want 1 to 60000 ms"},
+		{"autocommit too long", &Tuning{AutocommitTimeMs: up(3600000)}, "autocommit time 3600000 ms: want 1 to 60000 ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.t.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate = %v, want nil", err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Fatalf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTuningEqualAndEmpty(t *testing.T) {
+	tests := []struct {
+		name  string
+		a, b  *Tuning
+		equal bool
+	}{
+		{"nil and empty", nil, &Tuning{}, true},
+		{"autocommit vs nil", &Tuning{AutocommitTimeMs: up(100)}, nil, false},
+		{"same autocommit", &Tuning{AutocommitTimeMs: up(100)}, &Tuning{AutocommitTimeMs: up(100)}, true},
+		{"other autocommit", &Tuning{AutocommitTimeMs: up(100)}, &Tuning{AutocommitTimeMs: up(200)}, false},
+		{"autocommit vs watermark", &Tuning{AutocommitTimeMs: up(100)}, &Tuning{HighWatermark: ip(100)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.Equal(tt.b); got != tt.equal {
+				t.Errorf("Equal = %v, want %v", got, tt.equal)
+			}
+			if got := tt.b.Equal(tt.a); got != tt.equal {
+				t.Errorf("Equal (swapped) = %v, want %v", got, tt.equal)
+			}
+		})
+	}
+	if (&Tuning{AutocommitTimeMs: up(100)}).Empty() {
+		t.Error("a tuning with only an autocommit time is Empty")
 	}
 }

@@ -52,13 +52,21 @@ func ValidBlockSize(b uint32) bool {
 	return b >= 512 && b <= 4096 && b&(b-1) == 0
 }
 
+// ValidReadBlockSize reports whether b is a dm-cache block size a volume
+// may choose: a power of two from MinReadBlockSize to MaxReadBlockSize
+// bytes. 0 (the node default) is not a choice and is not valid here.
+func ValidReadBlockSize(b uint32) bool {
+	return b >= MinReadBlockSize && b <= MaxReadBlockSize && b&(b-1) == 0
+}
+
 // Validate checks that the layout is internally consistent: the pool name
 // and every volume name are valid and volume names unique; the pool, member
 // and volume UUIDs are set and unique; every extent lies on a known device,
 // after ReservedSectors, inside the device, aligned to Alignment and not
 // empty; no two extents on one device overlap; modes and block sizes are
-// valid; a writeback volume has a write cache slice; a read tier has both
-// its slices on SSD members. It reports every problem it finds, each naming
+// valid; a read block size is only set on a volume with a read tier; a
+// writeback volume has a write cache slice; a read tier has both its
+// slices on SSD members. It reports every problem it finds, each naming
 // the volume, member or extent at fault, joined with errors.Join.
 //
 // Validate does not enforce the minimum sizes (see MinMemberBytes): those
@@ -149,6 +157,14 @@ func (l *Layout) Validate() error {
 		}
 		if !ValidBlockSize(v.BlockSize) {
 			add("%s: block size %d: want a power of two from 512 to 4096", who, v.BlockSize)
+		}
+		if v.ReadBlockSize != 0 {
+			switch {
+			case !ValidReadBlockSize(v.ReadBlockSize):
+				add("%s: read block size %d: want a power of two from %s to %s", who, v.ReadBlockSize, FormatBytes(MinReadBlockSize), FormatBytes(MaxReadBlockSize))
+			case v.ReadCache == nil:
+				add("%s: read block size %d set without a read cache", who, v.ReadBlockSize)
+			}
 		}
 		if (v.ReadCache == nil) != (v.ReadMeta == nil) {
 			add("%s: read tier needs both a read cache and a read meta slice", who)

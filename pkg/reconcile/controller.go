@@ -26,8 +26,9 @@ type Engine interface {
 	// the live tables as joined *engine.DriftError, or another error.
 	CheckVolume(ctx context.Context, name string) error
 	RepairVolume(ctx context.Context, name string) ([]string, error)
-	// SetTuning sets the write tier's watermarks and write-back jobs (nil:
-	// node defaults) and reports whether anything changed.
+	// SetTuning sets the write tier's watermarks, write-back jobs and
+	// autocommit time (nil: node defaults) and reports whether anything
+	// changed.
 	SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error)
 }
 

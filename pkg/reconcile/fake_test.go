@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,7 +139,11 @@ func alignUp(b uint64) uint64 {
 func (f *fakeEngine) CreateVolume(ctx context.Context, poolName string, req pool.VolumeRequest) (engine.VolumeInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("create %s pool=%s mode=%s", req.Name, poolName, req.Mode)
+	if req.ReadBlockSize != 0 {
+		f.record("create %s pool=%s mode=%s read-block-size=%d", req.Name, poolName, req.Mode, req.ReadBlockSize)
+	} else {
+		f.record("create %s pool=%s mode=%s", req.Name, poolName, req.Mode)
+	}
 	if poolName == "" && len(f.pools) == 1 {
 		poolName = f.pools[0]
 	}
@@ -157,6 +162,11 @@ func (f *fakeEngine) CreateVolume(ctx context.Context, poolName string, req pool
 	}
 	v := &fakeVol{info: engine.VolumeInfo{Name: req.Name, Pool: poolName, Mode: mode, State: "active",
 		SizeBytes: alignUp(req.Size), WriteCacheBytes: alignUp(req.WriteCache), ReadCacheBytes: alignUp(req.ReadCache), BlockSize: 4096}}
+	if req.ReadCache > 0 {
+		// Like the engine: the volume records the node default (64 KiB)
+		// when the request chose none.
+		v.info.ReadBlockSize = cmp.Or(req.ReadBlockSize, 64<<10)
+	}
 	f.vols[req.Name] = v
 	return f.view(v), nil
 }
@@ -283,7 +293,11 @@ func tuningString(t *pool.Tuning) string {
 	if t.WritebackJobs != nil {
 		u = fmt.Sprint(*t.WritebackJobs)
 	}
-	return fmt.Sprintf("hw=%s lw=%s jobs=%s", i(t.HighWatermark), i(t.LowWatermark), u)
+	s := fmt.Sprintf("hw=%s lw=%s jobs=%s", i(t.HighWatermark), i(t.LowWatermark), u)
+	if t.AutocommitTimeMs != nil {
+		s += fmt.Sprintf(" autocommit=%d", *t.AutocommitTimeMs)
+	}
+	return s
 }
 
 // fakeSSDs is a settable SSD inventory.

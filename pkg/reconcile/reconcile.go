@@ -408,7 +408,7 @@ func (c *Controller) ssdFacts(ctx context.Context, name, poolName string, vs *vo
 func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy.Decision, tuning *pool.Tuning, st store.VolumeStatus) outcome {
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
-		Mode: d.Mode, BlockSize: spec.BlockSize,
+		Mode: d.Mode, BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
 	}
 	st.State = StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {
@@ -454,6 +454,10 @@ func mismatch(spec store.VolumeSpec, v engine.VolumeInfo) string {
 		if up(f.spec) != f.got {
 			diffs = append(diffs, fmt.Sprintf("%s %d bytes, spec asks %d", f.what, f.got, f.spec))
 		}
+	}
+	// 0 in the spec means the node's default, whatever the volume has.
+	if spec.ReadBlockSize != 0 && spec.ReadBlockSize != v.ReadBlockSize {
+		diffs = append(diffs, fmt.Sprintf("read block size %d bytes, spec asks %d", v.ReadBlockSize, spec.ReadBlockSize))
 	}
 	if len(diffs) == 0 {
 		return ""
@@ -646,7 +650,8 @@ func (c *Controller) withProgress(ctx context.Context, st store.VolumeStatus, ac
 // policyTuning is the write-tier tuning an effective policy asks for; nil
 // when it sets none (node defaults).
 func policyTuning(p store.Policy) *pool.Tuning {
-	t := &pool.Tuning{HighWatermark: p.HighWatermark, LowWatermark: p.LowWatermark, WritebackJobs: p.WritebackJobs}
+	t := &pool.Tuning{HighWatermark: p.HighWatermark, LowWatermark: p.LowWatermark, WritebackJobs: p.WritebackJobs,
+		AutocommitTimeMs: p.AutocommitTimeMs}
 	if t.Empty() {
 		return nil
 	}

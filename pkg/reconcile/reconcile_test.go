@@ -634,3 +634,38 @@ func TestPolicyTuning(t *testing.T) {
 		t.Fatalf("tuned %d times to defaults, want once (calls since: %q)", got, e.eng.Calls()[before:])
 	}
 }
+
+// TestPolicyAutocommit checks that the effective policy's autocommit time
+// reaches the engine with the volume's tuning, like the watermarks.
+func TestPolicyAutocommit(t *testing.T) {
+	e := newEnv(t, nil).start()
+	ac := uint64(100)
+	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", AutocommitTimeMs: &ac}, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.createSpec(spec("db"))
+	waitFor(t, "policy autocommit applied at creation", func() bool { return e.eng.count("tune db hw=- lw=- jobs=- autocommit=100") == 1 })
+}
+
+// TestSpecReadBlockSize checks that the read block size of a spec reaches
+// the engine's create request, and that a volume whose read block size
+// differs from its spec is reported rather than changed.
+func TestSpecReadBlockSize(t *testing.T) {
+	e := newEnv(t, nil).start()
+	s := spec("db")
+	s.ReadCacheBytes, s.ReadBlockSize = 256<<20, 256<<10
+	e.createSpec(s)
+	waitFor(t, "volume created", func() bool { return e.eng.exists("db") })
+	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writeback read-block-size=262144"}) {
+		t.Fatalf("engine calls = %q", got)
+	}
+	e.updateSpec("db", func(s *store.VolumeSpec) { s.ReadBlockSize = 1 << 20 })
+	e.waitStatus("db", "read block size mismatch reported", func(st store.VolumeStatus) bool {
+		return slices.ContainsFunc(st.Alerts, func(a string) bool {
+			return strings.Contains(a, "spec_mismatch") && strings.Contains(a, "read block size 262144 bytes, spec asks 1048576")
+		})
+	})
+	if n := e.eng.count("create db"); n != 1 {
+		t.Fatalf("volume created %d times, want once (the block size is not changed in place)", n)
+	}
+}

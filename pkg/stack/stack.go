@@ -39,8 +39,10 @@ type Tuning struct {
 	AutocommitBlocks            *uint64
 	AutocommitTimeMs            *uint64
 
-	// ReadBlockSectors is the dm-cache block size in 512-byte sectors.
-	// Small blocks suit the 4-16 KiB random reads of a database.
+	// ReadBlockSectors is the dm-cache block size in 512-byte sectors
+	// that new volumes record when their request names none (see
+	// ReadBlockSectors); volumes keep theirs for life, so changing it
+	// changes no existing table.
 	ReadBlockSectors uint64
 	// ReadPolicyArgs are dm-cache policy arguments as key/value pairs.
 	ReadPolicyArgs []string
@@ -130,15 +132,11 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		if err != nil {
 			return Stack{}, err
 		}
-		bs := t.ReadBlockSectors
-		if bs == 0 {
-			bs = DefaultTuning().ReadBlockSectors
-		}
 		cp := dm.CacheParams{
 			Metadata:   meta.Path(),
 			Cache:      data.Path(),
 			Origin:     origin.Path(),
-			BlockSize:  bs,
+			BlockSize:  ReadBlockSectors(v),
 			Features:   []string{"metadata2", "writethrough"},
 			Policy:     "smq",
 			PolicyArgs: t.ReadPolicyArgs,
@@ -164,6 +162,32 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 	}
 	add(RoleTop, top)
 	return s, nil
+}
+
+// ReadBlockSectors returns the dm-cache block size of a volume's read tier
+// in sectors: the volume's own, recorded at creation. The block size is
+// fixed for the life of the cache (dm-cache refuses a table with another
+// one over existing metadata), which is why the volume records its choice
+// rather than following the node's setting; volumes made before volumes
+// recorded it all used 64 KiB.
+func ReadBlockSectors(v pool.Volume) uint64 {
+	if v.ReadBlockSize != 0 {
+		return uint64(v.ReadBlockSize) / pool.SectorSize
+	}
+	return legacyReadBlockSectors
+}
+
+// legacyReadBlockSectors is the read-tier block size of volumes that
+// recorded none: 64 KiB, the only size tidecache used before.
+const legacyReadBlockSectors = 128
+
+// NewReadBlockSectors is the read-tier block size a new volume gets when
+// its request names none: the node's tuning, else tidecache's default.
+func NewReadBlockSectors(t Tuning) uint64 {
+	if t.ReadBlockSectors != 0 {
+		return t.ReadBlockSectors
+	}
+	return DefaultTuning().ReadBlockSectors
 }
 
 // WritecacheParams returns the dm-writecache parameters of a volume's write
@@ -195,6 +219,9 @@ func WritecacheParams(v pool.Volume, lower, cache string, t Tuning) dm.Writecach
 		}
 		if vt.WritebackJobs != nil {
 			p.WritebackJobs = vt.WritebackJobs
+		}
+		if vt.AutocommitTimeMs != nil {
+			p.AutocommitTimeMs = vt.AutocommitTimeMs
 		}
 	}
 	return p

@@ -52,6 +52,11 @@ func TestBuildGolden(t *testing.T) {
 	volHi := 30
 	tunedVol := noRead
 	tunedVol.Tuning = &pool.Tuning{HighWatermark: &volHi}
+	nodeAutocommit, volAutocommit := uint64(1000), uint64(100)
+	autocommitVol := noRead
+	autocommitVol.Tuning = &pool.Tuning{AutocommitTimeMs: &volAutocommit}
+	bigReadBlocks := testVolume()
+	bigReadBlocks.ReadBlockSize = 256 << 10
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -66,6 +71,13 @@ func TestBuildGolden(t *testing.T) {
 		{"writeback-tuned", noRead, pool.ModeWriteback, Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}},
 		// The volume's own tuning (from policy) wins over the node's.
 		{"writeback-volume-tuned", tunedVol, pool.ModeWriteback, Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}},
+		// The volume's autocommit time wins over the node's; the node's
+		// other knobs stay.
+		{"writeback-volume-autocommit", autocommitVol, pool.ModeWriteback, Tuning{WritebackJobs: &jobs, AutocommitTimeMs: &nodeAutocommit}},
+		// The read block size the volume chose at creation (256 KiB = 512
+		// sectors) wins over the node's 64 KiB.
+		{"writeback-readtier-blocksize", bigReadBlocks, pool.ModeWriteback, DefaultTuning()},
+		{"writethrough-readtier-blocksize", bigReadBlocks, pool.ModeWritethrough, DefaultTuning()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -101,6 +113,35 @@ func TestBuildGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestReadBlockSectors(t *testing.T) {
+	vol := func(rbs uint32) pool.Volume { v := testVolume(); v.ReadBlockSize = rbs; return v }
+	cases := []struct {
+		name string
+		vol  pool.Volume
+		t    Tuning
+		want uint64
+	}{
+		{"recorded none: 64 KiB, whatever the node says", vol(0), Tuning{ReadBlockSectors: 256}, 128},
+		{"volume's own", vol(1 << 20), Tuning{ReadBlockSectors: 256}, 2048},
+		{"smallest", vol(pool.MinReadBlockSize), DefaultTuning(), 64},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ReadBlockSectors(tc.vol); got != tc.want {
+				t.Errorf("ReadBlockSectors = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		t    Tuning
+		want uint64
+	}{{DefaultTuning(), DefaultTuning().ReadBlockSectors}, {Tuning{ReadBlockSectors: 256}, 256}, {Tuning{}, DefaultTuning().ReadBlockSectors}} {
+		if got := NewReadBlockSectors(tc.t); got != tc.want {
+			t.Errorf("NewReadBlockSectors(%+v) = %d, want %d", tc.t, got, tc.want)
+		}
 	}
 }
 

@@ -56,6 +56,10 @@ type VolumeSpec struct {
 	// BlockSize is the dm-writecache block size; 0 means
 	// pool.DefaultBlockSize.
 	BlockSize uint32 `json:"blockSize,omitempty"`
+	// ReadBlockSize is the read tier's dm-cache block size in bytes, a
+	// power of two from 32 KiB to 1 MiB; 0 means the node's default. It
+	// needs ReadCacheBytes and is fixed once the volume exists.
+	ReadBlockSize uint32 `json:"readBlockSize,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
 }
@@ -91,6 +95,14 @@ func (v VolumeSpec) Validate() error {
 	}
 	if v.BlockSize != 0 && !pool.ValidBlockSize(v.BlockSize) {
 		add(fmt.Errorf("blockSize %d: want a power of two from 512 to 4096", v.BlockSize))
+	}
+	if v.ReadBlockSize != 0 {
+		switch {
+		case v.ReadCacheBytes == 0:
+			add(fmt.Errorf("readBlockSize %d needs readCacheBytes greater than 0", v.ReadBlockSize))
+		case !pool.ValidReadBlockSize(v.ReadBlockSize):
+			add(fmt.Errorf("readBlockSize %d: want a power of two from %d to %d", v.ReadBlockSize, pool.MinReadBlockSize, pool.MaxReadBlockSize))
+		}
 	}
 	if v.Policy != "" {
 		if err := pool.ValidateName("policy", v.Policy); err != nil {
@@ -244,6 +256,10 @@ type Policy struct {
 	LowWatermark  *int `json:"lowWatermark,omitempty"`
 	// WritebackJobs limits dm-writecache's writeback I/Os in flight.
 	WritebackJobs *uint64 `json:"writebackJobs,omitempty"`
+	// AutocommitTimeMs is dm-writecache's autocommit_time in milliseconds
+	// (kernel default 1000; 1 to 60000): shorter makes FUA-only writes
+	// durable sooner at the cost of more metadata writes to the SSD.
+	AutocommitTimeMs *uint64 `json:"autocommitTimeMs,omitempty"`
 	// SequentialBypassBytes: sequential writes of at least this size go
 	// around the write cache where the kernel target allows it; 0 = off.
 	SequentialBypassBytes uint64 `json:"sequentialBypassBytes,omitempty"`
@@ -282,6 +298,9 @@ func (p Policy) Validate() error {
 	}
 	if p.WritebackJobs != nil && *p.WritebackJobs == 0 {
 		add("writebackJobs 0: want at least 1 (leave it unset for the kernel default)")
+	}
+	if a := p.AutocommitTimeMs; a != nil && (*a < pool.MinAutocommitTimeMs || *a > pool.MaxAutocommitTimeMs) {
+		add("autocommitTimeMs %d: want %d to %d (leave it unset for the kernel default)", *a, pool.MinAutocommitTimeMs, pool.MaxAutocommitTimeMs)
 	}
 	if p.FlushInterval < 0 {
 		add("flushInterval %s: must not be negative", p.FlushInterval)

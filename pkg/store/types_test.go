@@ -30,6 +30,11 @@ func TestVolumeSpecValidate(t *testing.T) {
 		{"writeback without write tier", func(v *store.VolumeSpec) { v.WriteCacheBytes = 0 }, "writeCacheBytes"},
 		{"block size", func(v *store.VolumeSpec) { v.BlockSize = 8192 }, "blockSize"},
 		{"policy name", func(v *store.VolumeSpec) { v.Policy = "-x" }, "invalid policy name"},
+		{"read block size", func(v *store.VolumeSpec) { v.ReadCacheBytes, v.ReadBlockSize = 10<<30, 256<<10 }, ""},
+		{"read block size not a power of two", func(v *store.VolumeSpec) { v.ReadCacheBytes, v.ReadBlockSize = 10<<30, 96<<10 },
+			"readBlockSize 98304: want a power of two from 32768 to 1048576"},
+		{"read block size too large", func(v *store.VolumeSpec) { v.ReadCacheBytes, v.ReadBlockSize = 10<<30, 2<<20 }, "readBlockSize 2097152"},
+		{"read block size without read cache", func(v *store.VolumeSpec) { v.ReadBlockSize = 64 << 10 }, "readBlockSize 65536 needs readCacheBytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +60,7 @@ func TestPolicyValidate(t *testing.T) {
 	}{
 		{"empty", store.Policy{Name: "default"}, ""},
 		{"full", store.Policy{
-			Name: "oltp", Mode: "writeback", HighWatermark: ptr(60), LowWatermark: ptr(40), WritebackJobs: ptr(uint64(64)),
+			Name: "oltp", Mode: "writeback", HighWatermark: ptr(60), LowWatermark: ptr(40), WritebackJobs: ptr(uint64(64)), AutocommitTimeMs: ptr(uint64(100)),
 			SequentialBypassBytes: 1 << 20, FlushInterval: store.Duration(time.Hour), WearThresholdPercent: 90, OnSSDError: "none",
 		}, ""},
 		{"zero watermarks", store.Policy{Name: "p", HighWatermark: ptr(0), LowWatermark: ptr(0)}, ""},
@@ -65,6 +70,9 @@ func TestPolicyValidate(t *testing.T) {
 		{"low watermark", store.Policy{Name: "p", LowWatermark: ptr(-1)}, "lowWatermark -1"},
 		{"low above high", store.Policy{Name: "p", HighWatermark: ptr(40), LowWatermark: ptr(50)}, "above highWatermark"},
 		{"writeback jobs", store.Policy{Name: "p", WritebackJobs: ptr(uint64(0))}, "writebackJobs"},
+		{"autocommit", store.Policy{Name: "p", AutocommitTimeMs: ptr(uint64(100))}, ""},
+		{"zero autocommit", store.Policy{Name: "p", AutocommitTimeMs: ptr(uint64(0))}, "autocommitTimeMs 0: want 1 to 60000"},
+		{"long autocommit", store.Policy{Name: "p", AutocommitTimeMs: ptr(uint64(60001))}, "autocommitTimeMs 60001"},
 		{"negative flush interval", store.Policy{Name: "p", FlushInterval: -1}, "flushInterval"},
 		{"tiny flush interval", store.Policy{Name: "p", FlushInterval: store.Duration(time.Millisecond)}, "at least 1s"},
 		{"wear threshold", store.Policy{Name: "p", WearThresholdPercent: 150}, "wearThresholdPercent"},

@@ -284,6 +284,8 @@ func FuzzDecodePayload(f *testing.F) {
 	f.Add(payloadOf(mustEncode(f, Superblock{Role: RoleOrigin, DeviceUUID: l.UUID, Layout: *l})), uint64(4), uint8(RoleOrigin))
 	f.Add([]byte(`{"device_uuid":"m","pool":{"name":"p","uuid":"u","generation":1,"origin":{"size_sectors":99999999},"members":[{"uuid":"m","size_sectors":99999999}],"volumes":[{"name":"v","uuid":"v","mode":"writeback","origin":{"offset":8192,"length":2048},"write_cache":{"member":"m","offset":18446744073709549568,"length":4096},"block_size":4096}]}}`), uint64(1), uint8(RoleSSD))
 	f.Add([]byte(`{}`), uint64(0), uint8(0))
+	// The optional fields added within format 1.
+	f.Add([]byte(`{"device_uuid":"m","pool":{"name":"p","uuid":"u","generation":1,"origin":{"size_sectors":99999999},"members":[{"uuid":"m","size_sectors":99999999}],"volumes":[{"name":"v","uuid":"v","mode":"writethrough","origin":{"offset":8192,"length":2048},"read_cache":{"member":"m","offset":8192,"length":32768},"read_meta":{"member":"m","offset":40960,"length":16384},"block_size":4096,"read_block_size":262144,"tuning":{"autocommit_time_ms":100}}]}}`), uint64(1), uint8(RoleSSD))
 
 	f.Fuzz(func(t *testing.T, payload []byte, gen uint64, role uint8) {
 		if len(payload) > SlotSize-HeaderSize {

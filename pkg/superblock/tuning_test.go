@@ -1,6 +1,10 @@
 package superblock
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -37,5 +41,112 @@ func TestTuningRoundTrip(t *testing.T) {
 	}
 	if p := string(payloadOf(mustEncode(t, ssdSB(l)))); strings.Contains(p, "tuning") {
 		t.Errorf("untuned volume writes a tuning key:\n%s", p)
+	}
+}
+
+// oldPayload returns the format 1 payload in testdata written before the
+// optional read_block_size and autocommit_time_ms fields existed.
+func oldPayload(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "v1-payload-before-read-block-size.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(b)
+}
+
+// TestDecodeOlderV1Payload checks a payload written before the optional
+// fields were added still decodes to what it meant (node defaults for both)
+// and that writing the same layout back produces the same bytes, so a
+// pool that uses neither field stays readable by the older binary.
+func TestDecodeOlderV1Payload(t *testing.T) {
+	payload := oldPayload(t)
+	sb, err := Decode(rawImage(setGen(5), payload))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	for _, v := range sb.Layout.Volumes {
+		if v.ReadBlockSize != 0 {
+			t.Errorf("volume %s: ReadBlockSize %d, want 0 (node default)", v.Name, v.ReadBlockSize)
+		}
+	}
+	logs, ok := sb.Layout.Volume("logs")
+	if !ok || logs.Tuning == nil {
+		t.Fatal("volume logs lost its tuning")
+	}
+	if logs.Tuning.AutocommitTimeMs != nil || *logs.Tuning.HighWatermark != 30 || *logs.Tuning.LowWatermark != 20 || *logs.Tuning.WritebackJobs != 64 {
+		t.Errorf("logs tuning = %+v, want watermarks 30/20, 64 jobs, no autocommit time", *logs.Tuning)
+	}
+	if got := payloadOf(mustEncode(t, sb)); !bytes.Equal(got, payload) {
+		t.Errorf("re-encoded payload differs from the older one:\n got %s\nwant %s", got, payload)
+	}
+}
+
+// TestReadBlockSizeAndAutocommitRoundTrip checks the two optional fields
+// survive the superblock under their documented names.
+func TestReadBlockSizeAndAutocommitRoundTrip(t *testing.T) {
+	l := testLayout(t)
+	db, _ := l.Volume("db")
+	db.ReadBlockSize = 256 << 10
+	ac := uint64(100)
+	if err := l.SetTuning("logs", &pool.Tuning{AutocommitTimeMs: &ac}); err != nil {
+		t.Fatal(err)
+	}
+	sb := ssdSB(l)
+	img := mustEncode(t, sb)
+	p := string(payloadOf(img))
+	for _, key := range []string{`"block_size":4096,"read_block_size":262144,"created_unix"`, `"tuning":{"autocommit_time_ms":100}`} {
+		if !strings.Contains(p, key) {
+			t.Errorf("payload lacks %s:\n%s", key, p)
+		}
+	}
+	if n := strings.Count(p, "read_block_size"); n != 1 {
+		t.Errorf("read_block_size written %d times, want only for the volume that chose one", n)
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sb) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got.Layout.Volumes, sb.Layout.Volumes)
+	}
+}
+
+// TestDecodeRejectsBadOptionalFields checks the new fields are decoded as
+// strictly as the rest: a misspelt key is unknown, a bad value fails
+// validation before it can reach a dm table.
+func TestDecodeRejectsBadOptionalFields(t *testing.T) {
+	payload := string(oldPayload(t))
+	edit := func(old, new string) []byte {
+		t.Helper()
+		if !strings.Contains(payload, old) {
+			t.Fatalf("fixture lacks %s", old)
+		}
+		return []byte(strings.Replace(payload, old, new, 1))
+	}
+	dbBlock := `"block_size":4096,"created_unix":1700000000},{"name":"logs"`
+	tests := []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{"misspelt read block size", edit(dbBlock, `"block_size":4096,"read_blocksize":65536,"created_unix":1700000000},{"name":"logs"`),
+			`unknown field "read_blocksize"`},
+		{"misspelt autocommit", edit(`"writeback_jobs":64}`, `"writeback_jobs":64,"autocommit_ms":100}`), `unknown field "autocommit_ms"`},
+		{"read block size not a power of two", edit(dbBlock, `"block_size":4096,"read_block_size":98304,"created_unix":1700000000},{"name":"logs"`),
+			`volume "db": read block size 98304: want a power of two`},
+		{"read block size without read tier", edit(`"block_size":512,`, `"block_size":512,"read_block_size":65536,`),
+			`volume "logs": read block size 65536 set without a read cache`},
+		{"autocommit zero", edit(`"writeback_jobs":64}`, `"writeback_jobs":64,"autocommit_time_ms":0}`), "autocommit time 0 ms"},
+		{"autocommit too long", edit(`"writeback_jobs":64}`, `"writeback_jobs":64,"autocommit_time_ms":3600000}`), "autocommit time 3600000 ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode(rawImage(setGen(5), tt.payload))
+			var ce *CorruptError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Decode = %v, want *CorruptError containing %q", err, tt.want)
+			}
+		})
 	}
 }

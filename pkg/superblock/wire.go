@@ -41,15 +41,20 @@ type wireExtent struct {
 }
 
 type wireVolume struct {
-	Name        string      `json:"name"`
-	UUID        string      `json:"uuid"`
-	Mode        string      `json:"mode"`
-	Origin      wireExtent  `json:"origin"`
-	WriteCache  *wireExtent `json:"write_cache"`
-	ReadCache   *wireExtent `json:"read_cache"`
-	ReadMeta    *wireExtent `json:"read_meta"`
-	BlockSize   uint32      `json:"block_size"`
-	CreatedUnix int64       `json:"created_unix"`
+	Name       string      `json:"name"`
+	UUID       string      `json:"uuid"`
+	Mode       string      `json:"mode"`
+	Origin     wireExtent  `json:"origin"`
+	WriteCache *wireExtent `json:"write_cache"`
+	ReadCache  *wireExtent `json:"read_cache"`
+	ReadMeta   *wireExtent `json:"read_meta"`
+	BlockSize  uint32      `json:"block_size"`
+	// ReadBlockSize (the dm-cache block size in bytes) was added in format
+	// 1 as an optional field, written only when the volume chose one:
+	// older payloads decode to 0, the node default they ran with, and a
+	// volume that never chose one keeps a payload older binaries read.
+	ReadBlockSize uint32 `json:"read_block_size,omitempty"`
+	CreatedUnix   int64  `json:"created_unix"`
 	// Tuning was added in format 1 as an optional field: older payloads
 	// decode with no tuning (node defaults), which is what they ran with.
 	Tuning *wireTuning `json:"tuning,omitempty"`
@@ -59,20 +64,25 @@ type wireTuning struct {
 	HighWatermark *int    `json:"high_watermark,omitempty"`
 	LowWatermark  *int    `json:"low_watermark,omitempty"`
 	WritebackJobs *uint64 `json:"writeback_jobs,omitempty"`
+	// AutocommitTimeMs was added later, optional like the rest: a tuning
+	// without it decodes with the node's autocommit time.
+	AutocommitTimeMs *uint64 `json:"autocommit_time_ms,omitempty"`
 }
 
 func tuningToWire(t *pool.Tuning) *wireTuning {
 	if t.Empty() {
 		return nil
 	}
-	return &wireTuning{HighWatermark: t.HighWatermark, LowWatermark: t.LowWatermark, WritebackJobs: t.WritebackJobs}
+	return &wireTuning{HighWatermark: t.HighWatermark, LowWatermark: t.LowWatermark, WritebackJobs: t.WritebackJobs,
+		AutocommitTimeMs: t.AutocommitTimeMs}
 }
 
 func tuningFromWire(w *wireTuning) *pool.Tuning {
 	if w == nil {
 		return nil
 	}
-	t := &pool.Tuning{HighWatermark: w.HighWatermark, LowWatermark: w.LowWatermark, WritebackJobs: w.WritebackJobs}
+	t := &pool.Tuning{HighWatermark: w.HighWatermark, LowWatermark: w.LowWatermark, WritebackJobs: w.WritebackJobs,
+		AutocommitTimeMs: w.AutocommitTimeMs}
 	if t.Empty() {
 		return nil
 	}
@@ -97,16 +107,17 @@ func toWire(sb *Superblock) *wireV1 {
 	}
 	for _, v := range l.Volumes {
 		w.Pool.Volumes = append(w.Pool.Volumes, wireVolume{
-			Name:        v.Name,
-			UUID:        v.UUID,
-			Mode:        string(v.Mode),
-			Origin:      extentToWire(v.Origin),
-			WriteCache:  extentPtrToWire(v.WriteCache),
-			ReadCache:   extentPtrToWire(v.ReadCache),
-			ReadMeta:    extentPtrToWire(v.ReadMeta),
-			BlockSize:   v.BlockSize,
-			CreatedUnix: v.CreatedUnix,
-			Tuning:      tuningToWire(v.Tuning),
+			Name:          v.Name,
+			UUID:          v.UUID,
+			Mode:          string(v.Mode),
+			Origin:        extentToWire(v.Origin),
+			WriteCache:    extentPtrToWire(v.WriteCache),
+			ReadCache:     extentPtrToWire(v.ReadCache),
+			ReadMeta:      extentPtrToWire(v.ReadMeta),
+			BlockSize:     v.BlockSize,
+			ReadBlockSize: v.ReadBlockSize,
+			CreatedUnix:   v.CreatedUnix,
+			Tuning:        tuningToWire(v.Tuning),
 		})
 	}
 	return w
@@ -130,16 +141,17 @@ func fromWire(w *wireV1, role Role) Superblock {
 	}
 	for _, v := range p.Volumes {
 		sb.Layout.Volumes = append(sb.Layout.Volumes, pool.Volume{
-			Name:        v.Name,
-			UUID:        v.UUID,
-			Mode:        pool.Mode(v.Mode),
-			Origin:      extentFromWire(v.Origin),
-			WriteCache:  extentPtrFromWire(v.WriteCache),
-			ReadCache:   extentPtrFromWire(v.ReadCache),
-			ReadMeta:    extentPtrFromWire(v.ReadMeta),
-			BlockSize:   v.BlockSize,
-			CreatedUnix: v.CreatedUnix,
-			Tuning:      tuningFromWire(v.Tuning),
+			Name:          v.Name,
+			UUID:          v.UUID,
+			Mode:          pool.Mode(v.Mode),
+			Origin:        extentFromWire(v.Origin),
+			WriteCache:    extentPtrFromWire(v.WriteCache),
+			ReadCache:     extentPtrFromWire(v.ReadCache),
+			ReadMeta:      extentPtrFromWire(v.ReadMeta),
+			BlockSize:     v.BlockSize,
+			ReadBlockSize: v.ReadBlockSize,
+			CreatedUnix:   v.CreatedUnix,
+			Tuning:        tuningFromWire(v.Tuning),
 		})
 	}
 	return sb
