@@ -141,7 +141,7 @@ blocks.`,
 	f.StringVar(&cf.size, "size", "", "volume size (e.g. 100G)")
 	f.StringVar(&cf.writeCache, "write-cache", "0", "write-back cache size on SSD (dm-writecache); 0 for none")
 	f.StringVar(&cf.readCache, "read-cache", "0", "read cache size on SSD (dm-cache smq); 0 for none")
-	f.StringVar(&cf.readBlockSize, "read-block-size", "", "read cache block size, a power of two from 32K to 1M (default: the node's, 64K); needs --read-cache")
+	f.StringVar(&cf.readBlockSize, "read-block-size", "", "read cache block size, a power of two from 32K to 1M (default 256K; 64K suits a sparse hot set larger than the cache); needs --read-cache")
 	f.StringVar(&cf.mode, "mode", string(pool.ModeWriteback), "initial mode: writeback, writethrough or passthrough")
 	f.Uint32Var(&cf.blockSize, "block-size", 4096, "write-cache block size in bytes (512-4096, power of two)")
 	f.StringVar(&node, "node", "", "cluster mode: node to create the volume on (default: the leader places it)")

@@ -16,8 +16,8 @@ func TestWithReadBlockSize(t *testing.T) {
 		want   uint32
 	}{
 		{"no read cache stays unset", pool.VolumeRequest{WriteCache: 1 << 30}, stack.DefaultTuning(), 0},
-		{"read cache gets the node default", pool.VolumeRequest{ReadCache: 1 << 30}, stack.DefaultTuning(), 64 << 10},
-		{"read cache gets the node's tuning", pool.VolumeRequest{ReadCache: 1 << 30}, stack.Tuning{ReadBlockSectors: 512}, 256 << 10},
+		{"read cache gets the node default", pool.VolumeRequest{ReadCache: 1 << 30}, stack.DefaultTuning(), 256 << 10},
+		{"read cache gets the node's tuning", pool.VolumeRequest{ReadCache: 1 << 30}, stack.Tuning{ReadBlockSectors: 128}, 64 << 10},
 		{"the volume's choice stays", pool.VolumeRequest{ReadCache: 1 << 30, ReadBlockSize: 1 << 20}, stack.Tuning{ReadBlockSectors: 512}, 1 << 20},
 		// Left for AddVolume to refuse, not silently dropped.
 		{"a choice without read cache stays", pool.VolumeRequest{ReadBlockSize: 1 << 20}, stack.DefaultTuning(), 1 << 20},
