@@ -12,6 +12,9 @@ N       ?= 100
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static kmod cpio \
 	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd xz-utils prometheus curl
+# What `make bench` adds: the peers it measures tidecache against (bcache,
+# lvm2), the partitioning tool, and the database benchmark.
+BENCH_PACKAGES := bcache-tools lvm2 fdisk mariadb-server sysbench
 
 .PHONY: help
 help: ## Show this help.
@@ -19,13 +22,17 @@ help: ## Show this help.
 
 .PHONY: deps
 deps: ## Install the apt packages and Go modules the demo and tests need (idempotent).
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+	@$(GO) mod download
+
+.PHONY: apt-install
+apt-install:
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "deps: installing $$missing"; \
 		if [ "$$(id -u)" != 0 ]; then echo "deps: run as root (apt-get install)" >&2; exit 1; fi; \
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
-	@$(GO) mod download
 
 .PHONY: build
 build: ## Build tidectl and tidecached into bin/.
@@ -63,8 +70,14 @@ test-crash: ## Power-cut test with N cycles (default 100): make test-crash N=100
 	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut' ./tests/vm/ -crash-cycles=$(N)
 
 .PHONY: bench
-bench: deps build ## Benchmark raw SSD, bare RAID10 and the cached volume in one VM run.
-	$(GO) run ./tests/bench
+bench: deps ## tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB): full run <60 min to docs/, QUICK=1 <15 min to .cache/bench/.
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
+ifdef QUICK
+	$(GO) run ./tests/bench -quick -out .cache/bench/benchmarks.md
+else
+	$(GO) run ./tests/bench -out docs/benchmarks.md
+	$(GO) run ./tests/bench/controlplane -out docs/benchmarks.md
+endif
 
 .PHONY: fuzz
 fuzz: ## Run the fuzz tests for a short while each.

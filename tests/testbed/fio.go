@@ -60,16 +60,22 @@ func (d Durability) String() string {
 // use libaio.
 type Job struct {
 	Name      string
-	Device    string        // guest block device
-	RW        string        // fio rw: randwrite, randread, randrw...
-	BlockSize int           // bytes; default 4096
-	IODepth   int           // default 1
-	RWMixRead int           // percent reads, for randrw
-	Offset    int64         // first byte of the region the job touches
-	Size      int64         // bytes of the region; 0: to the end of the device
-	Runtime   time.Duration // measured time, whole seconds
-	Ramp      time.Duration // run before measuring (fio ramp_time)
-	Writes    Durability
+	Device    string // guest block device
+	RW        string // fio rw: randwrite, randread, randrw...
+	BlockSize int    // bytes; default 4096
+	// BlockSplit, when set, is a fio bssplit ("4k/60:64k/40"): a mix of
+	// request sizes by share of requests; BlockSize is then ignored.
+	BlockSplit string
+	IODepth    int           // default 1
+	RWMixRead  int           // percent reads, for randrw
+	Offset     int64         // first byte of the region the job touches
+	Size       int64         // bytes of the region; 0: to the end of the device
+	Runtime    time.Duration // measured time, whole seconds
+	Ramp       time.Duration // run before measuring (fio ramp_time)
+	Writes     Durability
+	// Once makes the job one pass over its region (no time_based): it
+	// ends when every block has been touched once, or at Runtime.
+	Once bool
 	// SplitRegion, in an Interleaved run, gives slice k of every device
 	// its own k-th part of the region, so that no slice touches a block
 	// an earlier slice wrote: with fio's random map (no block twice per
@@ -115,13 +121,19 @@ func (j Job) globalArgs() ([]string, error) {
 	args := []string{
 		"fio", "--ioengine=" + j.engine(), "--direct=1",
 		"--rw=" + j.RW, "--bs=" + strconv.Itoa(j.BlockSize), "--iodepth=" + strconv.Itoa(j.IODepth),
-		"--time_based", "--runtime=" + strconv.Itoa(int(j.Runtime/time.Second)),
+		"--runtime=" + strconv.Itoa(int(j.Runtime/time.Second)),
 		"--offset=" + strconv.FormatInt(j.Offset, 10),
 		"--lat_percentiles=1", "--percentile_list=" + percentileList,
 		"--unified_rw_reporting=both", "--output-format=json+",
 	}
+	if !j.Once {
+		args = append(args, "--time_based")
+	}
 	if j.Size > 0 {
 		args = append(args, "--size="+strconv.FormatInt(j.Size, 10))
+	}
+	if j.BlockSplit != "" {
+		args = append(args, "--bssplit="+j.BlockSplit)
 	}
 	if j.Ramp > 0 {
 		args = append(args, "--ramp_time="+strconv.Itoa(int(j.Ramp/time.Second)))
@@ -160,11 +172,15 @@ func (j Job) engine() string {
 // "4 KiB randwrite QD1 O_DIRECT + fsync over 32 MiB".
 func (j Job) Describe() string {
 	j = j.withDefaults()
-	s := fmt.Sprintf("%s %s QD%d", FormatBytes(int64(j.BlockSize)), j.RW, j.IODepth)
+	size := FormatBytes(int64(j.BlockSize))
+	if j.BlockSplit != "" {
+		size = "bssplit " + j.BlockSplit
+	}
+	s := fmt.Sprintf("%s %s QD%d", size, j.RW, j.IODepth)
 	if j.RWMixRead > 0 {
 		s += fmt.Sprintf(" %d/%d read/write", j.RWMixRead, 100-j.RWMixRead)
 	}
-	if j.RW != "randread" && j.RW != "read" {
+	if j.RW != "randread" && j.RW != "read" && j.RWMixRead < 100 {
 		s += " " + j.Writes.String()
 	}
 	if j.Size > 0 {

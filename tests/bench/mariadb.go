@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/testbed"
+)
+
+// The database benchmark: MariaDB and sysbench from Debian's packages,
+// the datadir on ext4 on the system under test. The tables are made once,
+// in guest RAM, and copied to each system, so that every system starts
+// from the same bytes; the buffer pool is far smaller than the tables, so
+// that reads reach the device, and every commit is durable
+// (innodb_flush_log_at_trx_commit=1, O_DIRECT with fsync, doublewrite on),
+// as on a production server.
+const (
+	dbRoot     = "/run/bench-db" // tmpfs in the guest
+	dbTemplate = dbRoot + "/template"
+	dbConfig   = dbRoot + "/my.cnf"
+	dbSocket   = "/run/mysqld/bench.sock"
+	dbMount    = "/mnt/bench-db"
+
+	sbTables, sbTableSize, sbThreads = 4, 25000, 8
+)
+
+// myCnf is the server configuration of every run.
+const myCnf = `[mariadbd]
+user = root
+skip-networking
+socket = ` + dbSocket + `
+pid-file = /run/mysqld/bench.pid
+skip-log-bin
+innodb_buffer_pool_size = 16M
+innodb_log_file_size = 32M
+innodb_flush_method = O_DIRECT
+innodb_flush_log_at_trx_commit = 1
+innodb_doublewrite = 1
+`
+
+// dbOptions sets the length of the database benchmark.
+type dbOptions struct {
+	rounds int
+	// cacheWarm is how long the datadir's files are read before the server
+	// starts, so that read caches hold the tables as they would on a
+	// server that has been running; warm is the sysbench warm-up after.
+	cacheWarm, warm, time time.Duration
+}
+
+// dbResult is one system's database figures over all rounds.
+type dbResult struct {
+	runs []testbed.SysbenchResult // one per round
+}
+
+// tps is the mean TPS over rounds.
+func (r dbResult) tps() float64 {
+	var sum float64
+	for _, x := range r.runs {
+		sum += x.TPS
+	}
+	if len(r.runs) == 0 {
+		return 0
+	}
+	return sum / float64(len(r.runs))
+}
+
+// p95 is the mean 95th-percentile latency over rounds.
+func (r dbResult) p95() time.Duration {
+	var sum time.Duration
+	for _, x := range r.runs {
+		sum += x.LatencyPct
+	}
+	if len(r.runs) == 0 {
+		return 0
+	}
+	return sum / time.Duration(len(r.runs))
+}
+
+// sysbench runs a sysbench oltp_read_write command against the server.
+func sysbench(ctx context.Context, bed *testbed.Bed, cmd string, extra ...string) (string, error) {
+	args := []string{"sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-socket=" + dbSocket, "--mysql-user=root",
+		"--tables=" + strconv.Itoa(sbTables), "--table-size=" + strconv.Itoa(sbTableSize), "--rand-type=uniform"}
+	args = append(append(args, extra...), cmd)
+	return bed.Run(ctx, args...)
+}
+
+// startDB starts mariadbd on datadir and waits until it answers.
+func startDB(ctx context.Context, bed *testbed.Bed, datadir string) error {
+	if _, err := bed.Run(ctx, "sh", "-c", `mkdir -p /run/mysqld && (mariadbd --defaults-file="$1" --datadir="$2" >"$2.log" 2>&1 &)`,
+		"sh", dbConfig, datadir); err != nil {
+		return fmt.Errorf("start mariadbd on %s: %w", datadir, err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if _, err := bed.Run(ctx, "mariadb-admin", "--socket="+dbSocket, "-uroot", "ping"); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := bed.Run(ctx, "tail", "-20", datadir+".log")
+			return fmt.Errorf("mariadbd on %s did not answer within 3 minutes; its log ends:\n%s", datadir, log)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stopDB shuts the server down cleanly and waits for it to exit.
+func stopDB(ctx context.Context, bed *testbed.Bed) error {
+	if _, err := bed.Run(ctx, "mariadb-admin", "--socket="+dbSocket, "-uroot", "shutdown"); err != nil {
+		return fmt.Errorf("stop mariadbd: %w", err)
+	}
+	return nil
+}
+
+// prepareTemplate makes the sysbench tables in a datadir in guest RAM.
+func prepareTemplate(ctx context.Context, bed *testbed.Bed) (string, error) {
+	steps := [][]string{
+		{"sh", "-c", `mkdir -p "$1" && printf '%s' "$2" > "$3"`, "sh", dbRoot, myCnf, dbConfig},
+		{"mariadb-install-db", "--defaults-file=" + dbConfig, "--datadir=" + dbTemplate, "--auth-root-authentication-method=normal", "--skip-test-db"},
+	}
+	for _, argv := range steps {
+		if _, err := bed.Run(ctx, argv...); err != nil {
+			return "", fmt.Errorf("database template: %w", err)
+		}
+	}
+	if err := startDB(ctx, bed, dbTemplate); err != nil {
+		return "", err
+	}
+	version, err := bed.Run(ctx, "mariadb", "--socket="+dbSocket, "-uroot", "-N", "-e", "CREATE DATABASE sbtest; SELECT VERSION()")
+	if err != nil {
+		return "", fmt.Errorf("database template: %w", err)
+	}
+	if _, err := sysbench(ctx, bed, "prepare"); err != nil {
+		return "", fmt.Errorf("sysbench prepare: %w", err)
+	}
+	if err := stopDB(ctx, bed); err != nil {
+		return "", err
+	}
+	size, err := bed.Run(ctx, "du", "-sm", dbTemplate)
+	if err != nil {
+		return "", err
+	}
+	var mb int
+	fmt.Sscan(size, &mb)
+	return fmt.Sprintf("MariaDB %s, datadir %d MiB", trimNL(version), mb), nil
+}
+
+func trimNL(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// runDB measures one system: ext4 on its device, the template copied in,
+// the cache flushed (every system starts clean), the server started, a
+// warm-up run, the measured run.
+func runDB(ctx context.Context, bed *testbed.Bed, s *system, o dbOptions) (testbed.SysbenchResult, error) {
+	datadir := dbMount + "/data"
+	prep := [][]string{
+		{"mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", s.dev},
+		{"mkdir", "-p", dbMount},
+		{"mount", "-o", "noatime", s.dev, dbMount},
+		{"cp", "-a", dbTemplate, datadir},
+		{"sync"},
+	}
+	for _, argv := range prep {
+		if _, err := bed.Run(ctx, argv...); err != nil {
+			return testbed.SysbenchResult{}, fmt.Errorf("database on %s: %w", s.key, err)
+		}
+	}
+	if s.flush != nil {
+		if err := s.flush(ctx); err != nil {
+			return testbed.SysbenchResult{}, fmt.Errorf("database on %s: %w", s.key, err)
+		}
+	}
+	// The warm-up pass: random 64 KiB O_DIRECT reads over the datadir's
+	// files, deep-queued, the same on every system.
+	if o.cacheWarm > 0 {
+		if _, err := bed.Run(ctx, "fio", "--name=dbwarm", "--opendir="+datadir, "--rw=randread", "--bs=64k", "--direct=1",
+			"--ioengine=libaio", "--iodepth=16", "--time_based", "--runtime="+strconv.Itoa(int(o.cacheWarm/time.Second)),
+			"--output-format=terse"); err != nil {
+			return testbed.SysbenchResult{}, fmt.Errorf("database on %s: warm-up reads: %w", s.key, err)
+		}
+	}
+	res, err := measureDB(ctx, bed, datadir, o)
+	if uerr := umount(ctx, bed); err == nil && uerr != nil {
+		err = uerr
+	}
+	if err != nil {
+		return testbed.SysbenchResult{}, fmt.Errorf("database on %s: %w", s.key, err)
+	}
+	return res, nil
+}
+
+func measureDB(ctx context.Context, bed *testbed.Bed, datadir string, o dbOptions) (testbed.SysbenchResult, error) {
+	if err := startDB(ctx, bed, datadir); err != nil {
+		return testbed.SysbenchResult{}, err
+	}
+	threads := "--threads=" + strconv.Itoa(sbThreads)
+	secs := func(d time.Duration) string { return "--time=" + strconv.Itoa(int(d/time.Second)) }
+	_, err := sysbench(ctx, bed, "run", threads, secs(o.warm))
+	var out string
+	if err == nil {
+		out, err = sysbench(ctx, bed, "run", threads, secs(o.time), "--percentile=95")
+	}
+	if serr := stopDB(ctx, bed); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		return testbed.SysbenchResult{}, err
+	}
+	return testbed.ParseSysbench(out)
+}
+
+func umount(ctx context.Context, bed *testbed.Bed) error {
+	_, err := bed.Run(ctx, "umount", dbMount)
+	return err
+}
+
+// databaseBench runs the database benchmark on every system, rounds
+// times, the order reversed every other round.
+func databaseBench(ctx context.Context, bed *testbed.Bed, systems []*system, o dbOptions) (map[string]*dbResult, error) {
+	p := bed.Progress()
+	out := map[string]*dbResult{}
+	for round := 0; round < o.rounds; round++ {
+		var order []*system
+		for _, s := range systems {
+			if !s.fioOnly {
+				order = append(order, s)
+			}
+		}
+		if round%2 == 1 {
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, s := range order {
+			p.Step("MariaDB round %d/%d on %s: copy, flush, %v warm-up reads, %v sysbench warm-up, %v measured…",
+				round+1, o.rounds, s.key, o.cacheWarm, o.warm, o.time)
+			res, err := runDB(ctx, bed, s, o)
+			if err != nil {
+				return nil, err
+			}
+			p.Step("  %-10s %8.1f TPS  p95 %s", s.key, res.TPS, testbed.FormatLatency(res.LatencyPct))
+			if out[s.key] == nil {
+				out[s.key] = &dbResult{}
+			}
+			out[s.key].runs = append(out[s.key].runs, res)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/testbed"
+)
+
+// slice makes a one-second result with the given IOPS and mean latency.
+func slice(iops float64, mean time.Duration) testbed.Result {
+	s := testbed.Stats{IOs: uint64(iops), IOPS: iops, BytesPerSec: 4096 * iops, Mean: mean,
+		Percentiles: map[float64]time.Duration{99: 2 * mean}, Hist: map[time.Duration]uint64{mean: uint64(iops)}}
+	return testbed.Result{Runtime: time.Second, Write: s, Total: s}
+}
+
+// fakeReport has every workload and a system per entry of rel, whose
+// IOPS per slice are given relative to the SSD's 1000; every workload gets
+// the same numbers. db holds TPS per system.
+func fakeReport(t *testing.T, rel map[string][]float64, db map[string]float64) *report {
+	t.Helper()
+	r := &report{
+		opts:   defaults(false),
+		cfg:    testbed.Config{Name: "bench", HDD: testbed.Nearline7200(), HDDs: 4, SSDSize: ssdBytes, RawSSDSize: rawSSDBytes, MemoryMiB: 3072},
+		kernel: "6.1.0-test", fio: "fio-3.33", host: "test CPU, 2 CPUs", qemu: "QEMU 7.2", database: "MariaDB 10.11",
+		date:      time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC),
+		elapsed:   40 * time.Minute,
+		workloads: workloads(),
+		results:   map[string]map[string]testbed.InterleavedResult{},
+		warm:      map[string]string{"tc-wbr": "100 % read hits"},
+	}
+	kinds := map[string]kind{"SSD": reference, "RAID10": reference, "tc-wb": tidecache, "tc-wbr": tidecache,
+		"bcache": peer, "lvm-wc": peer, "tc-wbr-256k": variant}
+	for _, k := range []string{"SSD", "RAID10", "tc-wb", "tc-wbr", "bcache", "lvm-wc", "tc-wbr-256k"} {
+		if _, ok := rel[k]; !ok {
+			continue
+		}
+		s := &system{key: k, kind: kinds[k], label: k + " system", dev: "/dev/" + k, setup: "`" + k + "`"}
+		if s.kind == variant {
+			s.fioOnly, s.base = true, "tc-wbr"
+		}
+		r.systems = append(r.systems, s)
+	}
+	for _, w := range r.workloads {
+		r.results[w.key] = map[string]testbed.InterleavedResult{}
+		for _, s := range r.systems {
+			var ir testbed.InterleavedResult
+			for _, f := range rel[s.key] {
+				ir.Slices = append(ir.Slices, slice(1000*f, time.Duration(float64(time.Millisecond)/f)))
+			}
+			m, err := testbed.Merge(ir.Slices)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ir.Merged = m
+			r.results[w.key][s.key] = ir
+		}
+	}
+	if db != nil {
+		r.db = map[string]*dbResult{}
+		for k, tps := range db {
+			r.db[k] = &dbResult{runs: []testbed.SysbenchResult{{TPS: tps, LatencyPct: time.Duration(float64(time.Second) / tps)}}}
+		}
+	}
+	return r
+}
+
+func TestRatioIsMedianOfSliceRatios(t *testing.T) {
+	r := fakeReport(t, map[string][]float64{
+		"SSD":    {1, 1, 1},
+		"RAID10": {0.1, 0.1, 0.1},
+		"tc-wb":  {0.5, 0.9, 1.2},
+	}, nil)
+	for _, tt := range []struct {
+		sys, ref string
+		want     float64
+	}{
+		{"tc-wb", "SSD", 0.9},
+		{"RAID10", "SSD", 0.1},
+		{"tc-wb", "RAID10", 9},
+		{"SSD", "SSD", 1},
+	} {
+		if got := r.ratio("rr4k-qd1", tt.sys, tt.ref); got < tt.want-1e-9 || got > tt.want+1e-9 {
+			t.Errorf("ratio(%s, %s) = %v, want %v", tt.sys, tt.ref, got, tt.want)
+		}
+	}
+	if got := r.ratioCell("rr4k-qd1", "tc-wb", "SSD"); got != "0.90× (0.50–1.20)" {
+		t.Errorf("ratioCell = %q", got)
+	}
+}
+
+func TestReportTargets(t *testing.T) {
+	tests := []struct {
+		name     string
+		rel      map[string][]float64
+		db       map[string]float64
+		want     []string
+		dontWant []string
+	}{
+		{
+			name: "all met",
+			rel: map[string][]float64{"SSD": {1, 1}, "RAID10": {0.05, 0.05}, "tc-wb": {0.96, 0.97},
+				"tc-wbr": {0.95, 0.99}, "bcache": {0.8, 0.8}, "lvm-wc": {0.9, 0.9}},
+			db: map[string]float64{"SSD": 100, "RAID10": 20, "tc-wb": 96, "tc-wbr": 97, "bcache": 80, "lvm-wc": 90},
+			want: []string{
+				"| MariaDB oltp_read_write TPS ≥ 0.95× SSD alone | 0.96× | 0.97× | met |",
+				"| MariaDB TPS ahead of every peer (× best peer, lvm-wc) | 1.07× | 1.08× | met |",
+				"| every fio profile, warm, ≥ 0.90× SSD alone |",
+				"| 4k random write QD1 ≥ 0.95× SSD alone IOPS |",
+				"## MariaDB + sysbench oltp_read_write",
+			},
+			dontWant: []string{"**missed**", "below 0.90×"},
+		},
+		{
+			name: "missed, named",
+			rel: map[string][]float64{"SSD": {1, 1}, "RAID10": {0.05, 0.05}, "tc-wb": {0.5, 0.5},
+				"tc-wbr": {0.85, 0.85}, "bcache": {0.8, 0.8}, "lvm-wc": {0.9, 0.9}, "tc-wbr-256k": {0.88, 0.88}},
+			db: map[string]float64{"SSD": 100, "RAID10": 20, "tc-wb": 85, "tc-wbr": 89, "bcache": 80, "lvm-wc": 90},
+			want: []string{"| 0.85× | 0.89× | **missed** |", "tc-wbr below 0.90× the SSD alone: 4k random read QD1 0.85×",
+				"## Tuning experiments", "| tc-wbr-256k ÷ tc-wbr |", "1.04× (1.04–1.04)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := fakeReport(t, tt.rel, tt.db).write(&b, nil, ""); err != nil {
+				t.Fatal(err)
+			}
+			doc := b.String()
+			for _, w := range tt.want {
+				if !strings.Contains(doc, w) {
+					t.Errorf("report lacks %q", w)
+				}
+			}
+			for _, w := range tt.dontWant {
+				if strings.Contains(doc, w) {
+					t.Errorf("report has %q", w)
+				}
+			}
+			if t.Failed() {
+				t.Logf("report:\n%s", doc)
+			}
+		})
+	}
+}
+
+func TestWriteChartsAndLinks(t *testing.T) {
+	r := fakeReport(t, map[string][]float64{"SSD": {1}, "RAID10": {0.05}, "tc-wb": {0.9}, "tc-wbr": {0.95},
+		"bcache": {0.8}, "lvm-wc": {0.9}, "tc-wbr-256k": {0.9}},
+		map[string]float64{"SSD": 100, "RAID10": 20, "tc-wb": 96, "tc-wbr": 97, "bcache": 80, "lvm-wc": 90})
+	dir := t.TempDir()
+	charts, err := r.writeCharts(filepath.Join(dir, "docs", "bench"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != 3 {
+		t.Fatalf("got %d charts, want fio QD1, fio QD16 and MariaDB", len(charts))
+	}
+	for _, c := range charts {
+		if st, err := os.Stat(c.path); err != nil || st.Size() == 0 {
+			t.Errorf("chart %s: %v", c.path, err)
+		}
+	}
+	var b strings.Builder
+	if err := r.write(&b, charts, filepath.Join(dir, "docs", "benchmarks.md")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "](bench/fio-qd1.png)") || !strings.Contains(b.String(), "](bench/mariadb.png)") {
+		t.Errorf("chart links are not relative to the report:\n%s", b.String())
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		check   func(options) bool
+		wantErr bool
+	}{
+		{args: nil, check: func(o options) bool {
+			return !o.quick && o.slices == 3 && o.db.rounds == 2 && o.accounting && o.variants
+		}},
+		{args: []string{"-quick"}, check: func(o options) bool {
+			return o.quick && o.slices == 1 && o.db.rounds == 1 && !o.accounting && !o.variants
+		}},
+		{args: []string{"-quick", "-slices", "2", "-variants"}, check: func(o options) bool {
+			return o.quick && o.slices == 2 && o.variants && o.db.time == 15*time.Second
+		}},
+		{args: []string{"-out", "docs/benchmarks.md"}, check: func(o options) bool { return o.charts == filepath.Join("docs", "bench") }},
+		{args: []string{"-slice", "1500ms"}, wantErr: true},
+		{args: []string{"-db-time", "0s"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		o, err := parseFlags(tt.args)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseFlags(%q): err %v, want error %v", tt.args, err, tt.wantErr)
+			continue
+		}
+		if err == nil && !tt.check(o) {
+			t.Errorf("parseFlags(%q) = %+v", tt.args, o)
+		}
+	}
+}
