@@ -11,10 +11,10 @@ N       ?= 100
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static kmod cpio \
-	dmsetup mdadm fio nvme-cli util-linux e2fsprogs procps systemd xz-utils prometheus curl
+	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs procps systemd xz-utils prometheus curl
 # What `make bench` adds: the peers it measures tidecache against (bcache,
-# lvm2), the partitioning tool, and the database benchmark.
-BENCH_PACKAGES := bcache-tools lvm2 fdisk mariadb-server sysbench
+# lvm2) and the database benchmark.
+BENCH_PACKAGES := bcache-tools lvm2 mariadb-server sysbench
 
 .PHONY: help
 help: ## Show this help.
