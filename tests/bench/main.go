@@ -39,6 +39,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,9 @@ type options struct {
 	db            dbOptions
 	accounting    bool
 	variants      bool
+	skipFio       bool     // database benchmark only
+	only          []string // system keys to measure; empty: all
+	dbLinear      bool     // also run the database on SSD+linear
 	out           string
 	charts        string
 	keep          bool
@@ -108,6 +112,9 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&f.db.cacheWarm, "db-cache-warm", full.db.cacheWarm, "random reads over the datadir before the server starts, 0 for none (-quick: 10s)")
 	fs.BoolVar(&f.accounting, "accounting", full.accounting, "also count the SSD I/O per application write on the raw SSD and tidecache (-quick: off)")
 	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test (fio only; -quick: off)")
+	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
+	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
+	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
 	fs.StringVar(&f.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&f.charts, "charts", "", "write the PNG charts to this directory (default: bench/ beside -out)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the disk images (under .cache/vm/bench) after the run")
@@ -118,6 +125,10 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := defaults(f.quick)
 	o.out, o.charts, o.keep, o.hddWriteCache, o.ssdWriteCache = f.out, f.charts, f.keep, f.hddWriteCache, f.ssdWriteCache
+	o.skipFio, o.dbLinear = f.skipFio, f.dbLinear
+	if *only != "" {
+		o.only = strings.Split(*only, ",")
+	}
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "slice":
@@ -147,6 +158,9 @@ func parseFlags(args []string) (options, error) {
 func (o options) validate() error {
 	if o.slice < time.Second || o.slice%time.Second != 0 || o.slices < 1 {
 		return fmt.Errorf("-slice wants whole seconds (at least 1s) and -slices at least 1")
+	}
+	if o.skipFio && o.db.rounds == 0 {
+		return fmt.Errorf("-skip-fio with -db-rounds 0 measures nothing")
 	}
 	if o.db.rounds < 0 || o.db.time < time.Second || o.db.time%time.Second != 0 || o.db.warm%time.Second != 0 ||
 		o.db.cacheWarm < 0 || o.db.cacheWarm%time.Second != 0 {
@@ -215,6 +229,9 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if rep.systems, err = setUpSystems(ctx, bed, o.variants); err != nil {
 		return nil, err
 	}
+	if rep.systems, err = selectSystems(rep.systems, o); err != nil {
+		return nil, err
+	}
 	if o.db.rounds > 0 {
 		p.Step("MariaDB: making the sysbench tables (%d × %d rows) in guest RAM…", sbTables, sbTableSize)
 		if rep.database, err = prepareTemplate(ctx, bed); err != nil {
@@ -222,47 +239,8 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 		}
 	}
 
-	p.Step("warm-up: writing the %s write set, reading the %s read set until the read caches serve it…",
-		testbed.FormatBytes(writeSet), testbed.FormatBytes(readSet))
-	if rep.warm, err = warmUp(ctx, bed, rep.systems, o.warmStep, o.warmBudget); err != nil {
-		return nil, err
-	}
-
-	var devices []string
-	for _, s := range rep.systems {
-		devices = append(devices, s.dev)
-	}
-	rep.results = map[string]map[string]testbed.InterleavedResult{}
-	for i, w := range rep.workloads {
-		p.Step("fio %d/%d %s on %d systems, %d × %v slices each…", i+1, len(rep.workloads), w.label, len(devices), o.slices, o.slice)
-		res, err := bed.Interleaved(ctx, w.job, devices, o.slices, o.slice)
-		if err != nil {
-			return nil, err
-		}
-		rep.results[w.key] = map[string]testbed.InterleavedResult{}
-		for i, s := range rep.systems {
-			rep.results[w.key][s.key] = res[i]
-		}
-		for _, s := range rep.systems {
-			st := rep.stats(w.key, s.key)
-			p.Step("  %-9s %9s IOPS %9s/s  mean %8s  p99 %8s  %s SSD", s.key, testbed.FormatIOPS(st.IOPS),
-				testbed.FormatBytes(int64(st.BytesPerSec)), testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
-				testbed.FormatRatio(rep.ratio(w.key, s.key, "SSD")))
-		}
-	}
-	for _, s := range rep.systems {
-		if strings.HasPrefix(s.key, "tc-") {
-			v, err := bed.Volume(ctx, s.key)
-			if err != nil {
-				return nil, err
-			}
-			rep.volumes = append(rep.volumes, v)
-		}
-	}
-
-	if o.accounting {
-		p.Step("counting the I/O each write costs (block-layer counters around short runs)…")
-		if rep.accounting, err = account(ctx, bed, rep.systems); err != nil {
+	if !o.skipFio {
+		if err := fioBench(ctx, bed, rep, o); err != nil {
 			return nil, err
 		}
 	}
@@ -281,6 +259,97 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	p.Step("done in %v", p.Elapsed().Round(time.Second))
 	rep.elapsed = p.Elapsed()
 	return rep, nil
+}
+
+// selectSystems keeps the systems -only names (all without it), and
+// includes SSD+linear in the database benchmark with -db-linear. The
+// references the ratios need, SSD and RAID10, must stay.
+func selectSystems(all []*system, o options) ([]*system, error) {
+	keep := map[string]bool{}
+	for _, k := range o.only {
+		keep[strings.TrimSpace(k)] = true
+	}
+	var out []*system
+	found := map[string]bool{}
+	for _, s := range all {
+		if len(keep) == 0 || keep[s.key] {
+			if s.key == "SSD+linear" && o.dbLinear {
+				s.fioOnly = false
+			}
+			out = append(out, s)
+			found[s.key] = true
+		}
+	}
+	var unknown []string
+	for k := range keep {
+		if !found[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("-only: no system %s (see the set-up table of docs/benchmarks.md for the keys)", strings.Join(unknown, ", "))
+	}
+	for _, need := range []string{"SSD", "RAID10"} {
+		found := false
+		for _, s := range out {
+			found = found || s.key == need
+		}
+		if !found {
+			return nil, fmt.Errorf("-only must keep %s: the report's ratios are to SSD alone and to bare RAID10", need)
+		}
+	}
+	return out, nil
+}
+
+// fioBench is the warm-up, the fio profiles and the accounting.
+func fioBench(ctx context.Context, bed *testbed.Bed, rep *report, o options) error {
+	p := bed.Progress()
+	var err error
+	p.Step("warm-up: writing the %s write set, reading the %s read set until the read caches serve it…",
+		testbed.FormatBytes(writeSet), testbed.FormatBytes(readSet))
+	if rep.warm, err = warmUp(ctx, bed, rep.systems, o.warmStep, o.warmBudget); err != nil {
+		return err
+	}
+
+	var devices []string
+	for _, s := range rep.systems {
+		devices = append(devices, s.dev)
+	}
+	rep.results = map[string]map[string]testbed.InterleavedResult{}
+	for i, w := range rep.workloads {
+		p.Step("fio %d/%d %s on %d systems, %d × %v slices each…", i+1, len(rep.workloads), w.label, len(devices), o.slices, o.slice)
+		res, err := bed.Interleaved(ctx, w.job, devices, o.slices, o.slice)
+		if err != nil {
+			return err
+		}
+		rep.results[w.key] = map[string]testbed.InterleavedResult{}
+		for i, s := range rep.systems {
+			rep.results[w.key][s.key] = res[i]
+		}
+		for _, s := range rep.systems {
+			st := rep.stats(w.key, s.key)
+			p.Step("  %-9s %9s IOPS %9s/s  mean %8s  p99 %8s  %s SSD", s.key, testbed.FormatIOPS(st.IOPS),
+				testbed.FormatBytes(int64(st.BytesPerSec)), testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
+				testbed.FormatRatio(rep.ratio(w.key, s.key, "SSD")))
+		}
+	}
+	for _, s := range rep.systems {
+		if strings.HasPrefix(s.key, "tc-") {
+			v, err := bed.Volume(ctx, s.key)
+			if err != nil {
+				return err
+			}
+			rep.volumes = append(rep.volumes, v)
+		}
+	}
+	if o.accounting {
+		p.Step("counting the I/O each write costs (block-layer counters around short runs)…")
+		if rep.accounting, err = account(ctx, bed, rep.systems); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hostInfo describes the host for the report: CPU model and count.

@@ -160,7 +160,17 @@ func trimNL(s string) string {
 // runDB measures one system: ext4 on its device, the template copied in,
 // the cache flushed (every system starts clean), the server started, a
 // warm-up run, the measured run.
-func runDB(ctx context.Context, bed *testbed.Bed, s *system, o dbOptions) (testbed.SysbenchResult, error) {
+func runDB(ctx context.Context, bed *testbed.Bed, s *system, o dbOptions) (_ testbed.SysbenchResult, err error) {
+	if s.attach != nil {
+		if err := s.attach(ctx); err != nil {
+			return testbed.SysbenchResult{}, fmt.Errorf("database on %s: %w", s.key, err)
+		}
+		defer func() {
+			if rerr := s.retire(ctx); err == nil && rerr != nil {
+				err = fmt.Errorf("database on %s: %w", s.key, rerr)
+			}
+		}()
+	}
 	datadir := dbMount + "/data"
 	prep := [][]string{
 		{"mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", s.dev},

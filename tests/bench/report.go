@@ -136,8 +136,10 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 		}
 	}
 
-	if err := r.writeOverview(&b); err != nil {
-		return err
+	if r.hasFio() {
+		if err := r.writeOverview(&b); err != nil {
+			return err
+		}
 	}
 	if err := r.writeDatabase(&b); err != nil {
 		return err
@@ -146,6 +148,10 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 		return err
 	}
 	r.writeFindings(&b)
+	if !r.hasFio() {
+		_, err := io.WriteString(out, b.String())
+		return err
+	}
 	pf("## fio results per workload\n\n")
 	pf("IOPS, bandwidth, mean and 99th-percentile latency over all of a system's slices (percentiles from the\n" +
 		"merged latency histograms); ratios are medians of per-slice ratios, with the lowest and highest\n" +
@@ -188,18 +194,27 @@ func (r *report) writeTargets(b *strings.Builder) error {
 	t := testbed.Table{Header: []string{"target", "tc-wb", "tc-wbr", "verdict (tc-wbr)"}}
 	if r.db != nil {
 		ssd := r.db["SSD"].tps()
-		cell := func(k string) string { return testbed.FormatRatio(r.db[k].tps() / ssd) }
-		ok := r.db["tc-wbr"].tps()/ssd >= targetDBTPS
+		tps := func(k string) float64 {
+			if d := r.db[k]; d != nil {
+				return d.tps()
+			}
+			return math.NaN()
+		}
+		cell := func(k string) string { return testbed.FormatRatio(tps(k) / ssd) }
+		ok := tps("tc-wbr")/ssd >= targetDBTPS
 		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.2f× SSD alone", targetDBTPS), cell("tc-wb"), cell("tc-wbr"), verdict(ok))
 		best, bestKey := 0.0, ""
 		for _, p := range r.peers() {
-			if v := r.db[p.key].tps(); v > best {
+			if d := r.db[p.key]; d != nil && d.tps() > best {
+				v := d.tps()
 				best, bestKey = v, p.key
 			}
 		}
-		ahead := func(k string) string { return testbed.FormatRatio(r.db[k].tps() / best) }
-		t.Add(fmt.Sprintf("MariaDB TPS ahead of every peer (× best peer, %s)", bestKey), ahead("tc-wb"), ahead("tc-wbr"),
-			verdict(r.db["tc-wbr"].tps() > best))
+		if bestKey != "" {
+			ahead := func(k string) string { return testbed.FormatRatio(tps(k) / best) }
+			t.Add(fmt.Sprintf("MariaDB TPS ahead of every peer (× best peer, %s)", bestKey), ahead("tc-wb"), ahead("tc-wbr"),
+				verdict(tps("tc-wbr") > best))
+		}
 	}
 	minCell := func(k string) (string, []string) {
 		lo, loW := math.Inf(1), ""
@@ -215,12 +230,16 @@ func (r *report) writeTargets(b *strings.Builder) error {
 		}
 		return fmt.Sprintf("min %s (%s)", testbed.FormatRatio(lo), loW), below
 	}
-	wbMin, _ := minCell("tc-wb")
-	wbrMin, below := minCell("tc-wbr")
-	t.Add(fmt.Sprintf("every fio profile, warm, ≥ %.2f× SSD alone", targetProfile), wbMin, wbrMin, verdict(len(below) == 0))
-	w := "rw4k-qd1"
-	t.Add(fmt.Sprintf("4k random write QD1 ≥ %.2f× SSD alone IOPS", targetWriteQD1), r.ratioCell(w, "tc-wb", "SSD"),
-		r.ratioCell(w, "tc-wbr", "SSD"), verdict(r.ratio(w, "tc-wbr", "SSD") >= targetWriteQD1))
+	var below []string
+	if r.hasFio() {
+		wbMin, _ := minCell("tc-wb")
+		var wbrMin string
+		wbrMin, below = minCell("tc-wbr")
+		t.Add(fmt.Sprintf("every fio profile, warm, ≥ %.2f× SSD alone", targetProfile), wbMin, wbrMin, verdict(len(below) == 0))
+		w := "rw4k-qd1"
+		t.Add(fmt.Sprintf("4k random write QD1 ≥ %.2f× SSD alone IOPS", targetWriteQD1), r.ratioCell(w, "tc-wb", "SSD"),
+			r.ratioCell(w, "tc-wbr", "SSD"), verdict(r.ratio(w, "tc-wbr", "SSD") >= targetWriteQD1))
+	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
 	}
@@ -393,6 +412,9 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 	}
 	var files []chartFile
 	for _, qd := range []int{1, deepQueue} {
+		if !r.hasFio() {
+			break
+		}
 		c := barChart{
 			Title:    fmt.Sprintf("fio at QD%d: IOPS as a ratio to the SSD alone (same run; higher is better)", qd),
 			YLabel:   "× SSD alone",
@@ -455,7 +477,7 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 func (r *report) writeTuning(b *strings.Builder) error {
 	var vs []*system
 	for _, s := range r.systems {
-		if s.kind == variant {
+		if s.kind == variant && r.hasFio() {
 			vs = append(vs, s)
 		}
 	}
@@ -535,7 +557,7 @@ func (r *report) has(key string) bool {
 func (r *report) writeFindings(b *strings.Builder) {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	x := testbed.FormatRatio
-	if !r.has("SSD+linear") || !r.has("tc-wbr") {
+	if !r.has("SSD+linear") || !r.has("tc-wbr") || !r.hasFio() {
 		return
 	}
 	pf("## What the numbers say\n\n")
@@ -579,3 +601,7 @@ func (r *report) writeFindings(b *strings.Builder) {
 		pf("\n\n")
 	}
 }
+
+// hasFio reports whether the run measured the fio profiles (not with
+// -skip-fio).
+func (r *report) hasFio() bool { return len(r.results) > 0 }

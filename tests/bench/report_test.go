@@ -203,3 +203,36 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestDatabaseOnlyReport(t *testing.T) {
+	r := fakeReport(t, map[string][]float64{"SSD": {1}, "RAID10": {0.05}, "tc-wbr": {0.9}},
+		map[string]float64{"SSD": 100, "RAID10": 20, "tc-wbr": 80})
+	r.results = nil // -skip-fio
+	var b strings.Builder
+	if err := r.write(&b, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.String()
+	for _, w := range []string{"| MariaDB oltp_read_write TPS ≥ 0.95× SSD alone | NaN× | 0.80× | **missed** |", "| tc-wbr | 80.0 | 80.0 |"} {
+		if !strings.Contains(doc, w) {
+			t.Errorf("report lacks %q:\n%s", w, doc)
+		}
+	}
+	if strings.Contains(doc, "fio results per workload") || strings.Contains(doc, "ahead of every peer") {
+		t.Errorf("a database-only run without peers reports fio or peers:\n%s", doc)
+	}
+}
+
+func TestSelectSystems(t *testing.T) {
+	all := []*system{{key: "SSD"}, {key: "RAID10"}, {key: "SSD+linear", fioOnly: true}, {key: "tc-wbr"}}
+	got, err := selectSystems(all, options{only: []string{"SSD", "RAID10", "SSD+linear"}, dbLinear: true})
+	if err != nil || len(got) != 3 || got[2].fioOnly {
+		t.Errorf("selectSystems = %v, %v; want SSD, RAID10 and SSD+linear in the database run", got, err)
+	}
+	if _, err := selectSystems(all, options{only: []string{"SSD", "tc-wbr"}}); err == nil || !strings.Contains(err.Error(), "RAID10") {
+		t.Errorf("dropping RAID10: %v", err)
+	}
+	if _, err := selectSystems(all, options{only: []string{"SSD", "RAID10", "zfs"}}); err == nil || !strings.Contains(err.Error(), "zfs") {
+		t.Errorf("unknown key: %v", err)
+	}
+}

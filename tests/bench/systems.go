@@ -58,6 +58,9 @@ type system struct {
 	// retire, when set, removes what the system put over another one's
 	// device once the fio profiles are done with it.
 	retire func(ctx context.Context) error
+	// attach, when set, brings the device back for the system's database
+	// run (after retire); the run calls retire again when it is done.
+	attach func(ctx context.Context) error
 	// flush writes every dirty block back to the HDDs and returns when
 	// none is left; nil when nothing caches writes.
 	flush func(ctx context.Context) error
@@ -159,12 +162,16 @@ func setUpSystems(ctx context.Context, bed *testbed.Bed, variants bool) ([]*syst
 	}
 	// What one device-mapper layer that does nothing but add an offset
 	// costs in this VM: the yardstick for every cache's overhead.
-	ssdLinear := &system{key: "SSD+linear", label: "SSD alone behind one dm-linear (fio only)", dev: lin, fioOnly: true,
+	ssdLinear := &system{key: "SSD+linear", label: "SSD alone behind one dm-linear", dev: lin, fioOnly: true,
 		setup: "`dmsetup create ssd-linear`: one linear target over the whole SSD-alone image",
 		// It holds the SSD-alone image open, and mkfs for the database
 		// benchmark refuses a device in use.
 		retire: func(ctx context.Context) error {
 			_, err := bed.Run(ctx, "dmsetup", "remove", "ssd-linear")
+			return err
+		},
+		attach: func(ctx context.Context) error {
+			_, err := linearOver(ctx, bed, bed.RawSSD(), "ssd-linear")
 			return err
 		}}
 	systems := []*system{raw, bare, ssdLinear}
