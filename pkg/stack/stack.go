@@ -50,11 +50,13 @@ type Tuning struct {
 
 // DefaultTuning returns the tuning tidecache ships with.
 func DefaultTuning() Tuning {
-	// 256 KiB read-tier blocks: in the benchmark (docs/benchmarks.md)
-	// they served warm reads 8-34 % faster than 64 KiB blocks, because a
-	// 64 KiB block splits every larger read and each piece pays its own
-	// lookup and remap; the cost is coarser promotion, which matters only
-	// when the hot set is sparse and larger than the cache.
+	// 256 KiB read-tier blocks: a 64 KiB block splits every larger read
+	// and each piece pays its own lookup and remap; in the benchmark
+	// (docs/benchmarks.md, tuning experiments) 256 KiB blocks served
+	// 128k sequential reads 1.5× as fast at QD16, while 64 KiB blocks led
+	// on small random reads by less than that run's noise. The cost is
+	// coarser promotion, which matters when the hot set is sparse and
+	// larger than the cache (--read-block-size 64K).
 	return Tuning{ReadBlockSectors: 512}
 }
 
