@@ -219,6 +219,9 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	}()
 
 	rep := &report{opts: o, cfg: bed.Config(), kernel: bed.Kernel(), date: time.Now(), workloads: workloads()}
+	if o.skipFio || o.dbLinear || len(o.only) > 0 {
+		rep.args = os.Args[1:]
+	}
 	if rep.fio, err = bed.Run(ctx, "fio", "--version"); err != nil {
 		return nil, err
 	}
