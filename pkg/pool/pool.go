@@ -287,22 +287,10 @@ func (t *Tuning) clone() *Tuning {
 		return nil
 	}
 	c := *t
-	if t.HighWatermark != nil {
-		v := *t.HighWatermark
-		c.HighWatermark = &v
-	}
-	if t.LowWatermark != nil {
-		v := *t.LowWatermark
-		c.LowWatermark = &v
-	}
-	if t.WritebackJobs != nil {
-		v := *t.WritebackJobs
-		c.WritebackJobs = &v
-	}
-	if t.AutocommitTimeMs != nil {
-		v := *t.AutocommitTimeMs
-		c.AutocommitTimeMs = &v
-	}
+	c.HighWatermark = clonePtr(t.HighWatermark)
+	c.LowWatermark = clonePtr(t.LowWatermark)
+	c.WritebackJobs = clonePtr(t.WritebackJobs)
+	c.AutocommitTimeMs = clonePtr(t.AutocommitTimeMs)
 	return &c
 }
 
@@ -484,4 +472,14 @@ func (l *Layout) devicePath(member string) string {
 		return fmt.Sprintf("SSD %s (member %s)", m.Path, member)
 	}
 	return "SSD member " + member
+}
+
+// clonePtr returns a pointer to a copy of *p, nil for nil: a cloned
+// layout must share no memory with the original.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

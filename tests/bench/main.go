@@ -207,16 +207,7 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err != nil {
-			p.Step("the VM's console log and qemu output are in %s", bed.VM().BootDir())
-		}
-		if cerr := bed.Close(cctx); cerr != nil && err == nil {
-			err = fmt.Errorf("shut down the VM: %w", cerr)
-		}
-	}()
+	defer bed.Finish(ctx, &err)
 
 	rep := &report{opts: o, cfg: bed.Config(), kernel: bed.Kernel(), date: time.Now(), workloads: workloads()}
 	if o.skipFio || o.dbLinear || len(o.only) > 0 {

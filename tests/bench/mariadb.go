@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidecache/tidecache/tests/testbed"
@@ -147,14 +148,7 @@ func prepareTemplate(ctx context.Context, bed *testbed.Bed) (string, error) {
 	}
 	var mb int
 	fmt.Sscan(size, &mb)
-	return fmt.Sprintf("MariaDB %s, datadir %d MiB", trimNL(version), mb), nil
-}
-
-func trimNL(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
-		s = s[:len(s)-1]
-	}
-	return s
+	return fmt.Sprintf("MariaDB %s, datadir %d MiB", strings.TrimRight(version, "\r\n"), mb), nil
 }
 
 // runDB measures one system: ext4 on its device, the template copied in,

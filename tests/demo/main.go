@@ -72,15 +72,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, keep bool, runtime time.
 		return err
 	}
 	defer func() {
-		// Shut down even when ctx was canceled (Ctrl-C): a fresh deadline.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err != nil {
-			p.Step("the VM's console log and qemu output are in %s", bed.VM().BootDir())
-		}
-		if cerr := bed.Close(cctx); cerr != nil && err == nil {
-			err = fmt.Errorf("shut down the VM: %w", cerr)
-		}
+		bed.Finish(ctx, &err)
 		if keep {
 			p.Step("images kept in %s", bed.Dir())
 		}

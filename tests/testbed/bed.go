@@ -348,6 +348,22 @@ func (b *Bed) Close(ctx context.Context) error {
 	return err
 }
 
+// Finish is Close for a deferred call at the end of a run: it shuts the VM
+// down with a fresh one-minute deadline even when ctx was canceled
+// (Ctrl-C), tells the user where the VM's logs are when the run failed
+// (*err set), and reports a failed shutdown through *err if nothing else
+// failed.
+func (b *Bed) Finish(ctx context.Context, err *error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if *err != nil {
+		b.cfg.Progress.Step("the VM's console log and qemu output are in %s", b.vm.BootDir())
+	}
+	if cerr := b.Close(cctx); cerr != nil && *err == nil {
+		*err = fmt.Errorf("shut down the VM: %w", cerr)
+	}
+}
+
 // Dir is the bed's directory on the host.
 func (b *Bed) Dir() string { return b.dir }
 
