@@ -91,7 +91,18 @@ prometheus --config.file=/run/prom.yml --storage.tsdb.path=/run/prom --web.liste
 		time.Sleep(time.Second)
 	}
 	// A rate over the scraped counters works too (the series are counters).
-	if _, ok := n.promQuery(fmt.Sprintf(`rate(tidecache_volume_writes_total{volume="db"}[%ds])`, 30)); !ok {
-		t.Fatal("no rate() over tidecache_volume_writes_total")
+	// rate() needs two samples in its window, and the loop above may have
+	// matched on the very first scrape, so wait for the second one.
+	rateQuery := fmt.Sprintf(`rate(tidecache_volume_writes_total{volume="db"}[%ds])`, 30)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := n.promQuery(rateQuery); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no rate() over tidecache_volume_writes_total after 30s; samples in the last 30s: %s",
+				n.sh("curl -s 'http://127.0.0.1:9090/api/v1/query?query="+url.QueryEscape(`count_over_time(tidecache_volume_writes_total{volume="db"}[30s])`)+"'").Stdout)
+		}
+		time.Sleep(time.Second)
 	}
 }
