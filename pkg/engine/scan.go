@@ -79,43 +79,32 @@ func (r scanResult) sortedPools() []*poolState {
 func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 	res := scanResult{Pools: map[string]*poolState{}}
 	origins := map[string]*pool.Layout{}
-	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
-	if err != nil {
-		return res, fmt.Errorf("scan block devices: %w", err)
-	}
-	for _, path := range devs {
-		if err := ctx.Err(); err != nil {
-			return res, err
-		}
-		if e.skipScan(path) {
-			continue
-		}
-		sb, err := readSuperblock(path)
+	err := e.eachSuperblock(ctx, func(path string, sb superblock.Superblock, err error) error {
 		var corrupt *superblock.CorruptError
 		var newer *superblock.VersionError
 		switch {
 		case err == nil:
 		case isNoSuperblock(err):
-			continue
+			return nil
 		case errors.As(err, &corrupt), errors.As(err, &newer):
 			// Damaged, or written by a newer tidecache: either way this
 			// build must not guess, and the pool it belongs to is refused.
 			res.Corrupt = append(res.Corrupt, CorruptDevice{Path: path, Err: err})
-			continue
+			return nil
 		default:
 			// Unreadable devices (empty loop devices, ejected media) are
 			// not pool members; note them for debugging only.
 			e.log.Debug("scan: skip unreadable device", "device", path, "err", err)
-			continue
+			return nil
 		}
 		if sb.Role == superblock.RoleOrigin {
 			if o, ok := origins[sb.Layout.UUID]; !ok || sb.Layout.Generation > o.Generation {
 				origins[sb.Layout.UUID] = sb.Layout.Clone()
 			}
-			continue
+			return nil
 		}
 		if sb.Role != superblock.RoleSSD {
-			continue
+			return nil
 		}
 		l := sb.Layout
 		p, ok := res.Pools[l.UUID]
@@ -124,13 +113,17 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 			res.Pools[l.UUID] = p
 		}
 		if prev, dup := p.Members[sb.DeviceUUID]; dup {
-			return res, fmt.Errorf("pool %s: member %s found on both %s and %s (cloned disk?); remove one", l.Name, sb.DeviceUUID, prev, path)
+			return fmt.Errorf("pool %s: member %s found on both %s and %s (cloned disk?); remove one", l.Name, sb.DeviceUUID, prev, path)
 		}
 		p.Members[sb.DeviceUUID] = path
 		p.Generations[sb.DeviceUUID] = l.Generation
 		if p.Layout == nil || l.Generation > p.Layout.Generation {
 			p.Layout = l.Clone()
 		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	for uuid, l := range origins {
 		p, ok := res.Pools[uuid]
@@ -268,25 +261,39 @@ func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error 
 // more than one does: two copies (a cloned disk) must not be guessed
 // between.
 func (e *Engine) findOrigin(ctx context.Context, l *pool.Layout) (string, bool) {
-	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
-	if err != nil {
+	var found []string
+	err := e.eachSuperblock(ctx, func(path string, sb superblock.Superblock, err error) error {
+		if err == nil && sb.Role == superblock.RoleOrigin && sb.Layout.UUID == l.UUID {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil || len(found) != 1 {
 		return "", false
 	}
-	var found []string
+	return found[0], true
+}
+
+// eachSuperblock reads the superblock of every block device scan may read
+// (see skipScan) and hands each path with the result to fn, read error
+// included: what an error means is the caller's call. It stops at the
+// first error fn returns, or when ctx ends.
+func (e *Engine) eachSuperblock(ctx context.Context, fn func(path string, sb superblock.Superblock, err error) error) error {
+	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
+	if err != nil {
+		return fmt.Errorf("scan block devices: %w", err)
+	}
 	for _, path := range devs {
-		if ctx.Err() != nil {
-			return "", false
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if e.skipScan(path) {
 			continue
 		}
 		sb, err := readSuperblock(path)
-		if err == nil && sb.Role == superblock.RoleOrigin && sb.Layout.UUID == l.UUID {
-			found = append(found, path)
+		if err := fn(path, sb, err); err != nil {
+			return err
 		}
 	}
-	if len(found) != 1 {
-		return "", false
-	}
-	return found[0], true
+	return nil
 }
