@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,28 @@ func (r dbResult) p95() time.Duration {
 	}
 	return sum / time.Duration(len(r.runs))
 }
+
+// roundRatios are r's TPS over base's, one per round, sorted. Rounds are
+// paired because both systems ran in the same round, minutes apart: the
+// VM's speed drifts over a run by more than the caches differ, and a
+// ratio within a round cancels the drift that a ratio of means keeps.
+// A missing system (nil) has none.
+func (r *dbResult) roundRatios(base *dbResult) []float64 {
+	if r == nil || base == nil {
+		return nil
+	}
+	var rs []float64
+	for i, x := range r.runs {
+		if i < len(base.runs) && base.runs[i].TPS > 0 {
+			rs = append(rs, x.TPS/base.runs[i].TPS)
+		}
+	}
+	sort.Float64s(rs)
+	return rs
+}
+
+// ratio is the median of r's per-round TPS ratios to base.
+func (r *dbResult) ratio(base *dbResult) float64 { return median(r.roundRatios(base)) }
 
 // sysbench runs a sysbench oltp_read_write command against the server.
 func sysbench(ctx context.Context, bed *testbed.Bed, cmd string, extra ...string) (string, error) {

@@ -54,14 +54,18 @@ func (r *report) stats(w, s string) testbed.Stats {
 // same slice: the two ran seconds apart, so host load that drifts over
 // the run cancels out. With one slice it is the plain ratio.
 func (r *report) ratio(w, s, ref string) float64 {
-	rs := r.sliceRatios(w, s, ref)
-	if len(rs) == 0 {
+	return median(r.sliceRatios(w, s, ref))
+}
+
+// median of sorted values; NaN for none.
+func median(sorted []float64) float64 {
+	if len(sorted) == 0 {
 		return math.NaN()
 	}
-	if len(rs)%2 == 1 {
-		return rs[len(rs)/2]
+	if len(sorted)%2 == 1 {
+		return sorted[len(sorted)/2]
 	}
-	return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	return (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
 }
 
 // sliceRatios are s's IOPS over ref's, one per slice, sorted.
@@ -83,11 +87,16 @@ func (r *report) ratioCell(w, s, ref string) string {
 	if s == ref {
 		return "1.00×"
 	}
-	rs := r.sliceRatios(w, s, ref)
-	if len(rs) < 2 {
-		return testbed.FormatRatio(r.ratio(w, s, ref))
+	return ratiosCell(r.sliceRatios(w, s, ref))
+}
+
+// ratiosCell shows sorted ratios as their median and, for more than one,
+// their range.
+func ratiosCell(sorted []float64) string {
+	if len(sorted) < 2 {
+		return testbed.FormatRatio(median(sorted))
 	}
-	return fmt.Sprintf("%s (%.2f–%.2f)", testbed.FormatRatio(r.ratio(w, s, ref)), rs[0], rs[len(rs)-1])
+	return fmt.Sprintf("%s (%.2f–%.2f)", testbed.FormatRatio(median(sorted)), sorted[0], sorted[len(sorted)-1])
 }
 
 // peers are the systems tidecache is compared with.
@@ -200,27 +209,24 @@ func (r *report) writeTargets(b *strings.Builder) error {
 	pf("## Targets\n\n")
 	t := testbed.Table{Header: []string{"target", "tc-wb", "tc-wbr", "verdict (tc-wbr)"}}
 	if r.db != nil {
-		ssd := r.db["SSD"].tps()
-		tps := func(k string) float64 {
-			if d := r.db[k]; d != nil {
-				return d.tps()
-			}
-			return math.NaN()
-		}
-		cell := func(k string) string { return testbed.FormatRatio(tps(k) / ssd) }
-		ok := tps("tc-wbr")/ssd >= targetDBTPS
+		ssd := r.db["SSD"]
+		// Ratios to the SSD are medians of per-round ratios (see
+		// dbResult.roundRatios), and so is "ahead of a peer".
+		ratio := func(k string, base *dbResult) float64 { return r.db[k].ratio(base) }
+		cell := func(k string) string { return ratiosCell(r.db[k].roundRatios(ssd)) }
+		ok := ratio("tc-wbr", ssd) >= targetDBTPS
 		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.2f× SSD alone", targetDBTPS), cell("tc-wb"), cell("tc-wbr"), verdict(ok))
 		best, bestKey := 0.0, ""
 		for _, p := range r.peers() {
-			if d := r.db[p.key]; d != nil && d.tps() > best {
-				v := d.tps()
+			if v := ratio(p.key, ssd); v > best {
 				best, bestKey = v, p.key
 			}
 		}
 		if bestKey != "" {
-			ahead := func(k string) string { return testbed.FormatRatio(tps(k) / best) }
+			peer := r.db[bestKey]
+			ahead := func(k string) string { return ratiosCell(r.db[k].roundRatios(peer)) }
 			t.Add(fmt.Sprintf("MariaDB TPS ahead of every peer (× best peer, %s)", bestKey), ahead("tc-wb"), ahead("tc-wbr"),
-				verdict(tps("tc-wbr") > best))
+				verdict(ratio("tc-wbr", peer) > 1))
 		}
 	}
 	minCell := func(k string) (string, []string) {
@@ -320,7 +326,9 @@ func (r *report) writeSetup(b *strings.Builder) {
 			"  system's cache is then flushed (dirty blocks written back), so every system starts from the same\n"+
 			"  bytes and a clean cache. Per system and round: a warm-up pass of %v of random 64 KiB O_DIRECT reads\n"+
 			"  (QD16) over the datadir's files, the server started, %v sysbench warm-up, then %v measured; %d\n"+
-			"  round(s), the order reversed every other round; TPS and p95 are means over rounds. sysbench picks\n"+
+			"  round(s), the order reversed every other round; TPS and p95 are means over rounds, a ratio is the\n"+
+			"  median of per-round ratios (each system against the other measured in the same round), its range in\n"+
+			"  brackets. sysbench picks\n"+
 			"  rows uniformly (`--rand-type=uniform`), so that the tables, not a hot few rows in the buffer pool,\n"+
 			"  are the working set.\n",
 			r.database, sbTables, sbTableSize, sbThreads, strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimPrefix(myCnf, "[mariadbd]\n"), " = ", "=")), " "),
@@ -374,7 +382,7 @@ func (r *report) writeDatabase(b *strings.Builder) error {
 			rounds = append(rounds, fmt.Sprintf("%.1f", x.TPS))
 		}
 		t.Add(s.key, strings.Join(rounds, ", "), fmt.Sprintf("%.1f", d.tps()), testbed.FormatLatency(d.p95()),
-			testbed.FormatRatio(d.tps()/ssd.tps()), testbed.FormatRatio(d.tps()/bare.tps()))
+			ratiosCell(d.roundRatios(ssd)), ratiosCell(d.roundRatios(bare)))
 	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
@@ -513,8 +521,8 @@ func (r *report) writeTuning(b *strings.Builder) error {
 		row := []string{"MariaDB oltp_read_write TPS"}
 		for _, v := range vs {
 			cell := "-"
-			if d, base := r.db[v.key], r.db[v.base]; d != nil && base != nil && base.tps() > 0 {
-				cell = testbed.FormatRatio(d.tps() / base.tps())
+			if d, base := r.db[v.key], r.db[v.base]; d != nil && base != nil {
+				cell = ratiosCell(d.roundRatios(base))
 			}
 			row = append(row, cell)
 		}
@@ -592,28 +600,28 @@ func (r *report) writeFindings(b *strings.Builder) {
 		"answer; its default is what users get.\n\n",
 		x(r.ratio("sw128k-qd1", "bcache", "SSD")), x(r.ratio("sw128k-qd1", "tc-wb", "SSD")))
 	if r.db != nil && r.db["SSD"] != nil && r.db["tc-wbr"] != nil && r.db["tc-wb"] != nil {
-		ssd := r.db["SSD"].tps()
+		ssd := r.db["SSD"]
+		// spread: how far one system's per-round ratios lie apart,
+		// relative to their median, at the most.
 		spread := 0.0
-		for _, d := range r.db {
-			for _, run := range d.runs {
-				if m := d.tps(); m > 0 {
-					spread = max(spread, math.Abs(run.TPS-m)/m)
-				}
+		for k, d := range r.db {
+			if rs := d.roundRatios(ssd); k != "SSD" && len(rs) > 1 {
+				spread = max(spread, (rs[len(rs)-1]-rs[0])/median(rs))
 			}
 		}
 		pf("**MariaDB.** Every commit is an fsync, and with a 16 MiB buffer pool and uniformly chosen rows many\n"+
-			"reads miss the buffer pool. TPS as a ratio of the SSD's: tc-wb %s, tc-wbr %s. Under TCG a transaction\n"+
-			"costs far more emulated CPU than I/O (the SSD alone ran %.1f TPS with %d threads), so the commit path\n"+
-			"and each layer's CPU weigh more than where a read is served, and one round differs from the mean of\n"+
-			"its system by up to %.0f %% in this run: differences between the caches smaller than that are not\n"+
-			"resolved. On every fsync dm-writecache commits its metadata and forwards the flush to the origin, and\n"+
+			"reads miss the buffer pool. TPS as a ratio of the SSD's (median of rounds): tc-wb %s, tc-wbr %s. Under\n"+
+			"TCG a transaction costs far more emulated CPU than I/O (the SSD alone ran %.1f TPS with %d threads), so\n"+
+			"the commit path and each layer's CPU weigh more than where a read is served, and one system's\n"+
+			"per-round ratios lie up to %.0f %% apart in this run: differences between the caches smaller than that\n"+
+			"are not resolved. On every fsync dm-writecache commits its metadata and forwards the flush to the origin, and\n"+
 			"a read tier's dm-cache holds the flush until its own metadata commit (docs/architecture.md): those\n"+
 			"are the costs an fsync-heavy database pays on top of the SSD alone, here with the SSD emulated\n"+
 			"write-through (no flush reaches it). The bare RAID10 ran %s.\n",
-			x(r.db["tc-wb"].tps()/ssd), x(r.db["tc-wbr"].tps()/ssd), ssd, sbThreads, 100*spread, x(r.db["RAID10"].tps()/ssd))
+			x(r.db["tc-wb"].ratio(ssd)), x(r.db["tc-wbr"].ratio(ssd)), ssd.tps(), sbThreads, 100*spread, x(r.db["RAID10"].ratio(ssd)))
 		for _, p := range r.peers() {
 			if d := r.db[p.key]; d != nil {
-				pf("%s: %s. ", p.key, x(d.tps()/ssd))
+				pf("%s: %s. ", p.key, x(d.ratio(ssd)))
 			}
 		}
 		pf("\n\n")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -234,5 +235,45 @@ func TestSelectSystems(t *testing.T) {
 	}
 	if _, err := selectSystems(all, options{only: []string{"SSD", "RAID10", "zfs"}}); err == nil || !strings.Contains(err.Error(), "zfs") {
 		t.Errorf("unknown key: %v", err)
+	}
+}
+
+func TestRoundRatios(t *testing.T) {
+	runs := func(tps ...float64) *dbResult {
+		d := &dbResult{}
+		for _, x := range tps {
+			d.runs = append(d.runs, testbed.SysbenchResult{TPS: x})
+		}
+		return d
+	}
+	tests := []struct {
+		name      string
+		sys, base *dbResult
+		want      []float64
+		cell      string
+	}{
+		// The VM sped up in round 2 and the ratio of means would say
+		// 0.91×; per round the system kept 0.95×, 0.80×, 1.00×.
+		{"paired by round", runs(19, 24, 25), runs(20, 30, 25), []float64{0.8, 0.95, 1}, "0.95× (0.80–1.00)"},
+		{"one round", runs(80), runs(100), []float64{0.8}, "0.80×"},
+		{"base lacks a round", runs(10, 20), runs(20), []float64{0.5}, "0.50×"},
+		{"base round of 0 TPS skipped", runs(10, 20), runs(0, 40), []float64{0.5}, "0.50×"},
+		{"system not measured", nil, runs(20), nil, "NaN×"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.sys.roundRatios(tt.base)
+			if len(got) != len(tt.want) {
+				t.Fatalf("roundRatios = %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if math.Abs(got[i]-tt.want[i]) > 1e-9 {
+					t.Fatalf("roundRatios = %v, want %v", got, tt.want)
+				}
+			}
+			if cell := ratiosCell(got); cell != tt.cell {
+				t.Errorf("cell = %q, want %q", cell, tt.cell)
+			}
+		})
 	}
 }
