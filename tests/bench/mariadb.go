@@ -102,6 +102,14 @@ func (r *dbResult) roundRatios(base *dbResult) []float64 {
 // ratio is the median of r's per-round TPS ratios to base.
 func (r *dbResult) ratio(base *dbResult) float64 { return median(r.roundRatios(base)) }
 
+// ratioCell is the table cell of r against base: "1.00×" against itself.
+func (r *dbResult) ratioCell(base *dbResult) string {
+	if r == base {
+		return testbed.FormatRatio(1)
+	}
+	return ratiosCell(r.roundRatios(base))
+}
+
 // sysbench runs a sysbench oltp_read_write command against the server.
 func sysbench(ctx context.Context, bed *testbed.Bed, cmd string, extra ...string) (string, error) {
 	args := []string{"sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-socket=" + dbSocket, "--mysql-user=root",

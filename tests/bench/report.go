@@ -328,9 +328,8 @@ func (r *report) writeSetup(b *strings.Builder) {
 			"  (QD16) over the datadir's files, the server started, %v sysbench warm-up, then %v measured; %d\n"+
 			"  round(s), the order reversed every other round; TPS and p95 are means over rounds, a ratio is the\n"+
 			"  median of per-round ratios (each system against the other measured in the same round), its range in\n"+
-			"  brackets. sysbench picks\n"+
-			"  rows uniformly (`--rand-type=uniform`), so that the tables, not a hot few rows in the buffer pool,\n"+
-			"  are the working set.\n",
+			"  brackets. sysbench picks rows uniformly (`--rand-type=uniform`), so that the tables, not a hot few\n"+
+			"  rows in the buffer pool, are the working set.\n",
 			r.database, sbTables, sbTableSize, sbThreads, strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimPrefix(myCnf, "[mariadbd]\n"), " = ", "=")), " "),
 			o.db.cacheWarm, o.db.warm, o.db.time, o.db.rounds)
 	}
@@ -382,7 +381,7 @@ func (r *report) writeDatabase(b *strings.Builder) error {
 			rounds = append(rounds, fmt.Sprintf("%.1f", x.TPS))
 		}
 		t.Add(s.key, strings.Join(rounds, ", "), fmt.Sprintf("%.1f", d.tps()), testbed.FormatLatency(d.p95()),
-			ratiosCell(d.roundRatios(ssd)), ratiosCell(d.roundRatios(bare)))
+			d.ratioCell(ssd), d.ratioCell(bare))
 	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
@@ -474,7 +473,7 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 				continue
 			}
 			c.Series = append(c.Series, chartSeries{Label: s.key,
-				Values: []float64{d.tps() / ssd.tps(), float64(d.p95()) / float64(ssd.p95())}})
+				Values: []float64{d.ratio(ssd), float64(d.p95()) / float64(ssd.p95())}})
 		}
 		c.LogY = true
 		f := chartFile{path: filepath.Join(dir, "mariadb.png"), title: c.Title}
@@ -492,7 +491,7 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 func (r *report) writeTuning(b *strings.Builder) error {
 	var vs []*system
 	for _, s := range r.systems {
-		if s.kind == variant && r.hasFio() {
+		if s.kind == variant && (r.hasFio() || r.db[s.key] != nil && r.db[s.base] != nil) {
 			vs = append(vs, s)
 		}
 	}
@@ -503,14 +502,17 @@ func (r *report) writeTuning(b *strings.Builder) error {
 	for _, v := range vs {
 		fmt.Fprintf(b, "- `%s`: %s; %s.\n", v.key, v.label, v.setup)
 	}
-	fmt.Fprintf(b, "\nIOPS of the variant divided by its default's in the same slice (median over slices); above 1.00× the\n"+
-		"change helped.\n\n")
+	fmt.Fprintf(b, "\nIOPS (TPS for MariaDB) of the variant divided by its default's in the same slice (round for MariaDB),\n"+
+		"median over slices (rounds), range in brackets; above 1.00× the change helped.\n\n")
 	hdr := []string{"workload"}
 	for _, v := range vs {
 		hdr = append(hdr, fmt.Sprintf("%s ÷ %s", v.key, v.base))
 	}
 	t := testbed.Table{Header: hdr}
 	for _, w := range r.workloads {
+		if !r.hasFio() {
+			break
+		}
 		row := []string{w.label}
 		for _, v := range vs {
 			row = append(row, r.ratioCell(w.key, v.key, v.base))

@@ -224,6 +224,27 @@ func TestDatabaseOnlyReport(t *testing.T) {
 	}
 }
 
+// A database-only run with a variant still reports the variant against
+// its default, the MariaDB row only.
+func TestDatabaseOnlyTuning(t *testing.T) {
+	r := fakeReport(t, map[string][]float64{"SSD": {1}, "RAID10": {0.05}, "tc-wbr": {0.9}, "tc-wbr-256k": {0.9}},
+		map[string]float64{"SSD": 100, "RAID10": 20, "tc-wbr": 80, "tc-wbr-256k": 88})
+	r.results = nil // -skip-fio
+	var b strings.Builder
+	if err := r.write(&b, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	doc := b.String()
+	for _, w := range []string{"| workload | tc-wbr-256k ÷ tc-wbr |", "| MariaDB oltp_read_write TPS | 1.10× |", "| SSD | 100.0 | 100.0 | 10.0 ms | 1.00× | 5.00× |"} {
+		if !strings.Contains(doc, w) {
+			t.Errorf("report lacks %q:\n%s", w, doc)
+		}
+	}
+	if strings.Contains(doc, "4k random read QD1 |") {
+		t.Errorf("a database-only run has fio rows in its tuning table:\n%s", doc)
+	}
+}
+
 func TestSelectSystems(t *testing.T) {
 	all := []*system{{key: "SSD"}, {key: "RAID10"}, {key: "SSD+linear", fioOnly: true}, {key: "tc-wbr"}}
 	got, err := selectSystems(all, options{only: []string{"SSD", "RAID10", "SSD+linear"}, dbLinear: true})
