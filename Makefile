@@ -10,7 +10,7 @@ N       ?= 100
 
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
-APT_PACKAGES := qemu-system-x86 linux-image-amd64 busybox-static kmod cpio \
+APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 dkms busybox-static kmod cpio \
 	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs procps systemd xz-utils prometheus curl
 # What `make bench` adds: the peers it measures tidecache against (bcache,
 # lvm2) and the database benchmark.
@@ -37,6 +37,10 @@ apt-install:
 .PHONY: build
 build: ## Build tidectl and tidecached into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+.PHONY: kmod
+kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER=<version> (needs linux-headers-<version>).
+	$(MAKE) -C kernel/dm-fuaflush $(if $(KVER),KVER=$(KVER))
 
 .PHONY: demo
 demo: deps build ## Boot a VM with emulated HDD RAID10 + SSD, create a cached volume, compare fio results.
