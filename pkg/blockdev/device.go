@@ -64,15 +64,49 @@ func Lookup(path string) (Device, error) {
 	case unix.S_IFREG:
 		return Device{Path: real, Regular: true}, nil
 	default:
-		return Device{}, notBlockDevice(path, real)
+		return Device{}, notBlockDevice(path, real, st.Mode)
 	}
 }
 
-func notBlockDevice(path, real string) error {
-	if path != real {
-		return fmt.Errorf("%s (%s) is %w", path, real, ErrNotBlockDevice)
+// LookupBlock is Lookup for callers that will write to the device: it
+// refuses a regular file too, so that a mistyped path or a disk image is
+// never taken for a disk. Every refusal wraps ErrNotBlockDevice and says
+// what the path is: "/root/ssd.img is a regular file, not a block device".
+func LookupBlock(path string) (Device, error) {
+	d, err := Lookup(path)
+	if err != nil {
+		return Device{}, err
 	}
-	return fmt.Errorf("%s is %w", path, ErrNotBlockDevice)
+	if d.Regular {
+		return Device{}, notBlockDevice(path, d.Path, unix.S_IFREG)
+	}
+	return d, nil
+}
+
+// notBlockDevice names path (and what it resolves to, if that differs) and
+// the kind of file it is.
+func notBlockDevice(path, real string, mode uint32) error {
+	if path != real {
+		path += " (-> " + real + ")"
+	}
+	return fmt.Errorf("%s is %s, %w", path, fileKind(mode), ErrNotBlockDevice)
+}
+
+// fileKind says what a stat mode is, for error messages.
+func fileKind(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "a regular file"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFIFO:
+		return "a named pipe"
+	case unix.S_IFSOCK:
+		return "a socket"
+	}
+	return fmt.Sprintf("a file of type %#o", mode&unix.S_IFMT)
 }
 
 // Resolve returns path with symlinks resolved, after checking that it names
@@ -96,7 +130,7 @@ func DevNumber(path string) (major, minor uint32, err error) {
 		return 0, 0, fmt.Errorf("stat %s: %w", path, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return 0, 0, fmt.Errorf("%s is %w", path, ErrNotBlockDevice)
+		return 0, 0, notBlockDevice(path, path, st.Mode)
 	}
 	rdev := uint64(st.Rdev)
 	return unix.Major(rdev), unix.Minor(rdev), nil

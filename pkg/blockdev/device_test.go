@@ -38,8 +38,8 @@ func TestLookup(t *testing.T) {
 		{name: "symlink resolved", path: link, want: Device{Path: img, Regular: true}},
 		{name: "missing", path: "/dev/tc-no-such-disk", wantErr: "device /dev/tc-no-such-disk does not exist", is: fs.ErrNotExist},
 		{name: "dangling symlink", path: dangling, wantErr: "device " + dangling + " does not exist", is: fs.ErrNotExist},
-		{name: "directory", path: dir, wantErr: dir + " is not a block device", is: ErrNotBlockDevice},
-		{name: "character device", path: "/dev/null", wantErr: "/dev/null is not a block device", is: ErrNotBlockDevice},
+		{name: "directory", path: dir, wantErr: dir + " is a directory, not a block device", is: ErrNotBlockDevice},
+		{name: "character device", path: "/dev/null", wantErr: "/dev/null is a character device, not a block device", is: ErrNotBlockDevice},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +63,40 @@ func TestLookup(t *testing.T) {
 				t.Errorf("Resolve(%s) = %q, %v", tt.path, r, err)
 			}
 		})
+	}
+}
+
+func TestLookupBlock(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "ssd.img")
+	if err := os.WriteFile(img, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "virtio-ssd0")
+	if err := os.Symlink("ssd.img", link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path, want string
+	}{
+		{img, img + " is a regular file, not a block device"},
+		{link, link + " (-> " + img + ") is a regular file, not a block device"},
+		{dir, dir + " is a directory, not a block device"},
+		{"/dev/null", "/dev/null is a character device, not a block device"},
+		{fifo, fifo + " is a named pipe, not a block device"},
+	}
+	for _, tt := range tests {
+		_, err := LookupBlock(tt.path)
+		if err == nil || err.Error() != tt.want || !errors.Is(err, ErrNotBlockDevice) {
+			t.Errorf("LookupBlock(%s) = %v, want %q wrapping ErrNotBlockDevice", tt.path, err, tt.want)
+		}
+	}
+	if _, err := LookupBlock("/dev/tc-no-such-disk"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LookupBlock(missing) = %v", err)
 	}
 }
 

@@ -51,12 +51,14 @@ type Checker struct {
 // It looks, in this order, at /proc/self/mountinfo (by device number, and
 // by source path for filesystems such as btrfs that report an anonymous
 // device number), /proc/swaps, the holders directory in sysfs (md arrays
-// and dm devices stacked on it), and finally opens each partition and the
-// device itself with O_EXCL: the kernel refuses that (EBUSY) while a
-// filesystem, md, dm or a process such as mkfs holds the device, which
-// also catches mounts in other mount namespaces. The exclusive open is
-// released at once; a user that arrives afterwards is not detected, so
-// callers should check right before they write.
+// and dm devices stacked on it), the open files of every process
+// (/proc/<pid>/fd: a database or a VM writing the raw device, named by pid
+// and command), and finally opens each partition and the device itself
+// with O_EXCL: the kernel refuses that (EBUSY) while a filesystem, md, dm
+// or a process such as mkfs holds the device, which also catches mounts in
+// other mount namespaces. The exclusive open is released at once; a user
+// that arrives afterwards is not detected, so writers open the device with
+// OpenForWrite, which keeps the exclusive claim while they write.
 //
 // A regular file (a test image) is only checked for existence.
 func (c Checker) CheckUnused(ctx context.Context, path string) error {
@@ -131,6 +133,13 @@ func (c Checker) check(ctx context.Context, path, devPathName, name string, num 
 		if len(hs) > 0 {
 			return inUse(m, "held by "+strings.Join(hs, ", "))
 		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("check %s: %w", path, err)
+	}
+	if m, procs := c.openedBy(members); len(procs) > 0 {
+		return inUse(m, "open by "+describeProcs(procs))
 	}
 
 	// Partitions first: while a partition is claimed the whole disk is

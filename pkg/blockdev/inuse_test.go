@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,7 @@ func TestCheck(t *testing.T) {
 		mountinfo string
 		swaps     string
 		setup     func(*fakeSys)
+		procs     []fakeProc
 		want      string // "" for unused
 	}{
 		{name: "unused", mountinfo: baseMounts},
@@ -130,6 +132,49 @@ func TestCheck(t *testing.T) {
 			},
 			want: "partition vdx1 held by dm-3 (tc-db-origin)",
 		},
+		{
+			name:      "open by a process",
+			mountinfo: baseMounts,
+			procs:     []fakeProc{{pid: 812, comm: "mysqld", fds: []string{"log", "NODE", "sock"}}},
+			want:      "open by process 812 (mysqld)",
+		},
+		{
+			name:      "open by several processes, sorted by pid",
+			mountinfo: baseMounts,
+			procs: []fakeProc{
+				{pid: 9001, comm: "qemu-system-x86", fds: []string{"NODE"}},
+				{pid: 77, comm: "sleep", fds: []string{"NODE", "NODE"}},
+				{pid: 300, comm: "bash", fds: []string{"log"}},
+			},
+			want: "open by processes 77 (sleep), 9001 (qemu-system-x86)",
+		},
+		{
+			name:      "comm unreadable",
+			mountinfo: baseMounts,
+			procs:     []fakeProc{{pid: 5, fds: []string{"NODE"}}},
+			want:      "open by process 5 (?)",
+		},
+		{
+			name:      "other files open",
+			mountinfo: baseMounts,
+			procs:     []fakeProc{{pid: 812, comm: "mysqld", fds: []string{"log", "sock"}}},
+		},
+		{
+			name:      "dangling fd link, process without fd directory",
+			mountinfo: baseMounts,
+			procs:     []fakeProc{{pid: 812, comm: "x", fds: []string{"/nonexistent/vdx"}}, {pid: 813, comm: "zombie", fds: nil}},
+		},
+		{
+			name:      "the checking process itself is left out",
+			mountinfo: baseMounts,
+			procs:     []fakeProc{{pid: os.Getpid(), comm: "tidectl", fds: []string{"NODE"}}},
+		},
+		{
+			name:      "mounted wins over a process",
+			mountinfo: baseMounts + "40 27 254:16 / /mnt/data rw - ext4 /dev/vdx rw\n",
+			procs:     []fakeProc{{pid: 812, comm: "mysqld", fds: []string{"NODE"}}},
+			want:      "mounted at /mnt/data",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +198,9 @@ func TestCheck(t *testing.T) {
 			node := filepath.Join(t.TempDir(), "vdx")
 			if err := os.WriteFile(node, nil, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			for _, p := range tt.procs {
+				p.write(t, proc, node)
 			}
 
 			c := Checker{SysRoot: sys.root, ProcRoot: proc}
@@ -230,4 +278,117 @@ func TestCheckUnused(t *testing.T) {
 			t.Errorf("reason = %q", iu.Reason)
 		}
 	})
+}
+
+// fakeProc is a process in a fake procfs: its comm ("" for none) and the
+// targets of its fds, where "NODE" is the device node under check and a
+// relative name a regular file made for it.
+type fakeProc struct {
+	pid  int
+	comm string
+	fds  []string
+}
+
+func (p fakeProc) write(t *testing.T, procRoot, node string) {
+	t.Helper()
+	dir := filepath.Join(procRoot, strconv.Itoa(p.pid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if p.comm != "" {
+		if err := os.WriteFile(filepath.Join(dir, "comm"), []byte(p.comm+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.fds == nil {
+		return
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "fd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, target := range p.fds {
+		switch {
+		case target == "NODE":
+			target = node
+		case !filepath.IsAbs(target):
+			f := filepath.Join(dir, target)
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			target = f
+		}
+		if err := os.Symlink(target, filepath.Join(dir, "fd", strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestHeldOnlyBy(t *testing.T) {
+	own := func(uuid string) bool { return strings.HasPrefix(uuid, "TC-") }
+	tests := []struct {
+		name  string
+		setup func(*fakeSys)
+		want  bool
+	}{
+		{name: "no holders", want: false},
+		{name: "one own dm holder", setup: func(s *fakeSys) { s.dm("dm-1", "253:1", "TC-wdata-1"); s.holder("vdx", "dm-1") }, want: true},
+		{name: "two own dm holders", setup: func(s *fakeSys) {
+			s.dm("dm-1", "253:1", "TC-wdata-1")
+			s.dm("dm-2", "253:2", "TC-rdata-1")
+			s.holder("vdx", "dm-1")
+			s.holder("vdx", "dm-2")
+		}, want: true},
+		{name: "own and foreign dm holder", setup: func(s *fakeSys) {
+			s.dm("dm-1", "253:1", "TC-wdata-1")
+			s.dm("dm-2", "253:2", "LVM-abc")
+			s.holder("vdx", "dm-1")
+			s.holder("vdx", "dm-2")
+		}, want: false},
+		{name: "md holder", setup: func(s *fakeSys) { s.disk("md127", "9:127"); s.holder("vdx", "md127") }, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := newFakeSys(t)
+			sys.disk("vdx", "254:16")
+			if tt.setup != nil {
+				tt.setup(sys)
+			}
+			got, err := heldOnlyBy(sys.root, "vdx", own)
+			if err != nil || got != tt.want {
+				t.Errorf("heldOnlyBy = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOpenForWriteRefusesNonBlockDevices(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "ssd.img")
+	if err := os.WriteFile(img, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		img:         img + " is a regular file, not a block device",
+		"/dev/null": "/dev/null is a character device, not a block device",
+	} {
+		f, err := Checker{}.OpenForWrite(context.Background(), path, nil)
+		if err == nil {
+			f.Close()
+		}
+		if err == nil || err.Error() != want || !errors.Is(err, ErrNotBlockDevice) {
+			t.Errorf("OpenForWrite(%s) = %v, want %q", path, err, want)
+		}
+	}
+	if _, err := (Checker{}).OpenForWrite(context.Background(), "/dev/tc-no-such-disk", nil); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenForWrite(missing) = %v", err)
+	}
+}
+
+func TestDescribeProcs(t *testing.T) {
+	var ps []proc
+	for i := 1; i <= 7; i++ {
+		ps = append(ps, proc{pid: i, comm: "p"})
+	}
+	if got, want := describeProcs(ps), "processes 1 (p), 2 (p), 3 (p), 4 (p), 5 (p), and 2 more"; got != want {
+		t.Errorf("describeProcs = %q, want %q", got, want)
+	}
 }

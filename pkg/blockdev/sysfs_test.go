@@ -64,6 +64,13 @@ func (f *fakeSys) disk(name, num string, parts ...[3]string) {
 	}
 }
 
+// dm adds a dm device with its dm UUID.
+func (f *fakeSys) dm(name, num, uuid string) {
+	f.t.Helper()
+	f.disk(name, num)
+	f.write("devices/virtual/block/"+name+"/dm/uuid", uuid+"\n")
+}
+
 // holder stacks holder (e.g. "md127", "dm-3") on the device dev.
 func (f *fakeSys) holder(dev, holder string) {
 	f.t.Helper()
