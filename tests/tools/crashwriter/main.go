@@ -1,41 +1,38 @@
-// Command crashwriter writes checksummed records to a block device and
-// acknowledges each batch on a side channel only after fdatasync returned,
-// then, after a power cut, verifies that every acknowledged record is
-// present and intact. It runs inside the test VM; the acknowledgements go
-// to a serial port the host records, so they survive the VM being killed.
+// Command crashwriter runs write workloads inside a test VM, acknowledging
+// each operation on a side channel only after the syscalls that make it
+// durable have returned, and, after a power cut and a reboot, verifies that
+// every acknowledged operation survived.
 //
-// Records are 4 KiB, written with O_DIRECT at block index = sequence
-// number, never overwritten within a cycle, so an interrupted write can
-// only damage a record that was never acknowledged.
+// The acknowledgements go to a serial port (the VM's ack channel) that the
+// host records to a file, so they survive the VM being killed. Each ack is
+// one write() of one line followed by tcdrain (TCSBRK 1): the next
+// operation starts only once the line has left the guest, so no
+// acknowledgement is still in the UART when the power goes. Lines carry a
+// workload tag so that several writers can share the port:
 //
-//	crashwriter write  -dev D -ack /dev/ttyS1 -cycle N -blocks M
+//	<tag> <cycle> <seq> <what the operation did...>
+//
+// Workloads (each file of this command holds one):
+//
+//	crashwriter write  -dev D -ack /dev/ttyS1 -cycle N -blocks M    (raw.go: sequential records, fdatasync per batch)
 //	crashwriter verify -dev D -cycle N -through S
+//	crashwriter fs        write|verify ...   (fs.go: files on a mounted filesystem)
+//	crashwriter raw-dsync write|verify ...   (rawdsync.go: O_DIRECT|O_DSYNC pwrite at QD1)
+//	crashwriter raw-aio   write|verify ...   (rawaio.go: O_DIRECT|O_DSYNC through Linux AIO at QD>1)
+//
+// A verify reads the ack log the host recorded (-acks FILE) and prints
+// "verified N acknowledged records|ops ...: L lost"; it exits 1 when
+// anything acknowledged is lost or damaged.
 package main
 
 import (
-	"encoding/binary"
-	"errors"
-	"flag"
 	"fmt"
-	"hash/crc32"
-	"math/rand/v2"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
-
-const (
-	recordSize = 4096
-	magic      = "TCREC001"
-	headerSize = 8 + 8 + 8 + 4 // magic, cycle, seq, crc32c(payload)
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: crashwriter write|verify [flags]")
-		os.Exit(2)
+		usage()
 	}
 	var err error
 	switch os.Args[1] {
@@ -43,8 +40,13 @@ func main() {
 		err = write(os.Args[2:])
 	case "verify":
 		err = verify(os.Args[2:])
+	case "fs", "raw-dsync", "raw-aio":
+		if len(os.Args) < 3 || (os.Args[2] != "write" && os.Args[2] != "verify") {
+			usage()
+		}
+		err = workload(os.Args[1], os.Args[2], os.Args[3:])
 	default:
-		err = fmt.Errorf("unknown command %q", os.Args[1])
+		usage()
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crashwriter:", err)
@@ -52,129 +54,22 @@ func main() {
 	}
 }
 
-// alignedBuffer returns a page-aligned buffer for O_DIRECT.
-func alignedBuffer(n int) ([]byte, error) {
-	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+func workload(name, verb string, args []string) error {
+	switch name + " " + verb {
+	case "fs write":
+		return fsWrite(args)
+	case "fs verify":
+		return fsVerify(args)
+	case "raw-dsync write":
+		return rawDsyncWrite(args)
+	case "raw-aio write":
+		return rawAIOWrite(args)
+	default: // raw-dsync verify, raw-aio verify
+		return rawVerify(name, args)
+	}
 }
 
-func encode(buf []byte, cycle, seq uint64, rng *rand.Rand) {
-	payload := buf[headerSize:recordSize]
-	for i := 0; i+8 <= len(payload); i += 8 {
-		binary.LittleEndian.PutUint64(payload[i:], rng.Uint64())
-	}
-	copy(buf, magic)
-	binary.LittleEndian.PutUint64(buf[8:], cycle)
-	binary.LittleEndian.PutUint64(buf[16:], seq)
-	binary.LittleEndian.PutUint32(buf[24:], crc32.Checksum(payload, castagnoli))
-}
-
-func write(args []string) error {
-	fs := flag.NewFlagSet("write", flag.ExitOnError)
-	dev := fs.String("dev", "", "block device to write")
-	ack := fs.String("ack", "", "device or file receiving acknowledgements")
-	cycle := fs.Uint64("cycle", 0, "cycle number stamped in every record")
-	blocks := fs.Uint64("blocks", 0, "number of 4 KiB blocks available")
-	maxBatch := fs.Int("max-batch", 16, "records written between two fdatasync calls, at most")
-	_ = fs.Parse(args)
-	if *dev == "" || *ack == "" || *blocks == 0 {
-		return errors.New("write needs -dev, -ack and -blocks")
-	}
-	f, err := os.OpenFile(*dev, os.O_WRONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	a, err := os.OpenFile(*ack, os.O_WRONLY|unix.O_NOCTTY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	buf, err := alignedBuffer(recordSize)
-	if err != nil {
-		return err
-	}
-	rng := rand.New(rand.NewPCG(*cycle, 0x7469646563616368))
-	fmt.Fprintf(a, "START %d\n", *cycle)
-	for seq := uint64(0); seq < *blocks; {
-		n := uint64(1 + rng.IntN(*maxBatch))
-		first := seq
-		for ; seq < first+n && seq < *blocks; seq++ {
-			encode(buf, *cycle, seq, rng)
-			if _, err := f.WriteAt(buf, int64(seq)*recordSize); err != nil {
-				return fmt.Errorf("write record %d: %w", seq, err)
-			}
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return fmt.Errorf("fdatasync after record %d: %w", seq-1, err)
-		}
-		// Only now are records first..seq-1 acknowledged.
-		if _, err := fmt.Fprintf(a, "ACK %d %d\n", *cycle, seq-1); err != nil {
-			return fmt.Errorf("ack: %w", err)
-		}
-	}
-	fmt.Fprintf(a, "FULL %d\n", *cycle)
-	return nil
-}
-
-func verify(args []string) error {
-	fs := flag.NewFlagSet("verify", flag.ExitOnError)
-	dev := fs.String("dev", "", "block device to read")
-	cycle := fs.Uint64("cycle", 0, "cycle whose records are checked")
-	through := fs.Int64("through", -1, "last acknowledged sequence number")
-	_ = fs.Parse(args)
-	if *dev == "" {
-		return errors.New("verify needs -dev")
-	}
-	f, err := os.OpenFile(*dev, os.O_RDONLY|unix.O_DIRECT, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	buf, err := alignedBuffer(recordSize)
-	if err != nil {
-		return err
-	}
-	bad := 0
-	for seq := int64(0); seq <= *through; seq++ {
-		if _, err := f.ReadAt(buf, seq*recordSize); err != nil {
-			return fmt.Errorf("read record %d: %w", seq, err)
-		}
-		if why := check(buf, *cycle, uint64(seq)); why != "" {
-			bad++
-			if bad <= 20 {
-				fmt.Printf("LOST record %d: %s\n", seq, why)
-			}
-		}
-	}
-	// Records past the last ack may or may not have made it; count them.
-	extra := 0
-	for seq := *through + 1; ; seq++ {
-		if _, err := f.ReadAt(buf, seq*recordSize); err != nil || check(buf, *cycle, uint64(seq)) != "" {
-			break
-		}
-		extra++
-	}
-	fmt.Printf("verified %d acknowledged records of cycle %d: %d lost; %d unacknowledged records also present\n", *through+1, *cycle, bad, extra)
-	if bad > 0 {
-		return fmt.Errorf("%d acknowledged records lost or damaged", bad)
-	}
-	return nil
-}
-
-// check returns why a block is not the expected record, or "".
-func check(buf []byte, cycle, seq uint64) string {
-	if string(buf[:8]) != magic {
-		return "no record magic"
-	}
-	if c := binary.LittleEndian.Uint64(buf[8:]); c != cycle {
-		return fmt.Sprintf("cycle %d, want %d", c, cycle)
-	}
-	if s := binary.LittleEndian.Uint64(buf[16:]); s != seq {
-		return fmt.Sprintf("sequence %d, want %d", s, seq)
-	}
-	want := binary.LittleEndian.Uint32(buf[24:])
-	if got := crc32.Checksum(buf[headerSize:recordSize], castagnoli); got != want {
-		return fmt.Sprintf("payload crc32c %08x, header says %08x", got, want)
-	}
-	return ""
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: crashwriter write|verify [flags]\n       crashwriter fs|raw-dsync|raw-aio write|verify [flags]")
+	os.Exit(2)
 }
