@@ -29,14 +29,27 @@ The origin is either an existing array (hardware RAID LUN, md device) given
 with --origin, or four or more disks given with --raid10 that tidecache
 assembles into an md RAID10 (/dev/md/tc-<pool>).
 
-Every device is checked first: it must exist, not be mounted or used by
-another device, and carry no filesystem, RAID, partition-table or old
-tidecache signature. --force overwrites such signatures (the data on them
-is lost); a device in use is always refused. Nothing is written before all
-checks pass. A small superblock recording the pool layout is written to
-the first 4 MiB of every SSD and of the origin.`,
+Every device is checked first: it must be a block device (a regular file,
+directory or character device is refused), not be mounted, used as swap,
+held by md or dm, or open in another process (named by pid and command),
+and carry no filesystem, RAID or partition-table signature. --force
+overwrites such signatures (the data on them is lost); a device in use is
+always refused.
+
+A device that belongs to another tidecache pool (its superblock, even a
+damaged one, or a disk of that pool's RAID10) is refused even with --force:
+that pool's cache may hold the only copy of recent writes, also while the
+pool is not assembled or was refused at boot. --destroy-pool NAME (or the
+pool's UUID) takes the devices of that one pool, destroying it; for a
+damaged superblock that names no pool, give the device's path instead.
+
+Nothing is written before all checks pass, and every superblock write
+opens its device exclusively (O_EXCL), so a device mounted or claimed in
+the meantime is refused, not overwritten. A small superblock recording the
+pool layout is written to the first 4 MiB of every SSD and of the origin.`,
 		Example: `  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0
-  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1 --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd`,
+  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1 --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd
+  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0 --destroy-pool old   # reuse pool old's devices`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -59,7 +72,8 @@ the first 4 MiB of every SSD and of the origin.`,
 	f.StringArrayVar(&req.SSDs, "ssd", nil, "SSD device to hold cache slices (repeatable)")
 	f.StringVar(&req.Origin, "origin", "", "existing HDD array device to carve volumes from")
 	f.StringSliceVar(&req.RAID10, "raid10", nil, "disks to assemble into an md RAID10 origin (comma-separated or repeated)")
-	f.BoolVar(&req.Force, "force", false, "overwrite devices that carry filesystem, RAID or partition signatures (destroys their data)")
+	f.BoolVar(&req.Force, "force", false, "overwrite devices that carry filesystem, RAID or partition signatures (destroys their data; never another tidecache pool's devices)")
+	f.StringVar(&req.DestroyPool, "destroy-pool", "", "take the devices of this other tidecache pool (name or UUID; a device path for a damaged superblock naming no pool), destroying that pool and any dirty data in its cache")
 	f.BoolVar(&req.AssumeClean, "assume-clean", false, "skip the initial RAID10 resync (only for new, zeroed disks)")
 	cmd.MarkFlagsMutuallyExclusive("origin", "raid10")
 	return cmd

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 
+	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
 	"github.com/tidecache/tidecache/pkg/superblock"
 )
 
@@ -30,11 +33,28 @@ func readSuperblock(path string) (superblock.Superblock, error) {
 	return sb, nil
 }
 
+// openForWrite is the only way the engine opens a device to write to it:
+// superblocks (writeSuperblock), their wipe (wipeSuperblock) and the heads
+// of cache slices (zeroHead) all go through it. The device is opened with
+// O_EXCL, so the write fails with a *blockdev.InUseError ("device X is in
+// use: mounted at /mnt") instead of landing under a filesystem, an md
+// array or another program that claimed the device after the checks ran;
+// the claim lasts until the file is closed. A device held only by
+// tidecache's own dm devices (a pool member under its volumes' slices) is
+// opened shared: dm's claim keeps everyone else out. See
+// blockdev.Checker.OpenForWrite.
+//
+// It reads the real /sys and /proc: the writers it serves have no engine
+// at hand, and no test points them at a fake tree.
+func openForWrite(path string) (*os.File, error) {
+	return blockdev.Checker{}.OpenForWrite(context.Background(), path, stack.Owned)
+}
+
 // writeSuperblock writes one superblock copy to a device and syncs it.
 func writeSuperblock(path string, sb superblock.Superblock) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openForWrite(path)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("write superblock: %w", err)
 	}
 	defer f.Close()
 	if err := superblock.Write(f, f.Sync, sb); err != nil {
@@ -45,9 +65,9 @@ func writeSuperblock(path string, sb superblock.Superblock) error {
 
 // wipeSuperblock removes tidecache's superblock from a device.
 func wipeSuperblock(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openForWrite(path)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("wipe superblock: %w", err)
 	}
 	defer f.Close()
 	if err := superblock.Wipe(f, f.Sync); err != nil {
@@ -63,9 +83,9 @@ func zeroHead(path string, e pool.Extent) error {
 	if max := int64(e.Length) * pool.SectorSize; n > max {
 		n = max
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openForWrite(path)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("zero cache metadata: %w", err)
 	}
 	defer f.Close()
 	if _, err := f.WriteAt(make([]byte, n), int64(e.Offset)*pool.SectorSize); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/superblock"
 )
 
 // CreatePoolRequest describes a new pool: SSDs that will hold cache slices
@@ -24,8 +26,18 @@ type CreatePoolRequest struct {
 	Origin string
 	RAID10 []string
 	// Force allows devices that carry a filesystem, RAID or partition
-	// signature, or an old tidecache superblock. Their content is lost.
+	// signature. Their content is lost. It does not allow a device of
+	// another tidecache pool: see DestroyPool.
 	Force bool
+	// DestroyPool names (by name or UUID) the one tidecache pool whose
+	// devices may be taken: a device carrying a superblock of any pool, a
+	// damaged one included, or a disk of a pool's md origin, is refused
+	// otherwise, even with Force, because that pool's cache may hold the
+	// only copy of recent writes even while it is not assembled. For a
+	// damaged superblock that names no readable pool, the device's path
+	// stands for the pool. A DestroyPool that no given device belongs to
+	// is refused.
+	DestroyPool string
 	// AssumeClean skips the initial RAID10 resync; only correct on new,
 	// zeroed disks.
 	AssumeClean bool
@@ -39,6 +51,19 @@ var ErrPoolNotFound = errors.New("pool not found")
 
 // ErrUnsafeDevice marks a device refused because it holds data or is used.
 var ErrUnsafeDevice = errors.New("device is not safe to use")
+
+// ErrOtherPool marks a device refused because it belongs to another
+// tidecache pool; errors.Is also matches ErrUnsafeDevice.
+var ErrOtherPool = errors.New("device belongs to another tidecache pool")
+
+// otherPoolError is a device of another pool, refused without DestroyPool.
+type otherPoolError struct{ msg string }
+
+func (e *otherPoolError) Error() string { return e.msg }
+
+func (e *otherPoolError) Is(target error) bool {
+	return target == ErrOtherPool || target == ErrUnsafeDevice
+}
 
 // CreatePool checks every device, assembles the RAID10 if asked, and
 // writes the first superblock to each SSD and to the origin. Nothing is
@@ -67,23 +92,44 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 		return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, ErrPoolExists)
 	}
 
-	seen := map[string]string{}
-	all := append(append([]string{}, req.SSDs...), req.RAID10...)
-	if req.Origin != "" {
-		all = append(all, req.Origin)
+	type arg struct{ flag, path string }
+	var all []arg
+	for _, p := range req.SSDs {
+		all = append(all, arg{"--ssd", p})
 	}
-	for _, p := range all {
-		real, err := blockdev.Resolve(p)
+	for _, p := range req.RAID10 {
+		all = append(all, arg{"--raid10", p})
+	}
+	if req.Origin != "" {
+		all = append(all, arg{"--origin", req.Origin})
+	}
+	// Regular files, directories and the like first: a typo or a disk
+	// image must not get as far as the other checks' messages.
+	seen := map[string]string{}
+	for _, a := range all {
+		dev, err := blockdev.LookupBlock(a.path)
+		if errors.Is(err, blockdev.ErrNotBlockDevice) {
+			return PoolInfo{}, fmt.Errorf("pool %s: %s %w; tidecache takes block devices only (losetup makes one of a disk image)", req.Name, a.flag, err)
+		}
 		if err != nil {
 			return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
 		}
-		if prev, dup := seen[real]; dup {
-			return PoolInfo{}, fmt.Errorf("pool %s: %s and %s are the same device", req.Name, prev, p)
+		if prev, dup := seen[dev.Path]; dup {
+			return PoolInfo{}, fmt.Errorf("pool %s: %s and %s are the same device", req.Name, prev, a.path)
 		}
-		seen[real] = p
-		if err := e.checkFree(ctx, p, req.Force); err != nil {
+		seen[dev.Path] = a.path
+	}
+	destroyed := false
+	for _, a := range all {
+		took, err := e.checkFree(ctx, a.path, req, found)
+		if err != nil {
 			return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
 		}
+		destroyed = destroyed || took
+	}
+	if req.DestroyPool != "" && !destroyed {
+		return PoolInfo{}, fmt.Errorf("pool %s: --destroy-pool %s: none of the devices given belongs to pool %s; nothing was written",
+			req.Name, req.DestroyPool, req.DestroyPool)
 	}
 
 	l := &pool.Layout{Name: req.Name, UUID: newUUID(), Generation: 1}
@@ -145,35 +191,185 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	return e.poolInfo(ps, origin.Path), nil
 }
 
-// checkFree refuses a device that is missing, in use, or holds data, unless
-// force allows the data part. Being in use is never forgiven: writing
-// under a mounted filesystem or a running array corrupts it.
-func (e *Engine) checkFree(ctx context.Context, path string, force bool) error {
+// checkFree refuses a device that is missing, in use, holds data, or
+// belongs to another tidecache pool. Being in use is never forgiven:
+// writing under a mounted filesystem or a running array corrupts it. Data
+// is forgiven by req.Force; another pool's device only by req.DestroyPool
+// naming that pool, in which case took is true.
+func (e *Engine) checkFree(ctx context.Context, path string, req CreatePoolRequest, found scanResult) (took bool, err error) {
 	if err := e.checker.CheckUnused(ctx, path); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnsafeDevice, err)
+		return false, fmt.Errorf("%w: %w", ErrUnsafeDevice, err)
 	}
 	sigs, err := e.prober.Probe(ctx, path)
 	if err != nil {
-		return fmt.Errorf("probe %s: %w", path, err)
+		return false, fmt.Errorf("probe %s: %w", path, err)
 	}
-	var found []string
+	claims, err := e.poolClaims(path, sigs, found)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range claims {
+		if !c.namedBy(req.DestroyPool, path) {
+			return false, c.refusal(path)
+		}
+		e.log.Warn("destroying a device of another pool (--destroy-pool)", "device", c.dev, "pool", c.name, "pool_uuid", c.uuid, "role", c.role)
+		took = true
+	}
+	var held []string
 	for _, s := range sigs {
-		found = append(found, fmt.Sprintf("%s (%s)", s.Type, s.Usage))
+		held = append(held, fmt.Sprintf("%s (%s)", s.Type, s.Usage))
 	}
-	sb, err := readSuperblock(path)
+	if len(held) > 0 && !req.Force {
+		return false, fmt.Errorf("%w: %s holds %s; use --force to overwrite it (its data will be lost)", ErrUnsafeDevice, path, strings.Join(held, ", "))
+	}
+	if len(held) > 0 {
+		e.log.Warn("overwriting device with signatures (--force)", "device", path, "signatures", strings.Join(held, ", "))
+	}
+	return took, nil
+}
+
+// poolClaim says that a device belongs to a tidecache pool.
+type poolClaim struct {
+	dev        string // the device, or its partition, that says so
+	role       string // "SSD member", "origin", "RAID10 disk of the origin"
+	name, uuid string // the pool; "" when it cannot be told
+	damaged    error  // the read error of a damaged superblock
+}
+
+// namedBy reports whether --destroy-pool value names the claimed pool: by
+// name or UUID, or, for a pool that cannot be identified, by the path of
+// the device given or of the one carrying the superblock.
+func (c poolClaim) namedBy(value, path string) bool {
 	switch {
-	case err == nil:
-		found = append(found, fmt.Sprintf("tidecache superblock of pool %q", sb.Layout.Name))
-	case !isNoSuperblock(err):
-		found = append(found, fmt.Sprintf("damaged tidecache superblock (%v)", err))
+	case value == "":
+		return false
+	case c.name != "" || c.uuid != "":
+		return value == c.name || value == c.uuid
+	default:
+		return value == path || value == c.dev
 	}
-	if len(found) > 0 && !force {
-		return fmt.Errorf("%w: %s holds %s; use --force to overwrite it (its data will be lost)", ErrUnsafeDevice, path, strings.Join(found, ", "))
+}
+
+func (c poolClaim) refusal(path string) error {
+	what := path
+	if c.dev != path {
+		what += " (through " + c.dev + ")"
 	}
-	if len(found) > 0 {
-		e.log.Warn("overwriting device with signatures (--force)", "device", path, "signatures", strings.Join(found, ", "))
+	const why = "--force does not overwrite another pool's device: its cache may hold that pool's only copy of recent writes, even while the pool is not assembled"
+	var msg string
+	switch {
+	case c.damaged != nil && c.name == "":
+		msg = fmt.Sprintf("%s holds a damaged tidecache superblock of a pool that cannot be identified (%v); %s. To destroy it anyway, add --destroy-pool %s",
+			what, c.damaged, why, path)
+	case c.damaged != nil:
+		msg = fmt.Sprintf("%s holds a damaged tidecache superblock (%v); pool %q (uuid %s) lists it as its %s; %s. To destroy pool %q and reuse the device, add --destroy-pool %s",
+			what, c.damaged, c.name, c.uuid, c.role, why, c.name, c.name)
+	default:
+		uuid := c.uuid
+		if uuid == "" {
+			uuid = "unknown"
+		}
+		msg = fmt.Sprintf("%s is the %s of tidecache pool %q (uuid %s); %s. To destroy pool %q and reuse the device, add --destroy-pool %s",
+			what, c.role, c.name, uuid, why, c.name, c.name)
 	}
-	return nil
+	return &otherPoolError{msg: ErrUnsafeDevice.Error() + ": " + msg}
+}
+
+// poolClaims finds the tidecache pools the device at path belongs to:
+//   - a superblock on the device or on one of its partitions, in either
+//     slot; a damaged or newer-format one counts too, identified through
+//     the layout of another device of its pool (found) when it can be;
+//   - an md signature (sigs) of the array a pool's RAID10 origin was
+//     built as: the md UUID a known layout records, or the array name
+//     "tc-<pool>" tidecache gives it.
+func (e *Engine) poolClaims(path string, sigs []blockdev.Signature, found scanResult) ([]poolClaim, error) {
+	devs := []string{path}
+	if name, err := blockdev.Name(e.cfg.SysRoot, path); err == nil {
+		parts, err := blockdev.Partitions(e.cfg.SysRoot, name)
+		if err != nil {
+			return nil, fmt.Errorf("check %s for tidecache superblocks: %w", path, err)
+		}
+		for _, p := range parts {
+			devs = append(devs, "/dev/"+strings.ReplaceAll(p, "!", "/"))
+		}
+	}
+	var claims []poolClaim
+	for _, d := range devs {
+		sb, err := readSuperblock(d)
+		var corrupt *superblock.CorruptError
+		var newer *superblock.VersionError
+		switch {
+		case err == nil:
+			role := "SSD member"
+			if sb.Role == superblock.RoleOrigin {
+				role = "origin"
+			}
+			claims = append(claims, poolClaim{dev: d, role: role, name: sb.Layout.Name, uuid: sb.Layout.UUID})
+		case isNoSuperblock(err):
+		case errors.As(err, &corrupt), errors.As(err, &newer):
+			c := poolClaim{dev: d, damaged: err}
+			if p, role, ok := found.listing(d); ok {
+				c.name, c.uuid, c.role = p.Layout.Name, p.Layout.UUID, role
+			}
+			claims = append(claims, c)
+		default:
+			return nil, fmt.Errorf("cannot tell whether %s belongs to a tidecache pool: %w", path, err)
+		}
+	}
+	for _, s := range sigs {
+		if s.Type != "linux_raid_member" {
+			continue
+		}
+		c := poolClaim{dev: path, role: "RAID10 disk of the origin"}
+		for _, p := range found.Pools {
+			if md := p.Layout.Origin.MDUUID; md != "" && hexOnly(md) == hexOnly(s.UUID) {
+				c.name, c.uuid = p.Layout.Name, p.Layout.UUID
+			}
+		}
+		if _, array, ok := strings.Cut(s.Label, ":"); c.name == "" && ok {
+			if name, ok := strings.CutPrefix(array, "tc-"); ok {
+				c.name = name
+				if p, ok := found.byName(name); ok {
+					c.uuid = p.Layout.UUID
+				}
+			}
+		}
+		if c.name != "" {
+			claims = append(claims, c)
+		}
+	}
+	return claims, nil
+}
+
+// listing returns the pool whose layout records dev as a member or as its
+// origin, and the role; dev and the recorded paths are compared with
+// symlinks resolved.
+func (r scanResult) listing(dev string) (*poolState, string, bool) {
+	real, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		return nil, "", false
+	}
+	same := func(p string) bool {
+		r, err := filepath.EvalSymlinks(p)
+		return err == nil && r == real
+	}
+	for _, p := range r.sortedPools() {
+		for _, m := range p.Layout.Members {
+			if same(m.Path) {
+				return p, "SSD member", true
+			}
+		}
+		if same(p.Layout.Origin.Path) {
+			return p, "origin", true
+		}
+	}
+	return nil, "", false
+}
+
+// hexOnly lower-cases an md UUID and drops its separators, so that mdadm's
+// "3b2a4c1e:8f0d2b6a:..." and blkid's "3b2a4c1e-8f0d-2b6a-..." compare.
+func hexOnly(uuid string) string {
+	return strings.ToLower(strings.NewReplacer(":", "", "-", "").Replace(uuid))
 }
 
 // PoolInfo is the view of one pool shown by `tidectl pool show`.
