@@ -68,12 +68,17 @@ func (l launch) qemuArgs() []string {
 // qemuEscape escapes a value inside a qemu option list (commas double).
 func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// kernelAppend builds the guest kernel command line. mitigations=off
-// matters under TCG: page-table isolation makes every guest syscall flush
-// qemu's software TLB.
-func kernelAppend(cfg Config, agent string) (string, error) {
+// kernelAppend builds the guest kernel command line; modules are .ko paths
+// for the agent to insmod. mitigations=off matters under TCG: page-table
+// isolation makes every guest syscall flush qemu's software TLB.
+func kernelAppend(cfg Config, agent string, modules ...string) (string, error) {
 	if strings.ContainsAny(agent, " \t\n\"") {
 		return "", fmt.Errorf("agent path %q: the kernel command line cannot carry spaces or quotes", agent)
+	}
+	for _, m := range modules {
+		if strings.ContainsAny(m, " \t\n\",") {
+			return "", fmt.Errorf("module path %q: the kernel command line cannot carry spaces, quotes or commas", m)
+		}
 	}
 	parts := []string{
 		"console=ttyS0", "quiet", "panic=-1", "oops=panic", "mitigations=off",
@@ -83,6 +88,9 @@ func kernelAppend(cfg Config, agent string) (string, error) {
 	}
 	if cfg.Network != nil {
 		parts = append(parts, wire.ParamAddr+"="+cfg.Network.Addr)
+	}
+	if len(modules) > 0 {
+		parts = append(parts, wire.ParamInsmod+"="+strings.Join(modules, ","))
 	}
 	if cfg.ExtraAppend != "" {
 		parts = append(parts, cfg.ExtraAppend)

@@ -76,6 +76,11 @@ type Config struct {
 	Dir         string
 	Logger      *slog.Logger // default: discard
 	ExtraAppend string       // appended to the kernel command line
+	// NoFUAFlushModule boots without tidecache's dm-fuaflush target
+	// (kernel/dm-fuaflush). By default Boot builds it against the guest
+	// kernel's headers (see FUAFlushModule) and the agent loads it, so
+	// every VM has the "fuaflush" target.
+	NoFUAFlushModule bool
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -224,9 +229,18 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	} else if filepath.Dir(kernelPath) == cache {
 		useCached(kernelPath, "vmlinux-")
 	}
+	var modules []string
+	if !cfg.NoFUAFlushModule {
+		ko, err := FUAFlushModule(bootCtx, kver)
+		if err != nil {
+			return nil, err
+		}
+		useCached(ko, "dm-fuaflush-")
+		modules = append(modules, ko)
+	}
 	useCached(agent, "agent-")
 	useCached(initrd, "initramfs-")
-	appendLine, err := kernelAppend(cfg, agent)
+	appendLine, err := kernelAppend(cfg, agent, modules...)
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
 	}

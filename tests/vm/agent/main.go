@@ -7,7 +7,8 @@
 // guest powers off, so the host sees qemu exit instead of a hung VM.
 //
 // The server loads the runtime modules listed in kernel/modules.txt with the
-// host's modprobe, puts the ack channel (/dev/ttyS1) in raw mode, configures
+// host's modprobe and the out-of-tree modules of tc.insmod (dm-fuaflush)
+// with insmod, puts the ack channel (/dev/ttyS1) in raw mode, configures
 // eth0 from the kernel command line (tc.addr=CIDR), then answers requests of
 // the wire protocol (tests/vm/internal/wire) on the virtio-serial port named
 // tc.ctl. Requests run concurrently, each command in its own process group;
@@ -128,6 +129,7 @@ func serve() int {
 		}
 	}
 	a.loadModules()
+	a.insmod(params[wire.ParamInsmod])
 	if err := setRaw(wire.AckDevice); err != nil {
 		a.fail("ack channel %s: %v", wire.AckDevice, err)
 	}
@@ -202,6 +204,27 @@ func (a *agent) loadModules() {
 		}
 	}
 	log.Printf("runtime modules loaded in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// insmod loads the out-of-tree modules of the tc.insmod parameter (paths
+// separated by commas) with the host's insmod, after loadModules: they
+// depend on runtime modules such as dm-mod. A failure fails Boot.
+func (a *agent) insmod(list string) {
+	if list == "" {
+		return
+	}
+	start := time.Now()
+	for _, path := range strings.Split(list, ",") {
+		out, err := exec.Command("insmod", path).CombinedOutput()
+		if err != nil {
+			msg := strings.TrimSpace(string(out))
+			if msg == "" {
+				msg = err.Error()
+			}
+			a.fail("insmod %s: %s", path, msg)
+		}
+	}
+	log.Printf("out-of-tree modules loaded in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // isLoaded reports whether a module is loaded or built in.

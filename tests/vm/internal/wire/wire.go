@@ -31,6 +31,10 @@ const (
 	ParamAgent = "tc.agent" // absolute host path of the agent binary
 	ParamName  = "tc.name"  // guest hostname
 	ParamAddr  = "tc.addr"  // CIDR address for eth0, e.g. 10.0.0.1/24
+	// ParamInsmod lists out-of-tree modules (absolute host paths of .ko
+	// files, comma-separated) that the agent loads with insmod, in order,
+	// after the runtime modules of kernel/modules.txt.
+	ParamInsmod = "tc.insmod"
 )
 
 // Op is the kind of a request.

@@ -1,0 +1,210 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// The guest kernel gets tidecache's own device-mapper target, dm-fuaflush
+// (kernel/dm-fuaflush), built on the host against the guest kernel's
+// headers (/lib/modules/<kver>/build, package linux-headers-<kver>) and
+// loaded by the agent with insmod (see wire.ParamInsmod). The module lands
+// in the cache directory, which the guest sees through its 9p root.
+
+// FUAFlushSource is the repository directory holding the dm-fuaflush
+// sources.
+const FUAFlushSource = "kernel/dm-fuaflush"
+
+// fuaflushFormat is part of the cache key: bump it when the way the module
+// is built changes in a way the sources do not show.
+const fuaflushFormat = "tidecache-kmod-1"
+
+var kmodCache struct {
+	sync.Mutex
+	paths map[string]string // kver -> .ko
+}
+
+// FUAFlushModule returns the path of dm-fuaflush.ko built for the guest
+// kernel kver (KernelVersion), building it when the cache holds no module
+// built from the same sources against the same headers. It is built at
+// most once per process; builds in other processes are safe (the module
+// is renamed into place). The error names the package to install when the
+// headers or the build tools are missing.
+func FUAFlushModule(ctx context.Context, kver string) (string, error) {
+	kmodCache.Lock()
+	defer kmodCache.Unlock()
+	if p := kmodCache.paths[kver]; p != "" {
+		return p, nil
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	p, err := buildFUAFlush(ctx, cache, filepath.Join(root, FUAFlushSource), kver)
+	if err != nil {
+		return "", fmt.Errorf("vm: dm-fuaflush for %s: %w", kver, err)
+	}
+	if kmodCache.paths == nil {
+		kmodCache.paths = map[string]string{}
+	}
+	kmodCache.paths[kver] = p
+	return p, nil
+}
+
+// kernelBuildDir returns /lib/modules/<kver>/build, or an error naming the
+// package that provides it.
+func kernelBuildDir(kver string) (string, error) {
+	dir := filepath.Join("/lib/modules", kver, "build")
+	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
+		return "", fmt.Errorf("no kernel headers at %s: install package linux-headers-%s "+
+			"(linux-headers-amd64 tracks linux-image-amd64; `make deps`)", dir, kver)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "Module.symvers")); err != nil {
+		return "", fmt.Errorf("%s has no Module.symvers: reinstall package linux-headers-%s", dir, kver)
+	}
+	return dir, nil
+}
+
+// buildFUAFlush builds the module from srcDir into cacheDir as
+// dm-fuaflush-<kver>-<hash>.ko, the hash covering the sources and the
+// headers it was built against.
+func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, error) {
+	kdir, err := kernelBuildDir(kver)
+	if err != nil {
+		return "", err
+	}
+	makeBin, err := exec.LookPath("make")
+	if err != nil {
+		return "", errors.New("make not found (package make)")
+	}
+	srcs, err := moduleSources(srcDir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", fuaflushFormat, kver)
+	// The headers: a reinstalled or upgraded package rewrites Module.symvers.
+	symvers, err := filepath.EvalSymlinks(filepath.Join(kdir, "Module.symvers"))
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(symvers)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "%s %d %d\n", symvers, st.Size(), st.ModTime().UnixNano())
+	for _, name := range srcs {
+		data, err := os.ReadFile(filepath.Join(srcDir, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	out := filepath.Join(cacheDir, fmt.Sprintf("dm-fuaflush-%s-%s.ko", kver, hex.EncodeToString(h.Sum(nil))[:16]))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+
+	// Kbuild writes its objects next to the sources: build in a private
+	// copy, never in the repository.
+	work, err := os.MkdirTemp("", "tc-kmod-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	for _, name := range srcs {
+		data, err := os.ReadFile(filepath.Join(srcDir, name))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.CommandContext(ctx, makeBin, "-C", kdir, "M="+work, "modules")
+	cmd.Env = kbuildEnv()
+	var outBuf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outBuf, &outBuf
+	if err := cmd.Run(); err != nil {
+		// Debian's headers package depends on the compiler the kernel was
+		// built with: a missing one shows in make's output.
+		return "", fmt.Errorf("make -C %s M=%s modules: %w\n%s", kdir, work, err, strings.TrimSpace(outBuf.String()))
+	}
+	built := filepath.Join(work, "dm-fuaflush.ko")
+	data, err := os.ReadFile(built)
+	if err != nil {
+		return "", fmt.Errorf("build left no dm-fuaflush.ko: %w\n%s", err, outBuf.String())
+	}
+	tmp, err := os.CreateTemp(cacheDir, ".dm-fuaflush-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), out)
+	}
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// moduleSources lists the files of srcDir a module build reads: Kbuild,
+// Makefile, C sources and headers, sorted.
+func moduleSources(srcDir string) ([]string, error) {
+	entries, err := os.ReadDir(srcDir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && (n == "Kbuild" || n == "Makefile" ||
+			strings.HasSuffix(n, ".c") && !strings.HasSuffix(n, ".mod.c") || strings.HasSuffix(n, ".h")) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no module sources in %s", srcDir)
+	}
+	return names, nil
+}
+
+// kbuildEnv is the environment for a kernel build started from Go: without
+// the settings of a make that may have started this process (its jobserver
+// descriptors are not passed on).
+func kbuildEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEFILES", "MAKEOVERRIDES":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C")
+}
