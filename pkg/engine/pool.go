@@ -293,7 +293,18 @@ func (e *Engine) poolClaims(path string, sigs []blockdev.Signature, found scanRe
 			devs = append(devs, "/dev/"+strings.ReplaceAll(p, "!", "/"))
 		}
 	}
+	// On a disk of a stopped md array, a superblock read at the disk's
+	// head may be the array's, seen through md's data offset.
+	mdMember := slices.ContainsFunc(sigs, func(s blockdev.Signature) bool { return s.Type == "linux_raid_member" })
 	var claims []poolClaim
+	add := func(c poolClaim) {
+		for _, prev := range claims {
+			if c.name != "" && prev.name == c.name && prev.uuid == c.uuid || c.name == "" && prev.dev == c.dev {
+				return
+			}
+		}
+		claims = append(claims, c)
+	}
 	for _, d := range devs {
 		sb, err := readSuperblock(d)
 		var corrupt *superblock.CorruptError
@@ -301,17 +312,20 @@ func (e *Engine) poolClaims(path string, sigs []blockdev.Signature, found scanRe
 		switch {
 		case err == nil:
 			role := "SSD member"
-			if sb.Role == superblock.RoleOrigin {
+			switch {
+			case sb.Role == superblock.RoleOrigin && mdMember:
+				role = "RAID10 disk of the origin"
+			case sb.Role == superblock.RoleOrigin:
 				role = "origin"
 			}
-			claims = append(claims, poolClaim{dev: d, role: role, name: sb.Layout.Name, uuid: sb.Layout.UUID})
+			add(poolClaim{dev: d, role: role, name: sb.Layout.Name, uuid: sb.Layout.UUID})
 		case isNoSuperblock(err):
 		case errors.As(err, &corrupt), errors.As(err, &newer):
 			c := poolClaim{dev: d, damaged: err}
 			if p, role, ok := found.listing(d); ok {
 				c.name, c.uuid, c.role = p.Layout.Name, p.Layout.UUID, role
 			}
-			claims = append(claims, c)
+			add(c)
 		default:
 			return nil, fmt.Errorf("cannot tell whether %s belongs to a tidecache pool: %w", path, err)
 		}
@@ -335,7 +349,7 @@ func (e *Engine) poolClaims(path string, sigs []blockdev.Signature, found scanRe
 			}
 		}
 		if c.name != "" {
-			claims = append(claims, c)
+			add(c)
 		}
 	}
 	return claims, nil
