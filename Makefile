@@ -70,8 +70,8 @@ vm-run: ## Boot a throwaway VM and run CMD in it: make vm-run CMD="'dmsetup targ
 	$(GO) run ./tests/vm/vmrun $(CMD)
 
 .PHONY: test-crash
-test-crash: ## Power-cut test with N cycles (default 100): make test-crash N=100
-	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut' ./tests/vm/ -crash-cycles=$(N)
+test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles each (default 100): make test-crash N=100
+	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N)
 
 .PHONY: bench
 bench: deps ## tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB): full run <60 min to docs/, QUICK=1 <15 min to .cache/bench/.
