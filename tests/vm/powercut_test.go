@@ -30,7 +30,9 @@ const (
 
 // lastAck returns the highest sequence number acknowledged for a cycle on
 // the ack channel, or -1. Lines are "ACK <cycle> <seq>", written by the
-// guest only after fdatasync returned.
+// guest only after fdatasync returned; the writer drains the serial port
+// (tcdrain) before its next batch, so the last acks before a cut are in the
+// file.
 func lastAck(acks []byte, cycle int) int64 {
 	last := int64(-1)
 	sc := bufio.NewScanner(bytes.NewReader(acks))
