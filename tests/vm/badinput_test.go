@@ -276,7 +276,7 @@ func TestBadInputPoolCreate(t *testing.T) {
 			t.Errorf("generation %d after a refused create, want 1", g)
 		}
 		// Members of a pool are refused as members of another.
-		n.wantFail("pool create other --origin "+sp[3]+" --ssd "+sp[0], sp[0], "tidecache superblock of pool \"tank\"", "--force")
+		n.wantFail("pool create other --origin "+sp[3]+" --ssd "+sp[0], sp[0], "SSD member of tidecache pool \"tank\"", "--destroy-pool tank")
 		n.unchanged(before)
 	})
 }
@@ -611,6 +611,212 @@ func TestBadInputCorruptSuperblock(t *testing.T) {
 		}
 		if devs := n.dmDevices(); len(devs) != 0 {
 			t.Errorf("devices created for a refused pool: %v", devs)
+		}
+	})
+}
+
+// deviceSafetyNode: four HDDs and an SSD for a pool, four spare disks.
+var deviceSafetyNode = nodeSpec{
+	HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20},
+	Spares:   []int64{256 << 20, 256 << 20, 256 << 20, 256 << 20},
+	MemoryMB: 1024,
+}
+
+// TestBadInputDeviceSafety: input that would destroy data is refused with a
+// clear error and changes nothing: paths that are not block devices,
+// devices open in another process or claimed where the checks cannot see
+// it, devices of another pool that is not assembled (its cache may hold
+// dirty data) even with --force, and a foreign dm table on a pool's SSD
+// at the moment tidecache writes to it.
+func TestBadInputDeviceSafety(t *testing.T) {
+	n := bootNode(t, deviceSafetyNode)
+	ssd := n.ssds()[0]
+	hdds := n.hdds()
+	sp := n.spares()
+	raid := "--assume-clean --raid10 " + strings.Join(hdds, ",")
+
+	// refused runs a tidectl command that must fail with every fragment
+	// in its message, and checks that the heads of devs (default: every
+	// disk), md and dm are as before.
+	refused := func(n *node, args string, want []string, devs ...string) string {
+		n.t.Helper()
+		before := n.diskState(devs...)
+		msg := n.wantFail(args, want...)
+		n.t.Logf("tidectl %s:\n%s", args, strings.TrimSpace(msg))
+		n.unchanged(before, devs...)
+		return msg
+	}
+
+	t.Run("not a block device", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh("truncate -s 256M /root/ssd.img && ln -sf /root/ssd.img /root/ssd-link && mkdir -p /root/ssd-dir")
+		imgSum := "head -c 1M /root/ssd.img | md5sum"
+		for _, c := range []struct {
+			name, args string
+			want       []string
+		}{
+			{"regular file as --ssd", "pool create tank " + raid + " --ssd /root/ssd.img",
+				[]string{"--ssd /root/ssd.img is a regular file, not a block device", "losetup"}},
+			{"regular file as --origin", "pool create tank --origin /root/ssd.img --ssd " + ssd,
+				[]string{"--origin /root/ssd.img is a regular file, not a block device"}},
+			{"regular file as a RAID10 disk", "pool create tank --assume-clean --raid10 " + strings.Join(hdds[:3], ",") + ",/root/ssd.img --ssd " + ssd,
+				[]string{"--raid10 /root/ssd.img is a regular file, not a block device"}},
+			{"symlink to a regular file", "pool create tank " + raid + " --ssd /root/ssd-link",
+				[]string{"--ssd /root/ssd-link (-> /root/ssd.img) is a regular file, not a block device"}},
+			{"directory", "pool create tank " + raid + " --ssd /root/ssd-dir",
+				[]string{"--ssd /root/ssd-dir is a directory, not a block device"}},
+			{"character device, with --force", "pool create tank --force " + raid + " --ssd /dev/null",
+				[]string{"--ssd /dev/null is a character device, not a block device"}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				n := n.on(t)
+				img := n.mustSh(imgSum)
+				refused(n, c.args, c.want)
+				if got := n.mustSh(imgSum); got != img {
+					t.Errorf("the image changed: first MiB %s, was %s", got, img)
+				}
+				n.noPools()
+			})
+		}
+	})
+
+	// A database or VM writing the raw device: nothing in mountinfo,
+	// holders or swaps shows it, only its open file.
+	t.Run("open in another process, even with --force", func(t *testing.T) {
+		n := n.on(t)
+		pid := strings.TrimSpace(n.mustSh("sleep 1000 < " + sp[1] + " > /dev/null 2>&1 & echo $!"))
+		refused(n, "pool create tank --force --origin "+sp[0]+" --ssd "+sp[1],
+			[]string{sp[1], "in use", "open by process " + pid + " (sleep)"})
+		n.mustSh("kill " + pid)
+		// A writer holding it read-write through a shell's fd, as origin.
+		pid = strings.TrimSpace(n.mustSh("sh -c 'exec 3<>" + sp[1] + "; exec sleep 1000' > /dev/null 2>&1 & echo $!"))
+		refused(n, "pool create tank --origin "+sp[1]+" --ssd "+ssd,
+			[]string{sp[1], "in use", "open by process " + pid + " (sleep)"})
+		n.mustSh("kill " + pid)
+		n.noPools()
+	})
+
+	// A filesystem mounted in another mount namespace: this node's
+	// mountinfo does not list it and no process has the device open; the
+	// kernel's exclusive claim is what refuses.
+	t.Run("claimed exclusively, mounted in another namespace", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh("mkfs.ext4 -q -F " + mkfsOpts + " " + sp[2] + " && mkdir -p /mnt/ns")
+		pid := strings.TrimSpace(n.mustSh("unshare -m --propagation private sh -c 'mount " + sp[2] + " /mnt/ns && exec sleep 1000' > /dev/null 2>&1 & echo $!"))
+		n.mustSh("for i in $(seq 50); do grep -q ' /mnt/ns ' /proc/" + pid + "/mountinfo && exit 0; sleep 0.1; done; exit 1")
+		if out := n.mustSh("grep ' /mnt/ns ' /proc/self/mountinfo || true"); out != "" {
+			t.Fatalf("the namespace's mount is visible here: %s", out)
+		}
+		refused(n, "pool create tank --force --origin "+sp[0]+" --ssd "+sp[2],
+			[]string{sp[2], "in use", "opened exclusively by another process"})
+		n.mustSh("kill " + pid)
+		n.noPools()
+	})
+
+	// Pool "old" with a writeback volume holding dirty blocks.
+	n.mustTidectl("pool create old " + raid + " --ssd " + ssd)
+	var pools []struct {
+		UUID string `json:"uuid"`
+	}
+	if err := json.Unmarshal([]byte(n.mustTidectl("-o json pool show old")), &pools); err != nil || len(pools) != 1 {
+		t.Fatalf("pool show old: %v", err)
+	}
+	oldUUID := pools[0].UUID
+
+	// The pool's SSD claimed by a dm table that is not tidecache's, after
+	// any check could run: the write of the new volume's cache metadata
+	// opens the SSD exclusively and is refused; nothing is written.
+	t.Run("claimed by a foreign dm table at write time", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh("dmsetup create intruder --table '0 8192 linear " + ssd + " 400000'")
+		gen := n.poolGeneration("old")
+		refused(n, "volume create v --size 64M --write-cache 32M",
+			[]string{ssd, "in use", "held by", "(intruder)"}, ssd, "/dev/md/tc-old")
+		if g := n.poolGeneration("old"); g != gen {
+			t.Errorf("pool generation %d after a refused volume create, was %d", g, gen)
+		}
+		n.wantFail("volume show v", "not found")
+		n.mustSh("dmsetup remove intruder")
+	})
+
+	n.mustTidectl("volume create v --size 64M --write-cache 32M")
+	n.mustSh("dd if=/dev/urandom of=/dev/mapper/tc-v bs=1M count=8 oflag=direct status=none")
+	if n.volume("v").WriteCache.DirtyBlocks == 0 {
+		t.Fatal("no dirty blocks: the pool would not show what is at stake")
+	}
+	// Take the pool down as a failed boot would leave it: no dm device, the
+	// array stopped. Its SSD holds the only copy of the dirty blocks.
+	n.mustSh(removeVolumeDevices("v") + " && mdadm --stop /dev/md/tc-old")
+
+	otherPool := func(dev, pool, uuid, role string) []string {
+		return []string{dev, "is the " + role + " of tidecache pool \"" + pool + "\" (uuid " + uuid + ")",
+			"--force does not overwrite another pool's device", "not assembled", "--destroy-pool " + pool}
+	}
+	t.Run("another pool's SSD, with --force", func(t *testing.T) {
+		n := n.on(t)
+		refused(n, "pool create new --force --origin "+sp[3]+" --ssd "+ssd, otherPool(ssd, "old", oldUUID, "SSD member"))
+		n.wantFail("pool show new", "not found")
+	})
+	t.Run("another pool's RAID10 disk, with --force", func(t *testing.T) {
+		n := n.on(t)
+		refused(n, "pool create new --force "+raid+" --ssd "+sp[3], otherPool(hdds[0], "old", oldUUID, "RAID10 disk of the origin"))
+	})
+	t.Run("--destroy-pool naming another pool", func(t *testing.T) {
+		n := n.on(t)
+		refused(n, "pool create new --force --destroy-pool other --origin "+sp[3]+" --ssd "+ssd, otherPool(ssd, "old", oldUUID, "SSD member"))
+	})
+
+	n.mustSh("dd if=" + ssd + " of=/root/ssd-head bs=1M count=2 iflag=direct status=none")
+	restore := "dd if=/root/ssd-head of=" + ssd + " bs=1M count=2 conv=notrunc oflag=direct status=none"
+	t.Run("another pool's SSD with its newest slot damaged", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh(corruptSlot(ssd, 1, 100))
+		refused(n, "pool create new --force --origin "+sp[3]+" --ssd "+ssd, otherPool(ssd, "old", oldUUID, "SSD member"))
+		n.mustSh(restore)
+	})
+	// Both slots damaged: the pool is still identified, through the
+	// layout its origin carries (the array assembled, as at boot).
+	t.Run("another pool's SSD with both slots damaged", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh("mdadm --assemble /dev/md/tc-old " + strings.Join(hdds, " "))
+		n.mustSh(corruptSlot(ssd, 0, 100) + " && " + corruptSlot(ssd, 1, 100))
+		refused(n, "pool create new --force --origin "+sp[3]+" --ssd "+ssd,
+			[]string{ssd, "holds a damaged tidecache superblock (corrupt superblock",
+				"pool \"old\" (uuid " + oldUUID + ") lists it as its SSD member",
+				"--force does not overwrite another pool's device", "--destroy-pool old"},
+			ssd, sp[3], "/dev/md/tc-old")
+		n.mustSh(restore + " && mdadm --stop /dev/md/tc-old")
+	})
+	// A damaged superblock no layout names: the pool cannot be told, the
+	// device's path stands for it.
+	t.Run("damaged superblock of an unknown pool", func(t *testing.T) {
+		n := n.on(t)
+		n.mustSh("dd if=/root/ssd-head of=" + sp[0] + " bs=1M count=2 conv=notrunc oflag=direct status=none && " +
+			corruptSlot(sp[0], 0, 100) + " && " + corruptSlot(sp[0], 1, 100))
+		refused(n, "pool create new --force --origin "+sp[3]+" --ssd "+sp[0],
+			[]string{sp[0], "holds a damaged tidecache superblock of a pool that cannot be identified",
+				"--force does not overwrite another pool's device", "--destroy-pool " + sp[0]})
+		n.mustSh("dd if=/dev/zero of=" + sp[0] + " bs=1M count=2 oflag=direct status=none")
+	})
+
+	t.Run("--destroy-pool that no device belongs to", func(t *testing.T) {
+		n := n.on(t)
+		refused(n, "pool create new --force --destroy-pool old --origin "+sp[0]+" --ssd "+sp[1],
+			[]string{"--destroy-pool old", "none of the devices given belongs to pool old", "nothing was written"})
+	})
+
+	t.Run("accepted with --destroy-pool", func(t *testing.T) {
+		n := n.on(t)
+		res := n.tidectl("pool create new --force --destroy-pool old --origin " + sp[3] + " --ssd " + ssd)
+		if res.ExitCode != 0 {
+			t.Fatalf("pool create --destroy-pool old: exit %d\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		t.Logf("pool create --destroy-pool old, stderr:\n%s", strings.TrimSpace(res.Stderr))
+		if !strings.Contains(res.Stderr, "--destroy-pool") || !strings.Contains(res.Stderr, ssd) {
+			t.Errorf("no warning naming the destroyed device:\n%s", res.Stderr)
+		}
+		if g := n.poolGeneration("new"); g != 1 {
+			t.Errorf("pool new at generation %d, want 1", g)
 		}
 	})
 }
