@@ -440,15 +440,12 @@ func corruptSlot(dev string, slot, off int) string {
 	return fmt.Sprintf(`printf '\377\376\375\374' | dd of=%s bs=1 seek=%d conv=notrunc status=none && sync`, dev, slot<<20+off)
 }
 
-// removeVolumeDevices removes a volume's dm devices top-down, as a node
-// that shut down would have none.
+// removeVolumeDevices removes a volume's dm devices (tc-<vol> and
+// tc-<vol>-<role>, whatever layers its stack has) top-down, as a node that
+// shut down would have none: each pass removes the devices nothing holds.
 func removeVolumeDevices(vol string) string {
-	var s []string
-	for _, suffix := range []string{"", "-wdata", "-rtier", "-rdata", "-rmeta", "-origin"} {
-		d := "tc-" + vol + suffix
-		s = append(s, fmt.Sprintf("if dmsetup info %s >/dev/null 2>&1; then dmsetup remove %s; fi", d, d))
-	}
-	return strings.Join(s, "; ")
+	list := fmt.Sprintf(`dmsetup ls | awk '$1 == "tc-%[1]s" || index($1, "tc-%[1]s-") == 1 {print $1}'`, vol)
+	return fmt.Sprintf(`for pass in 1 2 3 4 5 6 7 8; do for d in $(%[1]s); do dmsetup remove $d 2>/dev/null; done; done; [ -z "$(%[1]s)" ] || { echo "devices of %[2]s left:" $(%[1]s) >&2; false; }`, list, vol)
 }
 
 func TestBadInputCorruptSuperblock(t *testing.T) {
