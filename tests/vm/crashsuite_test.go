@@ -61,7 +61,9 @@ func crashWorkloads() []*crashWorkload {
 // (journal replay), every acknowledged operation is checked, and the
 // filesystem is unmounted and must pass fsck; then the raw devices are
 // checked. Some cuts land in the middle of a flush, of a drain to
-// writethrough, or of the mode change back to writeback.
+// writethrough, or of the mode change back to writeback; the others come
+// shortly after every cache was flushed (emptied) under the running
+// writers.
 func TestCrashSuite(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
@@ -133,6 +135,17 @@ func TestCrashSuite(t *testing.T) {
 			n.mustSh("tidectl volume " + what + " >/run/disrupt.log 2>&1 &")
 			time.Sleep(time.Duration(200+rng.IntN(1800)) * time.Millisecond)
 		} else {
+			// Write every cache back and free it, as a scheduled flush
+			// does, with the writers running: their next writes to
+			// blocks the cache held (journal blocks, overwrites) land in
+			// new cache blocks, where a FUA write is at risk. Without
+			// this the fs workloads mostly rewrite committed cache
+			// blocks in place, which survives.
+			var sh strings.Builder
+			for _, w := range ws {
+				fmt.Fprintf(&sh, "timeout 30 tidectl volume flush %s >/dev/null & ", w.name)
+			}
+			n.sh(sh.String() + "wait")
 			time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
 		}
 		if err := n.Kill(); err != nil {
