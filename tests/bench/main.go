@@ -328,6 +328,9 @@ func fioBench(ctx context.Context, bed *testbed.Bed, rep *report, o options) err
 				testbed.FormatRatio(rep.ratio(w.key, s.key, "SSD")))
 		}
 	}
+	if err := fuaBench(ctx, bed, rep, o); err != nil {
+		return err
+	}
 	for _, s := range rep.systems {
 		if strings.HasPrefix(s.key, "tc-") {
 			v, err := bed.Volume(ctx, s.key)

@@ -43,6 +43,7 @@ type report struct {
 	volumes    []testbed.Volume // tidecache volumes after the fio profiles
 	accounting []accountRow
 	db         map[string]*dbResult
+	fua        []*fuaRun // the O_DSYNC workload, one per queue depth
 }
 
 // stats returns a system's figures over all its slices.
@@ -70,15 +71,7 @@ func median(sorted []float64) float64 {
 
 // sliceRatios are s's IOPS over ref's, one per slice, sorted.
 func (r *report) sliceRatios(w, s, ref string) []float64 {
-	base, got := r.results[w][ref].Slices, r.results[w][s].Slices
-	var rs []float64
-	for i := range got {
-		if i < len(base) && base[i].Commit().IOPS > 0 {
-			rs = append(rs, got[i].Commit().IOPS/base[i].Commit().IOPS)
-		}
-	}
-	sort.Float64s(rs)
-	return rs
+	return pairedRatios(r.results[w][s].Slices, r.results[w][ref].Slices, iops)
 }
 
 // ratioCell prints a ratio with its per-slice range when there is one:
@@ -163,6 +156,9 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 	if err := r.writeTuning(&b); err != nil {
 		return err
 	}
+	if err := r.writeFUA(&b); err != nil {
+		return err
+	}
 	r.writeFindings(&b)
 	if !r.hasFio() {
 		_, err := io.WriteString(out, b.String())
@@ -207,7 +203,7 @@ func verdict(ok bool) string {
 func (r *report) writeTargets(b *strings.Builder) error {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	pf("## Targets\n\n")
-	t := testbed.Table{Header: []string{"target", "tc-wb", "tc-wbr", "verdict (tc-wbr)"}}
+	t := testbed.Table{Header: []string{"target", "tc-wb", "tc-wbr", "verdict"}}
 	if r.db != nil {
 		ssd := r.db["SSD"]
 		// Ratios to the SSD are medians of per-round ratios (see
@@ -253,10 +249,17 @@ func (r *report) writeTargets(b *strings.Builder) error {
 		t.Add(fmt.Sprintf("4k random write QD1 ≥ %.2f× SSD alone IOPS", targetWriteQD1), r.ratioCell(w, "tc-wb", "SSD"),
 			r.ratioCell(w, "tc-wbr", "SSD"), verdict(r.ratio(w, "tc-wbr", "SSD") >= targetWriteQD1))
 	}
+	fua := r.fuaTargets()
+	for _, row := range fua {
+		t.Add(row...)
+	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
 	}
 	pf("\n")
+	if len(fua) > 0 {
+		pf("Verdicts judge tc-wbr, except where the target names tc-wb: the stack before fuaflush was tc-wb's.\n\n")
+	}
 	if len(below) > 0 {
 		pf("tc-wbr below %.2f× the SSD alone: %s.\n\n", targetProfile, strings.Join(below, "; "))
 	}
@@ -443,8 +446,8 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 			}
 		}
 		for _, s := range r.systems[1:] {
-			if s.kind == variant {
-				continue // in the tuning table instead
+			if s.kind == variant || s.kind == legacy {
+				continue // in the tuning and fuaflush tables instead
 			}
 			cs := chartSeries{Label: s.key}
 			for _, w := range ws {
@@ -574,10 +577,19 @@ func (r *report) has(key string) bool {
 func (r *report) writeFindings(b *strings.Builder) {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	x := testbed.FormatRatio
-	if !r.has("SSD+linear") || !r.has("tc-wbr") || !r.hasFio() {
+	if !r.hasFio() {
+		return
+	}
+	layers := r.has("SSD+linear") && r.has("tc-wbr")
+	fua := r.fuaAt(1) != nil && r.fuaAt(1).has("tc-wb")
+	if !layers && !fua {
 		return
 	}
 	pf("## What the numbers say\n\n")
+	if !layers {
+		r.writeFUAFinding(b)
+		return
+	}
 	pf("**Most of the gap to the SSD at depth is the emulator's price per device-mapper layer.** One dm-linear\n"+
 		"target that only adds an offset (`SSD+linear`) gave a median %s of the SSD alone over the QD1 workloads and\n"+
 		"%s over the QD16 ones: under TCG every layer's lookup, remap and re-submission is emulated instruction by\n"+
@@ -601,6 +613,7 @@ func (r *report) writeFindings(b *strings.Builder) {
 		"tc-wb, whose dm-writecache absorbs every write until its high watermark. Raising the cutoff is bcache's\n"+
 		"answer; its default is what users get.\n\n",
 		x(r.ratio("sw128k-qd1", "bcache", "SSD")), x(r.ratio("sw128k-qd1", "tc-wb", "SSD")))
+	r.writeFUAFinding(b)
 	if r.db != nil && r.db["SSD"] != nil && r.db["tc-wbr"] != nil && r.db["tc-wb"] != nil {
 		ssd := r.db["SSD"]
 		// spread: how far one system's per-round ratios lie apart,

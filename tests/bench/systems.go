@@ -36,7 +36,7 @@ const (
 	readTier    = 256 << 20 // tc-wbr's read tier, on top of its write tier
 
 	hddBytes    = 5 << 30 // per emulated HDD (sparse): RAID10 of 10 GiB
-	ssdBytes    = 4608 << 20
+	ssdBytes    = 5120 << 20
 	rawSSDBytes = volumeBytes + 64<<20
 
 	raidDev = "/dev/md0"
@@ -78,6 +78,11 @@ const (
 	tidecache             // tidecache with its defaults
 	peer                  // what users would deploy instead
 	variant               // tidecache with a tuning under test
+	// legacy is tidecache's stack before the fuaflush target (dm-writecache
+	// as the top device, FUA writes acknowledged before they are durable),
+	// built by hand: a yardstick for what durable FUA writes cost, never a
+	// configuration to run.
+	legacy
 )
 
 // partitions writes a GPT to dev with one partition per size (MiB; 0: the
@@ -206,6 +211,9 @@ type tidecacheVolume struct {
 	database    bool     // a variant that also runs the database benchmark
 	create      []string // tidectl volume create flags after the name
 	tune        []string // tidectl volume tune flags after the name, if any
+	// oldStack rebuilds the volume's devices by hand as the stack before
+	// fuaflush (see oldStackScript).
+	oldStack bool
 }
 
 // tidecacheVolumes are the volumes on the tidecache partitions: the two
@@ -226,6 +234,9 @@ func tidecacheVolumes(variants bool) []tidecacheVolume {
 				create: []string{"--size", size, "--write-cache", wc, "--read-cache", rc, "--read-block-size", "64K"}},
 			tidecacheVolume{name: "tc-wb-ac100", base: "tc-wb", kind: variant, label: "tc-wb committing every 100 ms (default: 1 s)",
 				create: []string{"--size", size, "--write-cache", wc}, tune: []string{"--autocommit-ms", "100"}},
+			tidecacheVolume{name: "tc-wb-old", base: "tc-wb", kind: legacy, database: true, oldStack: true,
+				label:  "tc-wb on the pre-fix stack: dm-writecache on top, no fuaflush (FUA writes not durable; a yardstick only)",
+				create: []string{"--size", size, "--write-cache", wc}},
 		)
 	}
 	return vols
@@ -264,9 +275,19 @@ func setUpTidecache(ctx context.Context, bed *testbed.Bed, origin, ssd string, v
 			}
 			setup += ", then `tidectl volume tune " + name + " " + strings.Join(tv.tune, " ") + "`"
 		}
+		if tv.oldStack {
+			if err := buildOldStack(ctx, bed, name); err != nil {
+				return nil, fmt.Errorf("tidecache volume %s: old stack: %w", name, err)
+			}
+			setup += ", then rebuilt with dmsetup as the stack before fuaflush: `tc-" + name + "` dm-writecache (the table `tc-" +
+				name + "-wtier` had), no fuaflush (see tests/bench/systems.go oldStackScript)"
+		}
 		v, err := bed.Volume(ctx, name)
 		if err != nil {
 			return nil, err
+		}
+		if tv.oldStack && !v.LegacyStack {
+			return nil, fmt.Errorf("tidecache volume %s: tidectl does not see the old stack after the rebuild", name)
 		}
 		if v.State != "active" {
 			return nil, fmt.Errorf("tidecache volume %s: state %q after create: %s", name, v.State, v.Error)
@@ -291,6 +312,41 @@ func setUpTidecache(ctx context.Context, bed *testbed.Bed, origin, ssd string, v
 		out = append(out, sys)
 	}
 	return out, nil
+}
+
+// oldStackScript turns volume $1's devices into the stack tidecache built
+// before the fuaflush target, as tests/vm TestLegacyStackMigration does:
+// tc-<vol> becomes the dm-writecache that tc-<vol>-wtier was (same table:
+// cache slice, origin, options), and tc-<vol>-wtier goes. The write tier is
+// flushed first, so the linear table that bridges the swap maps clean
+// blocks only. Two dm-writecache targets must never run on one cache slice:
+// the old one is removed before the new one is loaded.
+const oldStackScript = `set -e
+top=tc-$1
+sz=$(blockdev --getsz /dev/mapper/$top)
+wc=$(dmsetup table $top-wtier | cut -d' ' -f3-)
+set -- $wc
+[ "$1" = writecache ] || { echo "$top-wtier is not a writecache: $wc" >&2; exit 1; }
+lower=$3
+dmsetup suspend $top
+dmsetup load $top --table "0 $sz linear $lower 0"
+dmsetup resume $top
+dmsetup remove $top-wtier
+dmsetup suspend $top
+dmsetup load $top --table "0 $sz $wc"
+dmsetup resume $top
+dmsetup table $top | grep -q ' writecache '`
+
+// buildOldStack flushes volume name and rebuilds its devices as the stack
+// before fuaflush (oldStackScript). Nothing may run `tidecached assemble`,
+// `tidectl volume set-mode` or `volume repair` on it afterwards: they move
+// it to the current stack. `volume show`, `flush` and `tune` leave it be.
+func buildOldStack(ctx context.Context, bed *testbed.Bed, name string) error {
+	if _, err := bed.Flush(ctx, name); err != nil {
+		return err
+	}
+	_, err := bed.Run(ctx, "sh", "-c", oldStackScript, "sh", name)
+	return err
 }
 
 // linearOver creates a dm-linear device spanning dev and returns its path.

@@ -40,7 +40,7 @@ func TestTidecacheVolumesFitTheirPartitions(t *testing.T) {
 				t.Errorf("volume %s twice", v.name)
 			}
 			names[v.name] = true
-			if v.kind == variant && !names[v.base] {
+			if (v.kind == variant || v.kind == legacy) && !names[v.base] {
 				t.Errorf("variant %s: base %q is not created before it", v.name, v.base)
 			}
 		}

@@ -66,13 +66,17 @@ type Job struct {
 	// BlockSplit, when set, is a fio bssplit ("4k/60:64k/40"): a mix of
 	// request sizes by share of requests; BlockSize is then ignored.
 	BlockSplit string
-	IODepth    int           // default 1
-	RWMixRead  int           // percent reads, for randrw
-	Offset     int64         // first byte of the region the job touches
-	Size       int64         // bytes of the region; 0: to the end of the device
-	Runtime    time.Duration // measured time, whole seconds
-	Ramp       time.Duration // run before measuring (fio ramp_time)
-	Writes     Durability
+	IODepth    int // default 1
+	// Engine is the fio ioengine; empty: psync at queue depth 1, libaio
+	// deeper. libaio at QD1 makes O_DSYNC writes asynchronous: the kernel
+	// then sends them as FUA writes with no flush after them.
+	Engine    string
+	RWMixRead int           // percent reads, for randrw
+	Offset    int64         // first byte of the region the job touches
+	Size      int64         // bytes of the region; 0: to the end of the device
+	Runtime   time.Duration // measured time, whole seconds
+	Ramp      time.Duration // run before measuring (fio ramp_time)
+	Writes    Durability
 	// Once makes the job one pass over its region (no time_based): it
 	// ends when every block has been touched once, or at Runtime.
 	Once bool
@@ -162,6 +166,9 @@ const percentileList = "50:99:99.9"
 func reportedPercentiles() []float64 { return []float64{50, 99, 99.9} }
 
 func (j Job) engine() string {
+	if j.Engine != "" {
+		return j.Engine
+	}
 	if j.IODepth <= 1 {
 		return "psync"
 	}
@@ -177,6 +184,9 @@ func (j Job) Describe() string {
 		size = "bssplit " + j.BlockSplit
 	}
 	s := fmt.Sprintf("%s %s QD%d", size, j.RW, j.IODepth)
+	if j.Engine != "" {
+		s += " " + j.Engine
+	}
 	if j.RWMixRead > 0 {
 		s += fmt.Sprintf(" %d/%d read/write", j.RWMixRead, 100-j.RWMixRead)
 	}
@@ -236,6 +246,12 @@ func (b *Bed) Interleaved(ctx context.Context, job Job, devices []string, slices
 	if err != nil {
 		return nil, fmt.Errorf("fio %s: %w", job.Name, err)
 	}
+	return collectSlices(job.Name, results, devices, slices)
+}
+
+// collectSlices sorts the results of an interleaved fio run by device (or
+// job) d and slice, and merges each one's slices.
+func collectSlices(name string, results []Result, devices []string, slices int) ([]InterleavedResult, error) {
 	byName := make(map[string]Result, len(results))
 	for _, r := range results {
 		byName[r.Job] = r
@@ -244,17 +260,85 @@ func (b *Bed) Interleaved(ctx context.Context, job Job, devices []string, slices
 	for d, dev := range devices {
 		res[d].Device = dev
 		for s := 0; s < slices; s++ {
-			r, ok := byName[sliceName(job.Name, s, d)]
+			r, ok := byName[sliceName(name, s, d)]
 			if !ok {
-				return nil, fmt.Errorf("fio %s: no result for job %s", job.Name, sliceName(job.Name, s, d))
+				return nil, fmt.Errorf("fio %s: no result for job %s", name, sliceName(name, s, d))
 			}
 			res[d].Slices = append(res[d].Slices, r)
 		}
+		var err error
 		if res[d].Merged, err = Merge(res[d].Slices); err != nil {
-			return nil, fmt.Errorf("fio %s on %s: %w", job.Name, dev, err)
+			return nil, fmt.Errorf("fio %s on %s: %w", name, dev, err)
 		}
 	}
 	return res, nil
+}
+
+// InterleavedJobs is Interleaved for jobs that differ in more than their
+// device (durability, engine, queue depth): slices time slices per job,
+// one job after the other, the order rotated by one job per slice, every
+// job carrying its own options. The result names jobs[0].Name; it returns
+// one InterleavedResult per job, in the order of jobs. Runtime and Ramp
+// are ignored, SplitRegion is not supported.
+func (b *Bed) InterleavedJobs(ctx context.Context, jobs []Job, slices int, slice time.Duration) ([]InterleavedResult, error) {
+	args, err := InterleavedJobsArgs(jobs, slices, slice)
+	if err != nil {
+		return nil, err
+	}
+	n := time.Duration(slices * len(jobs))
+	ctx, cancel := context.WithTimeout(ctx, n*slice+n*5*time.Second+2*time.Minute)
+	defer cancel()
+	name := jobs[0].Name
+	out, err := b.Run(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("fio %s: %w", name, err)
+	}
+	results, err := ParseFio([]byte(out))
+	if err != nil {
+		return nil, fmt.Errorf("fio %s: %w", name, err)
+	}
+	devices := make([]string, len(jobs))
+	for i, j := range jobs {
+		devices[i] = j.Device
+	}
+	return collectSlices(name, results, devices, slices)
+}
+
+// InterleavedJobsArgs returns the fio command line of an InterleavedJobs
+// run: no global options but the output format, then per slice and job
+// the job's own options after its --name (fio applies options given after
+// --name to that job only), with stonewall and the slice's random seed as
+// in InterleavedArgs. Job k of slice s is named after jobs[0] as device k.
+func InterleavedJobsArgs(jobs []Job, nslices int, slice time.Duration) ([]string, error) {
+	if len(jobs) == 0 || nslices < 1 {
+		return nil, errors.New("fio: want jobs and at least one slice")
+	}
+	name := jobs[0].Name
+	per := make([][]string, len(jobs))
+	for i, j := range jobs {
+		if j.Device == "" {
+			return nil, fmt.Errorf("fio %s: job %d has no Device", name, i)
+		}
+		if j.SplitRegion {
+			return nil, fmt.Errorf("fio %s: SplitRegion is for Interleaved runs", name)
+		}
+		j.Name, j.Runtime, j.Ramp = name, slice, 0
+		a, err := j.globalArgs()
+		if err != nil {
+			return nil, err
+		}
+		per[i] = slices.DeleteFunc(a[1:], func(s string) bool { return strings.HasPrefix(s, "--output-format=") })
+	}
+	args := []string{"fio", "--output-format=json+"}
+	for s := 0; s < nslices; s++ {
+		for i := range jobs {
+			d := (i + s) % len(jobs)
+			args = append(args, "--name="+sliceName(name, s, d), "--filename="+jobs[d].Device)
+			args = append(args, per[d]...)
+			args = append(args, "--stonewall", "--randseed="+strconv.Itoa(s+1))
+		}
+	}
+	return args, nil
 }
 
 // InterleavedArgs returns the fio command line of an Interleaved run:
@@ -324,7 +408,23 @@ type Stats struct {
 	// Hist is the latency histogram behind Percentiles (fio's json+
 	// "bins": bucket value → count), nil when fio printed none.
 	Hist map[time.Duration]uint64
+	// Clat is the completion latency (clat_ns): from submission accepted
+	// to completion, without the time io_submit took. For psync it is the
+	// whole call, the same as the total latency.
+	Clat Latency
 }
+
+// Latency is one latency distribution of fio's: mean, percentiles (50,
+// 99, 99.9) and the json+ histogram behind them (nil when fio printed
+// none).
+type Latency struct {
+	Mean        time.Duration
+	Percentiles map[float64]time.Duration
+	Hist        map[time.Duration]uint64
+}
+
+// P99 is the 99th percentile, 0 when unknown.
+func (l Latency) P99() time.Duration { return l.Percentiles[99] }
 
 // P99 is the 99th percentile latency, 0 when fio did not report it.
 func (s Stats) P99() time.Duration { return s.Percentiles[99] }
@@ -467,7 +567,16 @@ func (d *fioDir) stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{IOs: d.TotalIOs, IOPS: d.IOPS, BytesPerSec: d.BW, Mean: nanos(d.Lat.Mean), Percentiles: p, Hist: h}, nil
+	cp, err := d.Clat.percentiles()
+	if err != nil {
+		return Stats{}, err
+	}
+	ch, err := d.Clat.hist()
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{IOs: d.TotalIOs, IOPS: d.IOPS, BytesPerSec: d.BW, Mean: nanos(d.Lat.Mean), Percentiles: p, Hist: h,
+		Clat: Latency{Mean: nanos(d.Clat.Mean), Percentiles: cp, Hist: ch}}, nil
 }
 
 // hist converts json+ bins ({"48384": 2}) to a histogram.
@@ -543,10 +652,20 @@ func Merge(rs []Result) (Result, error) {
 
 func mergeStats(parts []Stats, runtime time.Duration) (Stats, error) {
 	var out Stats
-	var latSum, bytes float64
+	var latSum, clatSum, bytes float64
+	clat := true // every part has a completion-latency histogram
 	for _, p := range parts {
 		if p.IOs == 0 {
 			continue
+		}
+		if clat = clat && p.Clat.Hist != nil; clat {
+			if out.Clat.Hist == nil {
+				out.Clat.Hist = map[time.Duration]uint64{}
+			}
+			clatSum += float64(p.Clat.Mean) * float64(p.IOs)
+			for v, n := range p.Clat.Hist {
+				out.Clat.Hist[v] += n
+			}
 		}
 		if p.Hist == nil {
 			return Stats{}, errors.New("a part has no latency histogram (want fio --output-format=json+)")
@@ -570,6 +689,12 @@ func mergeStats(parts []Stats, runtime time.Duration) (Stats, error) {
 	out.BytesPerSec = bytes / runtime.Seconds()
 	out.Mean = time.Duration(math.Round(latSum / float64(out.IOs)))
 	out.Percentiles = histPercentiles(out.Hist, reportedPercentiles())
+	if clat {
+		out.Clat.Mean = time.Duration(math.Round(clatSum / float64(out.IOs)))
+		out.Clat.Percentiles = histPercentiles(out.Clat.Hist, reportedPercentiles())
+	} else {
+		out.Clat = Latency{}
+	}
 	return out, nil
 }
 
