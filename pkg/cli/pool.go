@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 )
 
 func newPoolCmd(g *globals) *cobra.Command {
@@ -102,10 +103,11 @@ func newPoolShowCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.output == "json" {
-				if pools == nil {
-					pools = []engine.PoolInfo{}
+				views := []poolView{}
+				for _, p := range pools {
+					views = append(views, newPoolView(p))
 				}
-				return printJSON(g.stdout, pools)
+				return printJSON(g.stdout, views)
 			}
 			if len(pools) == 0 {
 				fmt.Fprintln(g.stdout, "no pools found; create one with `tidectl pool create`")
@@ -124,7 +126,70 @@ func newPoolShowCmd(g *globals) *cobra.Command {
 	}
 }
 
-func printPool(g *globals, p engine.PoolInfo) error {
+// poolView is a pool as `pool show` prints it: the engine's PoolInfo with
+// the health of an md origin array, read from sysfs.
+type poolView struct {
+	engine.PoolInfo
+	Origin originView `json:"origin"`
+}
+
+type originView struct {
+	engine.OriginInfo
+	// Array is the md array's redundancy and sync state; absent for an
+	// origin that is not an md array.
+	Array *mdraid.Health `json:"array,omitempty"`
+	// ArrayError says why an md origin's state could not be read.
+	ArrayError string `json:"array_error,omitempty"`
+}
+
+func newPoolView(p engine.PoolInfo) poolView {
+	v := poolView{PoolInfo: p, Origin: originView{OriginInfo: p.Origin}}
+	if p.Origin.MDUUID == "" {
+		return v
+	}
+	h, err := mdraid.Manager{}.Health(p.Origin.Path)
+	if err != nil {
+		v.Origin.ArrayError = err.Error()
+		return v
+	}
+	v.Origin.Array = &h
+	return v
+}
+
+// arrayState is the STATE column of an md origin: "ok", or what is
+// degraded and how far a rebuild or other sync has come.
+func arrayState(o originView) string {
+	a := o.Array
+	if a == nil {
+		if o.ArrayError != "" {
+			return "unknown: " + o.ArrayError
+		}
+		return "ok"
+	}
+	var parts []string
+	if a.Degraded > 0 {
+		s := fmt.Sprintf("DEGRADED: %d of %d slots not in sync", a.Degraded, a.RaidDisks)
+		if len(a.FailedDevices) > 0 {
+			s += ", failed " + strings.Join(a.FailedDevices, " ")
+		}
+		parts = append(parts, s)
+	}
+	if len(a.RebuildingDevices) > 0 {
+		parts = append(parts, "rebuilding "+strings.Join(a.RebuildingDevices, " "))
+	}
+	if r, ok := a.SyncProgress(); ok {
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", a.SyncAction, r*100))
+	} else if a.Degraded > 0 && !a.Rebuilding() {
+		parts = append(parts, "no rebuild running")
+	}
+	if len(parts) == 0 {
+		return "ok"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func printPool(g *globals, info engine.PoolInfo) error {
+	p := newPoolView(info)
 	if g.output == "json" {
 		return printJSON(g.stdout, p)
 	}
@@ -134,7 +199,7 @@ func printPool(g *globals, p engine.PoolInfo) error {
 		origin += " (md " + p.Origin.MDUUID + ")"
 	}
 	t := newTable(g.stdout, "DEVICE", "ROLE", "SIZE", "FREE", "STATE")
-	t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), "ok")
+	t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), arrayState(p.Origin))
 	for _, m := range p.Members {
 		state := "ok"
 		if !m.Present {

@@ -40,6 +40,12 @@ type Options struct {
 	LatencyBounds []time.Duration
 	// SSDs, if set, enables the per-SSD health metrics.
 	SSDs SSDSource
+	// Pools, if set, enables the per-pool origin array metrics (md
+	// redundancy and rebuild progress from sysfs). When nil and the Source
+	// also implements PoolSource (*engine.Engine does), the Source is used.
+	Pools PoolSource
+	// SysRoot is where sysfs is mounted; "" means "/sys".
+	SysRoot string
 	// Timeout bounds one scrape's reads; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Logger receives a warning for every source that fails during a
@@ -77,6 +83,7 @@ const (
 	collectorVolume  = "volume"
 	collectorDMStats = "dmstats"
 	collectorSSD     = "ssd"
+	collectorOrigin  = "origin"
 )
 
 var (
@@ -98,6 +105,9 @@ type collector struct {
 	bounds  []time.Duration
 	boundNs []uint64
 	ssds    SSDSource
+	pools   PoolSource
+	sysRoot string
+	knameOf func(path string) (string, error)
 	timeout time.Duration
 	log     *slog.Logger
 	// statsMu serialises the dm-stats part of concurrent scrapes, so two
@@ -110,9 +120,13 @@ func newCollector(src Source, opts Options) (*collector, error) {
 		return nil, errors.New("metrics: nil Source")
 	}
 	c := &collector{
-		src: src, stats: opts.Stats, ssds: opts.SSDs,
+		src: src, stats: opts.Stats, ssds: opts.SSDs, pools: opts.Pools, sysRoot: opts.SysRoot,
 		bounds: opts.LatencyBounds, timeout: opts.Timeout, log: opts.Logger,
 	}
+	if c.pools == nil {
+		c.pools, _ = src.(PoolSource)
+	}
+	c.knameOf = defaultKname(c.sysRoot)
 	if c.bounds == nil {
 		c.bounds = DefaultLatencyBounds
 	}
@@ -141,6 +155,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	describeVolume(ch)
 	describeLatency(ch)
 	describeSSD(ch)
+	describeOrigin(ch)
 }
 
 // Collect reads the kernel and the tools once and emits const metrics.
@@ -150,6 +165,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var wg sync.WaitGroup
 	if c.ssds != nil {
 		wg.Go(func() { c.run(ctx, ch, collectorSSD, c.collectSSDs) })
+	}
+	if c.pools != nil {
+		wg.Go(func() { c.run(ctx, ch, collectorOrigin, c.collectOrigins) })
 	}
 	c.run(ctx, ch, collectorVolume, c.collectVolumes)
 	wg.Wait()

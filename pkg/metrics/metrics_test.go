@@ -430,10 +430,12 @@ func fullCollector(t *testing.T) *collector {
 	t.Helper()
 	st := &fakeStats{regions: map[string]string{"tc-db": ""}, print: map[string]string{"tc-db": statsPrintLine}}
 	ssds := &fakeSSDs{ssds: []SSDHealth{{Path: "/dev/nvme0n1", Model: "QEMU NVMe Ctrl", Serial: "TIDE0001", WearPercent: intp(0)}}}
-	c, err := newCollector(&fakeSource{vols: testVolumes(t)}, Options{Stats: st, LatencyBounds: testBounds, SSDs: ssds})
+	c, err := newCollector(&fakeSource{vols: testVolumes(t)}, Options{Stats: st, LatencyBounds: testBounds, SSDs: ssds,
+		Pools: testPools(), SysRoot: originSysRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.knameOf = testKname
 	return c
 }
 

@@ -46,7 +46,22 @@
 //     "ssd_wear". Wear
 //     never goes down, so this rule needs no latch: it holds until the SSD
 //     is replaced or the threshold raised.
-//  5. Scheduled flush. When the resulting mode is writeback, FlushInterval
+//  5. Degraded origin. When the pool's HDD array (an md RAID10) runs
+//     with a slot lacking an in-sync member (a failed disk, or a
+//     replacement still being rebuilt), a warning alert "origin_degraded"
+//     names the array, the failed members and the rebuild's progress. The
+//     mode is deliberately kept. A degraded array does not put the dirty
+//     data on the SSD at any new risk (it is as safe, or as exposed, as
+//     before), while lowering to writethrough would hurt exactly when it
+//     matters: the drain writes every dirty block to the array at once, and
+//     afterwards every application write waits for the degraded array,
+//     competing with the rebuild that md throttles while other I/O runs.
+//     Keeping the write cache keeps the write load coalesced and
+//     sequential, so the rebuild, the window in which a second failure in
+//     the same mirror pair loses the array, ends sooner. The alert clears
+//     when the rebuild completes. (An origin that fails outright fails the
+//     write-back: dm-writecache then reports an error and rule 3 applies.)
+//  6. Scheduled flush. When the resulting mode is writeback, FlushInterval
 //     is positive, the write tier holds dirty blocks and FlushInterval has
 //     passed since the last flush, FlushNow is set. FlushIn always says
 //     when the next flush is due, so the caller can come back then.

@@ -112,6 +112,8 @@ const (
 const (
 	AlertSSDError = "ssd_error"
 	AlertSSDWear  = "ssd_wear"
+	// AlertOriginDegraded: the pool's HDD array has lost redundancy.
+	AlertOriginDegraded = "origin_degraded"
 )
 
 // Alert is a condition an operator should know about.
@@ -140,10 +142,29 @@ type SSD struct {
 	CriticalWarning bool
 }
 
+// Origin is what is known about the redundancy of the volume's HDD array
+// (an md RAID10 the node can read; nil for a hardware LUN or when unknown).
+type Origin struct {
+	// Device names the array in messages (/dev/md127).
+	Device string
+	// Members is the number of slots; Degraded those without an in-sync
+	// member (failed disks and replacements not rebuilt yet).
+	Members, Degraded int
+	// Failed are the members the kernel marked faulty.
+	Failed []string
+	// SyncAction is md's sync_action ("idle", "recover", "resync"...).
+	SyncAction string
+	// SyncProgress is the share of the running sync done, 0..1; negative
+	// when none runs.
+	SyncProgress float64
+}
+
 // Facts are observations of the running system.
 type Facts struct {
 	// SSDs are the SSDs of the volume's pool.
 	SSDs []SSD
+	// Origin is the health of the pool's HDD array; nil when unknown.
+	Origin *Origin
 	// WritecacheError is dm-writecache's error field (0 or a negative
 	// errno); 0 when the volume has no write tier running.
 	WritecacheError int64
@@ -351,7 +372,13 @@ func Decide(in Input) (Decision, error) {
 		}
 	}
 
-	// Rule 5: scheduled flush.
+	// Rule 5: degraded origin. Alert only; the mode is kept (see the
+	// package documentation for why).
+	if o := in.Facts.Origin; o != nil && o.Degraded > 0 {
+		d.Alerts = append(d.Alerts, Alert{Name: AlertOriginDegraded, Severity: SeverityWarning, Message: o.describe()})
+	}
+
+	// Rule 6: scheduled flush.
 	if iv := time.Duration(in.Policy.FlushInterval); iv > 0 && d.Mode == pool.ModeWriteback {
 		due := in.Facts.LastFlush.Add(iv)
 		switch {
@@ -383,4 +410,24 @@ func ssdErrors(f Facts) string {
 		}
 	}
 	return strings.Join(ev, ", ")
+}
+
+// describe says what is wrong with a degraded origin and what the rule
+// did, for the alert.
+func (o *Origin) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "HDD array %s degraded: %d of %d slots without an in-sync member", o.Device, o.Degraded, o.Members)
+	if len(o.Failed) > 0 {
+		fmt.Fprintf(&b, " (failed: %s)", strings.Join(o.Failed, ", "))
+	}
+	switch {
+	case o.SyncAction == "recover" && o.SyncProgress >= 0:
+		fmt.Fprintf(&b, "; rebuild %.0f%% done", o.SyncProgress*100)
+	case o.SyncAction == "recover":
+		b.WriteString("; rebuild pending")
+	default:
+		b.WriteString("; no rebuild running: replace the disk (docs/runbook.md)")
+	}
+	b.WriteString("; cache mode kept, the write cache keeps the write load off the degraded array")
+	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/policy"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
@@ -237,6 +238,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	acked := vs.latch != nil && meta.ModRevision > vs.latch.Revision
 	facts := policy.Facts{Now: now, LastFlush: vs.lastFlush}
 	facts.SSDs = c.ssdFacts(ctx, name, poolName, vs, acked)
+	facts.Origin = c.originFacts(ctx, name, poolName)
 	if exists && actual.WriteCache != nil {
 		facts.WritecacheError = actual.WriteCache.Error
 		facts.DirtyBlocks = actual.WriteCache.DirtyBlocks
@@ -402,6 +404,38 @@ func (c *Controller) ssdFacts(ctx context.Context, name, poolName string, vs *vo
 		out = append(out, policy.SSD{Path: s.Path, WearPercent: s.WearPercent, MediaErrors: s.MediaErrors - base, CriticalWarning: s.CriticalWarning})
 	}
 	return out
+}
+
+// poolLister is implemented by engines that describe a pool
+// (*engine.Engine); with one, the controller reads the health of the
+// pool's md origin for the degraded-origin rule.
+type poolLister interface {
+	Pool(ctx context.Context, name string) (engine.PoolInfo, error)
+}
+
+// originFacts returns the health of the pool's md origin array from sysfs;
+// nil when the engine cannot name the origin, the origin is not an md
+// array, or it cannot be read (logged: the decision is taken without it).
+func (c *Controller) originFacts(ctx context.Context, name, poolName string) *policy.Origin {
+	pl, ok := c.engine.(poolLister)
+	if !ok || poolName == "" {
+		return nil
+	}
+	p, err := pl.Pool(ctx, poolName)
+	if err != nil || p.Origin.MDUUID == "" {
+		return nil
+	}
+	h, err := mdraid.Manager{}.Health(p.Origin.Path)
+	if err != nil {
+		c.log.Warn("origin array health unavailable; deciding without it", "volume", name, "origin", p.Origin.Path, "err", err)
+		return nil
+	}
+	o := &policy.Origin{Device: h.Device, Members: h.RaidDisks, Degraded: h.Degraded, Failed: h.FailedDevices,
+		SyncAction: h.SyncAction, SyncProgress: -1}
+	if r, ok := h.SyncProgress(); ok {
+		o.SyncProgress = r
+	}
+	return o
 }
 
 // create creates a missing volume in the mode decided.

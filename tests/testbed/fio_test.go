@@ -51,6 +51,9 @@ func TestParseFioWriteFsync(t *testing.T) {
 	if r.Write.Mean != 840216*time.Nanosecond || r.Write.P99() != 2342912*time.Nanosecond {
 		t.Errorf("write mean %v p99 %v, want 840.216µs and 2.342912ms", r.Write.Mean, r.Write.P99())
 	}
+	if c := r.Write.Clat; c.Mean != 833459*time.Nanosecond || c.P99() != 2310144*time.Nanosecond || histCount(c.Hist) != 807 {
+		t.Errorf("write clat mean %v p99 %v (%d in histogram), want 833.459µs, 2.310144ms, 807", c.Mean, c.P99(), histCount(c.Hist))
+	}
 	if r.Total.IOs != r.Write.IOs || r.Total.P99() != r.Write.P99() {
 		t.Errorf("total %+v differs from write %+v", r.Total, r.Write)
 	}
@@ -156,6 +159,21 @@ func TestMergeInterleaved(t *testing.T) {
 	if histCount(m.Total.Hist) != ios {
 		t.Errorf("merged histogram holds %d I/Os, want %d", histCount(m.Total.Hist), ios)
 	}
+	// Completion latencies merge the same way.
+	wantClat := (float64(a.Total.Clat.Mean)*float64(a.Total.IOs) + float64(b.Total.Clat.Mean)*float64(b.Total.IOs)) / float64(ios)
+	if a.Total.Clat.Mean == 0 || math.Abs(float64(m.Total.Clat.Mean)-wantClat) > 1 || histCount(m.Total.Clat.Hist) != ios {
+		t.Errorf("merged clat mean %v (want %v), histogram %d I/Os (want %d)", m.Total.Clat.Mean, time.Duration(wantClat),
+			histCount(m.Total.Clat.Hist), ios)
+	}
+	if p := m.Total.Clat.P99(); p < min(a.Total.Clat.P99(), b.Total.Clat.P99()) || p > max(a.Total.Clat.P99(), b.Total.Clat.P99()) {
+		t.Errorf("merged clat p99 %v outside the parts' %v and %v", p, a.Total.Clat.P99(), b.Total.Clat.P99())
+	}
+	// A part without a completion-latency histogram leaves clat unknown.
+	noClat := b
+	noClat.Total.Clat.Hist = nil
+	if m, err := Merge([]Result{a, noClat}); err != nil || m.Total.Clat.Mean != 0 || m.Total.Clat.Hist != nil {
+		t.Errorf("merge with a part lacking clat bins: clat %+v, err %v; want none", m.Total.Clat, err)
+	}
 	if p := m.Total.P99(); p < min(a.Total.P99(), b.Total.P99()) || p > max(a.Total.P99(), b.Total.P99()) {
 		t.Errorf("merged p99 %v outside the parts' %v and %v", p, a.Total.P99(), b.Total.P99())
 	}
@@ -256,6 +274,55 @@ func TestInterleavedArgs(t *testing.T) {
 	}
 }
 
+func TestInterleavedJobsArgs(t *testing.T) {
+	plain := Job{Name: "d", Device: "/dev/a", RW: "randwrite", Engine: "libaio", Offset: 4096, Size: 1 << 20, Runtime: time.Minute}
+	dsync := plain
+	dsync.Writes, dsync.Device = DataSync, "/dev/b"
+	args, err := InterleavedJobsArgs([]Job{plain, dsync}, 2, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	opts := " --ioengine=libaio --direct=1 --rw=randwrite --bs=4096 --iodepth=1 --runtime=2 --offset=4096" +
+		" --lat_percentiles=1 --percentile_list=50:99:99.9 --unified_rw_reporting=both --time_based --size=1048576"
+	// Every job carries its own options; only the O_DSYNC one syncs.
+	// Slice 0: plain then O_DSYNC; slice 1: O_DSYNC then plain.
+	want := "fio --output-format=json+" +
+		" --name=d.s0.d0 --filename=/dev/a" + opts + " --stonewall --randseed=1" +
+		" --name=d.s0.d1 --filename=/dev/b" + opts + " --sync=dsync --stonewall --randseed=1" +
+		" --name=d.s1.d1 --filename=/dev/b" + opts + " --sync=dsync --stonewall --randseed=2" +
+		" --name=d.s1.d0 --filename=/dev/a" + opts + " --stonewall --randseed=2"
+	if line != want {
+		t.Errorf("interleaved jobs:\n got %s\nwant %s", line, want)
+	}
+	for name, jobs := range map[string][]Job{
+		"no jobs":      nil,
+		"no device":    {{Name: "d", RW: "randwrite"}},
+		"split region": {{Name: "d", Device: "/dev/a", RW: "randwrite", SplitRegion: true, Size: 1 << 20}},
+		"no rw":        {{Name: "d", Device: "/dev/a"}},
+	} {
+		if _, err := InterleavedJobsArgs(jobs, 2, time.Second); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestJobEngine(t *testing.T) {
+	for _, c := range []struct {
+		j    Job
+		want string
+	}{
+		{Job{IODepth: 1}, "psync"},
+		{Job{IODepth: 16}, "libaio"},
+		{Job{IODepth: 1, Engine: "libaio"}, "libaio"},
+		{Job{IODepth: 16, Engine: "io_uring"}, "io_uring"},
+	} {
+		if got := c.j.withDefaults().engine(); got != c.want {
+			t.Errorf("engine of %+v = %q, want %q", c.j, got, c.want)
+		}
+	}
+}
+
 func TestDescribe(t *testing.T) {
 	for _, c := range []struct {
 		j    Job
@@ -264,6 +331,7 @@ func TestDescribe(t *testing.T) {
 		{Job{RW: "randwrite", Writes: Fsync, Size: 32 << 20}, "4 KiB randwrite QD1 O_DIRECT + fsync over 32 MiB"},
 		{Job{RW: "randread", IODepth: 16}, "4 KiB randread QD16"},
 		{Job{RW: "randrw", RWMixRead: 70, IODepth: 4}, "4 KiB randrw QD4 70/30 read/write O_DIRECT"},
+		{Job{RW: "randwrite", Engine: "libaio", Writes: DataSync, Size: 64 << 20}, "4 KiB randwrite QD1 libaio O_DIRECT|O_DSYNC over 64 MiB"},
 	} {
 		if got := c.j.Describe(); got != c.want {
 			t.Errorf("Describe() = %q, want %q", got, c.want)

@@ -1,0 +1,112 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidecache/tidecache/pkg/blockdev"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
+)
+
+// Per-pool origin metrics: the redundancy of each pool's md array (the HDD
+// RAID10), read from sysfs at scrape time (mdraid.ReadHealth). An origin
+// that is not an md array (a hardware RAID LUN) or is not running has no
+// series; that is not a scrape error.
+
+// PoolSource lists the node's pools. *engine.Engine implements it.
+type PoolSource interface {
+	Pools(ctx context.Context) ([]engine.PoolInfo, error)
+}
+
+var originLabels = []string{"pool", "device"}
+
+func originDesc(name, help string, extra ...string) *prometheus.Desc {
+	return prometheus.NewDesc(namespace+"_origin_"+name, help, append(append([]string{}, originLabels...), extra...), nil)
+}
+
+var (
+	originDegradedDesc = originDesc("degraded",
+		"1 if the pool's md array runs with fewer in-sync members than slots (md/degraded > 0): it has lost redundancy until a rebuild completes.")
+	originMembersDesc = originDesc("members",
+		"Slots of the pool's md array (md/raid_disks).")
+	originFailedDesc = originDesc("failed_members",
+		"Slots of the pool's md array without a working, in-sync member (md/degraded): failed members, and replacements not rebuilt yet.")
+	originSyncActionDesc = originDesc("sync_action",
+		"1 for the md array's current sync action (md/sync_action): idle, resync, recover (rebuild onto a new member), check, repair, reshape, frozen; 0 for the others.",
+		"action")
+	originSyncProgressDesc = originDesc("sync_progress_ratio",
+		"Share of the running resync, recovery, check or reshape done, 0..1 (md/sync_completed). Absent when no sync runs.")
+	originDescs = []*prometheus.Desc{originDegradedDesc, originMembersDesc, originFailedDesc, originSyncActionDesc, originSyncProgressDesc}
+)
+
+// syncActions are md's sync_action values, each exported with 0 or 1.
+var syncActions = []string{"idle", "resync", "recover", "check", "repair", "reshape", "frozen"}
+
+func describeOrigin(ch chan<- *prometheus.Desc) {
+	for _, d := range originDescs {
+		ch <- d
+	}
+}
+
+// collectOrigins emits the array health of every pool's origin. A pool
+// whose origin cannot be read (other than "not an md array" or "not
+// present") is skipped and its error returned after the others.
+func (c *collector) collectOrigins(ctx context.Context, ch chan<- prometheus.Metric) error {
+	pools, err := c.pools.Pools(ctx)
+	if err != nil {
+		return fmt.Errorf("list pools: %w", err)
+	}
+	var errs []error
+	for _, p := range pools {
+		if p.Origin.Path == "" {
+			continue
+		}
+		h, err := c.originHealth(p.Origin.Path)
+		switch {
+		case errors.Is(err, mdraid.ErrNotArray), errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("pool %s: %w", p.Name, err))
+			continue
+		}
+		if h.SyncAction == "" {
+			continue // a level without redundancy (raid0, linear): nothing to report
+		}
+		emitOrigin(ch, p.Name, h)
+	}
+	return errors.Join(errs...)
+}
+
+// originHealth reads the array at path through the collector's sysfs root.
+func (c *collector) originHealth(path string) (mdraid.Health, error) {
+	kname, err := c.knameOf(path)
+	if err != nil {
+		return mdraid.Health{}, err
+	}
+	return mdraid.ReadHealth(c.sysRoot, kname)
+}
+
+func emitOrigin(ch chan<- prometheus.Metric, pool string, h mdraid.Health) {
+	l := []string{pool, h.Device}
+	gauge(ch, originDegradedDesc, boolValue(h.Degraded > 0), l...)
+	gauge(ch, originMembersDesc, float64(h.RaidDisks), l...)
+	gauge(ch, originFailedDesc, float64(h.Degraded), l...)
+	if h.SyncAction != "" {
+		for _, a := range syncActions {
+			gauge(ch, originSyncActionDesc, boolValue(a == h.SyncAction), pool, h.Device, a)
+		}
+	}
+	if r, ok := h.SyncProgress(); ok {
+		gauge(ch, originSyncProgressDesc, r, l...)
+	}
+}
+
+// defaultKname resolves a device path to its kernel name through sysfs.
+func defaultKname(sysRoot string) func(string) (string, error) {
+	return func(path string) (string, error) { return blockdev.Name(sysRoot, path) }
+}
