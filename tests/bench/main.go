@@ -13,7 +13,11 @@
 // with the enterprise fio profiles (4k random read and write, 8k 70/30,
 // 128k sequential read and write, file-server and web-server mixes) at QD1
 // and QD16 on a warm working set, and MariaDB + sysbench oltp_read_write
-// with the datadir on ext4 on each system. It reports absolute figures and
+// with the datadir on ext4 on each system. With -variants it also builds
+// tc-wb-old, tidecache's stack before the fuaflush target (a yardstick
+// for what durable FUA writes cost), and on the SSD alone and tidecache
+// it measures asynchronous O_DSYNC 4k random writes (FUA writes without a
+// flush) against plain ones (fua.go). It reports absolute figures and
 // ratios to the SSD alone and to the bare RAID10 measured in the same run,
 // as markdown with PNG charts.
 //
@@ -111,7 +115,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&f.db.warm, "db-warm", full.db.warm, "sysbench warm-up before each measurement (-quick: 5s)")
 	fs.DurationVar(&f.db.cacheWarm, "db-cache-warm", full.db.cacheWarm, "random reads over the datadir before the server starts, 0 for none (-quick: 10s)")
 	fs.BoolVar(&f.accounting, "accounting", full.accounting, "also count the SSD I/O per application write on the raw SSD and tidecache (-quick: off)")
-	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test (fio only; -quick: off)")
+	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test and tc-wb-old, the stack before fuaflush (a yardstick; -quick: off)")
 	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
