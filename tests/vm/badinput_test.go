@@ -778,7 +778,7 @@ func TestBadInputDeviceSafety(t *testing.T) {
 		n.mustSh("mdadm --assemble /dev/md/tc-old " + strings.Join(hdds, " "))
 		n.mustSh(corruptSlot(ssd, 0, 100) + " && " + corruptSlot(ssd, 1, 100))
 		refused(n, "pool create new --force --origin "+sp[3]+" --ssd "+ssd,
-			[]string{ssd, "holds a damaged tidecache superblock (corrupt superblock",
+			[]string{ssd, "holds a damaged tidecache superblock (read superblock of " + ssd + ": corrupt superblock in slot A",
 				"pool \"old\" (uuid " + oldUUID + ") lists it as its SSD member",
 				"--force does not overwrite another pool's device", "--destroy-pool old"},
 			ssd, sp[3], "/dev/md/tc-old")
