@@ -163,12 +163,26 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 // off again by reloading the volume's normal writecache table (restore),
 // so the cache keeps absorbing writes.
 func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore dm.Table, progress ProgressFunc) (err error) {
+	// A write tier in error is left exactly as it is: dm-writecache
+	// writes nothing back once in error, so a drain cannot succeed, and
+	// any reload (the restore below, or a drift repair of the cleaner
+	// table) would start a new instance from the SSD's committed metadata:
+	// its error flag cleared, so status, metrics and alerts would say the
+	// volume is healthy while its SSD still fails, and without the blocks
+	// acknowledged since the last commit, which only the running instance
+	// maps (their reads would silently return older data).
+	if err := e.writeTierFailed(ctx, v, top); err != nil {
+		return err
+	}
 	if _, err := e.dm.Message(ctx, top, 0, "cleaner"); err != nil {
 		return fmt.Errorf("volume %s: start drain (cleaner message): %w", v.Name, err)
 	}
 	defer func() {
 		if err == nil {
 			return
+		}
+		if e.writeTierFailed(context.WithoutCancel(ctx), v, top) != nil {
+			return // failed during the drain: keep the running instance
 		}
 		if terr := e.reload(context.WithoutCancel(ctx), top, restore, nil); terr != nil {
 			err = errors.Join(err, fmt.Errorf("turn cleaner off again: %w", terr))
@@ -180,6 +194,16 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore d
 		defer cancel()
 	}
 	return e.waitClean(ctx, v, top, "drain", nil, progress)
+}
+
+// writeTierFailed returns an error when the writecache device wtier
+// reports an I/O error (dm-writecache's error field is not 0).
+func (e *Engine) writeTierFailed(ctx context.Context, v pool.Volume, wtier string) error {
+	wc, ok, err := e.writecacheStatus(ctx, wtier)
+	if err != nil || !ok || wc.Error == 0 {
+		return nil
+	}
+	return fmt.Errorf("volume %s: drain: write cache in error state (%d): the SSD failed; dirty data cannot be written back (volume left as it is, reads still work: see the runbook)", v.Name, wc.Error)
 }
 
 // Flush writes every dirty block of a volume's write tier back to the
