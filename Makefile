@@ -11,7 +11,7 @@ N       ?= 100
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup through a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 dkms busybox-static kmod cpio \
-	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs procps systemd xz-utils prometheus curl
+	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs xfsprogs procps systemd xz-utils prometheus curl
 # What `make bench` adds: the peers it measures tidecache against (bcache,
 # lvm2) and the database benchmark.
 BENCH_PACKAGES := bcache-tools lvm2 mariadb-server sysbench
@@ -41,6 +41,15 @@ build: ## Build tidectl and tidecached into bin/.
 .PHONY: kmod
 kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER=<version> (needs linux-headers-<version>).
 	$(MAKE) -C kernel/dm-fuaflush $(if $(KVER),KVER=$(KVER))
+
+.PHONY: kmod-install
+kmod-install: ## Install dm-fuaflush with DKMS for the running kernel and load it; DKMS rebuilds it for new kernels (needs dkms, headers).
+	@command -v dkms >/dev/null || { echo "kmod-install: install dkms and linux-headers-$$(uname -r) first" >&2; exit 1; }
+	@ver=$$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' kernel/dm-fuaflush/dkms.conf); \
+	dst=/usr/src/tidecache-fuaflush-$$ver; \
+	rm -rf $$dst && mkdir -p $$dst && cp kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf $$dst/ && \
+	{ dkms status -m tidecache-fuaflush -v $$ver | grep -q . || dkms add -m tidecache-fuaflush -v $$ver; } && \
+	dkms install -m tidecache-fuaflush -v $$ver --force && modprobe dm-fuaflush && echo "kmod-install: dm-fuaflush $$ver installed and loaded"
 
 .PHONY: demo
 demo: deps build ## Boot a VM with emulated HDD RAID10 + SSD, create a cached volume, compare fio results.

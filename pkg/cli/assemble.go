@@ -63,6 +63,8 @@ func printAssemble(g *globals, rep engine.AssembleReport) error {
 		for _, v := range p.Volumes {
 			if v.Error != "" {
 				fmt.Fprintf(g.stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)
+			} else if v.Migrated {
+				fmt.Fprintf(g.stdout, "  %-20s %-12s %s (migrated to the fuaflush stack)\n", v.Name, v.Mode, v.Device)
 			} else {
 				fmt.Fprintf(g.stdout, "  %-20s %-12s %s\n", v.Name, v.Mode, v.Device)
 			}

@@ -42,6 +42,7 @@ func parseSize(flag, s string, allowZero bool) (uint64, error) {
 type createFlags struct {
 	size, writeCache, readCache, readBlockSize, mode string
 	blockSize                                        uint32
+	allowFUAWindow                                   bool
 }
 
 // request turns the flags into a volume request, checking what needs no
@@ -81,6 +82,10 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 	if req.Mode == pool.ModeWriteback && req.WriteCache == 0 {
 		return pool.VolumeRequest{}, fmt.Errorf("mode writeback needs --write-cache")
 	}
+	if c.allowFUAWindow && req.WriteCache == 0 {
+		return pool.VolumeRequest{}, fmt.Errorf("--allow-fua-window needs --write-cache: only the write cache has that window")
+	}
+	req.FUAWindow = c.allowFUAWindow
 	return req, nil
 }
 
@@ -104,7 +109,15 @@ volume. Small blocks suit the small random reads of a database: promoting a
 hot 16K page copies little besides it. Large blocks suit scans and need
 less kernel memory and metadata per GiB of cache, but every promotion
 copies a whole block from the HDDs. The read cache must hold at least 16
-blocks.`,
+blocks.
+
+A write cache needs tidecache's fuaflush kernel module (dm-fuaflush, built
+with DKMS): dm-writecache alone acknowledges a FUA write (O_DSYNC, an
+ext4/XFS journal commit) before its mapping is committed, so a power cut
+can lose it. Without the module, creating a write cache is refused.
+--allow-fua-window creates it anyway, recording in the layout that the
+operator accepted losing such writes acknowledged within the autocommit
+time; volume show, a metric and an alert keep reporting it.`,
 		Example: `  tidectl volume create mysql --size 500G --write-cache 40G --read-cache 80G
   tidectl volume create scans --size 2T --write-cache 40G --read-cache 200G --read-block-size 512K
   tidectl volume create scratch --size 10G --write-cache 1G --mode writethrough`,
@@ -119,6 +132,7 @@ blocks.`,
 					Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
 					WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
 					Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize,
+					AllowFUAWindow: req.FUAWindow,
 				})
 			}
 			if node != "" {
@@ -145,6 +159,7 @@ blocks.`,
 	f.StringVar(&cf.mode, "mode", string(pool.ModeWriteback), "initial mode: writeback, writethrough or passthrough")
 	f.Uint32Var(&cf.blockSize, "block-size", 4096, "write-cache block size in bytes (512-4096, power of two)")
 	f.StringVar(&node, "node", "", "cluster mode: node to create the volume on (default: the leader places it)")
+	f.BoolVar(&cf.allowFUAWindow, "allow-fua-window", false, "build the write cache without the fuaflush kernel target: FUA writes (O_DSYNC, journal commits) can be lost on power failure; recorded and alerted on")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }
@@ -236,6 +251,9 @@ func printVolume(g *globals, v engine.VolumeInfo) error {
 		fmt.Fprintf(w, "Error:        %s\n", v.Error)
 	}
 	fmt.Fprintf(w, "Write cache:  %s, block size %d\n", size(v.WriteCacheBytes), v.BlockSize)
+	if v.WriteCacheBytes > 0 {
+		fmt.Fprintf(w, "  durability: %s\n", durability(v))
+	}
 	if v.WriteCacheBytes > 0 || !v.Tuning.Empty() {
 		fmt.Fprintf(w, "  tuning:     %s\n", formatTuning(v.Tuning))
 	}
@@ -258,6 +276,20 @@ func printVolume(g *globals, v engine.VolumeInfo) error {
 		fmt.Fprintf(w, "  writes:     hits %d, misses %d; promotions %d, demotions %d, dirty %d\n", rc.WriteHits, rc.WriteMisses, rc.Promotions, rc.Demotions, rc.Dirty)
 	}
 	return nil
+}
+
+// durability says whether the volume's FUA writes are durable when
+// acknowledged.
+func durability(v engine.VolumeInfo) string {
+	switch {
+	case v.FUAWindow:
+		return "FUA WINDOW ACCEPTED (--allow-fua-window): O_DSYNC writes and journal commits acknowledged within the autocommit time can be lost on power failure"
+	case v.LegacyStack:
+		return "OLD STACK without fuaflush: FUA writes can be lost on power failure; run `tidecached assemble` to move it to the current stack"
+	case v.FUAFlush != nil:
+		return fmt.Sprintf("every acknowledged write is durable (fuaflush: %d FUA writes, %d flushes, %d flush errors)", v.FUAFlush.FUAWrites, v.FUAFlush.Flushes, v.FUAFlush.FlushErrors)
+	}
+	return "every acknowledged write is durable (fuaflush above the write tier in writeback)"
 }
 
 // formatTuning prints a volume's own write-tier tuning: the knobs it sets,

@@ -89,7 +89,17 @@ func (e *Engine) createDevice(ctx context.Context, d stack.Device) error {
 // device is resumed on every path, with the old table if the new one was
 // refused. check, if set, runs while the device is suspended and can veto
 // the swap (for instance when dirty blocks reappeared).
+//
+// A dm-writecache in error is never reloaded: the new instance would start
+// from the SSD's last committed metadata with its error flag cleared,
+// dropping the mapping of blocks written since that commit while status
+// and alerts call the volume healthy.
 func (e *Engine) reload(ctx context.Context, name string, table dm.Table, check func(context.Context) error) (err error) {
+	if wc, ok, err := e.writecacheStatus(ctx, name); err != nil {
+		return err
+	} else if ok && wc.Error != 0 {
+		return fmt.Errorf("reload %s: write cache in error state (%d): the SSD failed; a reload would drop blocks written since its last commit (left as it is; see the runbook)", name, wc.Error)
+	}
 	if err := e.dm.Suspend(ctx, name, dm.SuspendOptions{}); err != nil {
 		return fmt.Errorf("suspend %s: %w", name, err)
 	}
@@ -191,6 +201,19 @@ func equivalent(want, got dm.Target, canon func(string) (string, error)) (bool, 
 			return false, err
 		}
 		g, err := dm.ParseLinearParams(got.Params)
+		if err != nil {
+			return false, err
+		}
+		if err := devs(&w.Device, &g.Device); err != nil {
+			return false, err
+		}
+		return w == g, nil
+	case dm.FUAFlushTarget:
+		w, err := dm.ParseFUAFlushParams(want.Params)
+		if err != nil {
+			return false, err
+		}
+		g, err := dm.ParseFUAFlushParams(got.Params)
 		if err != nil {
 			return false, err
 		}

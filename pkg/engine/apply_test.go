@@ -16,6 +16,7 @@ func fakeDevs(ref string) (string, error) {
 		"/dev/mapper/tc-db-rdata":  "253:2",
 		"/dev/mapper/tc-db-rtier":  "253:3",
 		"/dev/mapper/tc-db-wdata":  "253:4",
+		"/dev/mapper/tc-db-wtier":  "253:5",
 		"/dev/md/tc-tank":          "9:127",
 	}
 	if c, ok := m[ref]; ok {
@@ -55,6 +56,12 @@ func TestEquivalent(t *testing.T) {
 		{"cache in writeback is drift",
 			target("cache", "/dev/mapper/tc-db-rmeta /dev/mapper/tc-db-rdata /dev/mapper/tc-db-origin 128 2 metadata2 writethrough smq 0"),
 			target("cache", "253:1 253:2 253:0 128 2 metadata2 writeback smq 0"), false},
+		{"fuaflush as printed by the kernel",
+			target("fuaflush", "/dev/mapper/tc-db-wtier"), target("fuaflush", "253:5"), true},
+		{"fuaflush over another device",
+			target("fuaflush", "/dev/mapper/tc-db-wtier"), target("fuaflush", "253:4"), false},
+		{"linear top where fuaflush is wanted is drift",
+			target("fuaflush", "/dev/mapper/tc-db-wtier"), target("linear", "253:5 0"), false},
 		{"other type",
 			target("linear", "/dev/md/tc-tank 8192"), target("error", ""), false},
 		{"other length",

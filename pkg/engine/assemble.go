@@ -30,6 +30,9 @@ type VolumeReport struct {
 	Mode   pool.Mode `json:"mode"`
 	Device string    `json:"device,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// Migrated is set when the volume was running tidecache's older stack
+	// (dm-writecache as the top device) and was moved to the current one.
+	Migrated bool `json:"migrated,omitempty"`
 }
 
 // CorruptReport names a device whose superblock could not be trusted.
@@ -154,10 +157,23 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
 		st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
 		if err == nil {
+			// A volume still running tidecache's older stack is moved
+			// to the current one live; if that fails it keeps running
+			// as it was, so nothing below may tear it down.
+			migrated, uerr := e.upgradeStack(ctx, p, v, st, nil)
+			vr.Migrated = migrated
+			if uerr != nil {
+				vr.Error = uerr.Error()
+				e.log.Warn("volume left on its old stack", "volume", v.Name, "pool", l.Name, "err", uerr)
+				pr.Volumes = append(pr.Volumes, vr)
+				continue
+			}
 			err = e.activate(ctx, st)
-			if err != nil && !isDrift(err) {
+			if err != nil && !isDrift(err) && !errors.Is(err, ErrNoFUAFlush) {
 				// Do not leave a half stack: in particular never leave
 				// the origin extent reachable without its write tier.
+				// (A missing fuaflush target is found before any device
+				// is touched: nothing to undo.)
 				if rerr := e.removeStack(ctx, v); rerr != nil {
 					err = errors.Join(err, rerr)
 				}

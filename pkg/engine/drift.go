@@ -70,6 +70,12 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	if _, err := e.upgradeStack(ctx, p, *v, st, nil); err != nil {
+		return nil, err
+	}
+	if err := e.requireTargets(ctx, st); err != nil {
+		return nil, err
+	}
 	var changed []string
 	for _, d := range st.Devices {
 		created, err := e.ensure(ctx, d)

@@ -98,6 +98,7 @@ type Engine struct {
 	log     *slog.Logger
 	dm      *dm.Client
 	md      mdraid.Manager
+	runner  command.Runner // modprobe; other tools go through md and prober
 	prober  blockdev.Prober
 	checker blockdev.Checker
 
@@ -125,6 +126,7 @@ func New(cfg Config) (*Engine, error) {
 		log:     log,
 		dm:      client,
 		md:      mdraid.Manager{Runner: runner},
+		runner:  runner,
 		prober:  blockdev.Prober{Runner: runner},
 		checker: blockdev.Checker{SysRoot: cfg.SysRoot, ProcRoot: cfg.ProcRoot},
 	}, nil

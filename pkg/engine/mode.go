@@ -78,14 +78,20 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	if _, err := e.dm.Info(ctx, top); err != nil {
 		return fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
 	}
+	if err := e.requireTargets(ctx, want); err != nil {
+		return err
+	}
+	if _, err := e.upgradeStack(ctx, p, *v, cur, progress); err != nil {
+		return fmt.Errorf("volume %s: current stack: %w", name, err)
+	}
 	// The running stack must be the one the layout describes before it is
 	// changed; anything else is drift for an operator to look at.
 	if err := e.activate(ctx, cur); err != nil {
 		return fmt.Errorf("volume %s: current stack: %w", name, err)
 	}
 
-	_, hadWrite := cur.Find(stack.RoleWriteData)
-	_, getsWrite := want.Find(stack.RoleWriteData)
+	wtier, hadWrite := cur.Find(stack.RoleWriteTier)
+	_, getsWrite := want.Find(stack.RoleWriteTier)
 	_, hadRead := cur.Find(stack.RoleReadTier)
 	_, getsRead := want.Find(stack.RoleReadTier)
 
@@ -106,7 +112,9 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	check := func(ctx context.Context) error {
 		if hadWrite && !getsWrite {
-			wc, ok, err := e.writecacheStatus(ctx, top)
+			// With the top device suspended nothing reaches the write
+			// tier any more: its dirty count can only fall.
+			wc, ok, err := e.writecacheStatus(ctx, wtier.Name)
 			if err != nil {
 				return err
 			}
@@ -121,7 +129,7 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	for round := 1; ; round++ {
 		if hadWrite && !getsWrite {
-			if err := e.drain(ctx, *v, top, cur.Top().Table, progress); err != nil {
+			if err := e.drain(ctx, *v, wtier.Name, wtier.Table, progress); err != nil {
 				return err
 			}
 		}
@@ -157,12 +165,12 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	return nil
 }
 
-// drain empties a write tier: the cleaner message stops new writes from
-// being cached and writes back everything, and the status is polled until
-// no dirty block is left. On failure or cancellation the cleaner is turned
-// off again by reloading the volume's normal writecache table (restore),
-// so the cache keeps absorbing writes.
-func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore dm.Table, progress ProgressFunc) (err error) {
+// drain empties the write tier wtier (a writecache device): the cleaner
+// message stops new writes from being cached and writes back everything,
+// and the status is polled until no dirty block is left. On failure or
+// cancellation the cleaner is turned off again by reloading the volume's
+// normal writecache table (restore), so the cache keeps absorbing writes.
+func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore dm.Table, progress ProgressFunc) (err error) {
 	// A write tier in error is left exactly as it is: dm-writecache
 	// writes nothing back once in error, so a drain cannot succeed, and
 	// any reload (the restore below, or a drift repair of the cleaner
@@ -171,20 +179,20 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore d
 	// volume is healthy while its SSD still fails, and without the blocks
 	// acknowledged since the last commit, which only the running instance
 	// maps (their reads would silently return older data).
-	if err := e.writeTierFailed(ctx, v, top); err != nil {
+	if err := e.writeTierFailed(ctx, v, wtier); err != nil {
 		return err
 	}
-	if _, err := e.dm.Message(ctx, top, 0, "cleaner"); err != nil {
+	if _, err := e.dm.Message(ctx, wtier, 0, "cleaner"); err != nil {
 		return fmt.Errorf("volume %s: start drain (cleaner message): %w", v.Name, err)
 	}
 	defer func() {
 		if err == nil {
 			return
 		}
-		if e.writeTierFailed(context.WithoutCancel(ctx), v, top) != nil {
+		if e.writeTierFailed(context.WithoutCancel(ctx), v, wtier) != nil {
 			return // failed during the drain: keep the running instance
 		}
-		if terr := e.reload(context.WithoutCancel(ctx), top, restore, nil); terr != nil {
+		if terr := e.reload(context.WithoutCancel(ctx), wtier, restore, nil); terr != nil {
 			err = errors.Join(err, fmt.Errorf("turn cleaner off again: %w", terr))
 		}
 	}()
@@ -193,7 +201,7 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, top string, restore d
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.DrainTimeout)
 		defer cancel()
 	}
-	return e.waitClean(ctx, v, top, "drain", nil, progress)
+	return e.waitClean(ctx, v, wtier, "drain", nil, progress)
 }
 
 // writeTierFailed returns an error when the writecache device wtier
@@ -216,11 +224,11 @@ func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) 
 		return 0, err
 	}
 	defer unlock()
-	top := stack.DeviceName(name, stack.RoleTop)
-	if _, err := e.dm.Info(ctx, top); err != nil {
+	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleTop)); err != nil {
 		return 0, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
 	}
-	if _, ok, err := e.writecacheStatus(ctx, top); err != nil || !ok {
+	top, _, ok, err := e.writeTier(ctx, name)
+	if err != nil || !ok {
 		// No write tier in this mode: nothing is dirty, nothing to do.
 		return 0, err
 	}
@@ -248,7 +256,7 @@ const drainStallPolls = 10
 // waitClean polls the write tier until it reports no dirty blocks, or, when
 // done is given, until done delivers. It reports progress with a rate
 // smoothed over the last polls.
-func (e *Engine) waitClean(ctx context.Context, v pool.Volume, top, phase string, done <-chan error, progress ProgressFunc) error {
+func (e *Engine) waitClean(ctx context.Context, v pool.Volume, wtier, phase string, done <-chan error, progress ProgressFunc) error {
 	start := time.Now()
 	var first, last uint64
 	stalled := 0 // polls in a row with dirty blocks left and none in write-back
@@ -257,7 +265,7 @@ func (e *Engine) waitClean(ctx context.Context, v pool.Volume, top, phase string
 	tick := time.NewTicker(e.cfg.PollInterval)
 	defer tick.Stop()
 	for n := 0; ; n++ {
-		wc, ok, err := e.writecacheStatus(ctx, top)
+		wc, ok, err := e.writecacheStatus(ctx, wtier)
 		if err != nil {
 			return fmt.Errorf("volume %s: %s: %w", v.Name, phase, err)
 		}
@@ -293,7 +301,7 @@ func (e *Engine) waitClean(ctx context.Context, v pool.Volume, top, phase string
 			// block left for minutes under a steady write load. The flush
 			// message commits and writes back everything there is.
 			e.log.Info("drain: write-back stalled, sending flush", "volume", v.Name, "dirty_blocks", dirty)
-			if _, err := e.dm.Message(ctx, top, 0, "flush"); err != nil {
+			if _, err := e.dm.Message(ctx, wtier, 0, "flush"); err != nil {
 				return fmt.Errorf("volume %s: %s: flush after a stalled write-back: %w", v.Name, phase, err)
 			}
 			stalled = 0

@@ -29,6 +29,14 @@ type VolumeInfo struct {
 	ReadBlockSize uint32 `json:"read_block_size,omitempty"`
 	// Tuning is the volume's own write-tier tuning; nil means node defaults.
 	Tuning *pool.Tuning `json:"tuning,omitempty"`
+	// FUAWindow is set when the operator accepted that FUA writes can be
+	// lost (pool.Volume.FUAWindow): the write tier has no fuaflush above it.
+	FUAWindow bool `json:"fua_window"`
+	// LegacyStack is set when the running top device is dm-writecache
+	// itself, the stack of tidecache before fuaflush; assemble migrates it.
+	LegacyStack bool `json:"legacy_stack,omitempty"`
+	// FUAFlush is the fuaflush target's status, when it runs.
+	FUAFlush *dm.FUAFlushStatus `json:"fua_flush,omitempty"`
 	// State is "active", "suspended", "inactive" (no device) or "error".
 	State string `json:"state"`
 	// Error holds the reason when State is "error".
@@ -88,7 +96,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	info := VolumeInfo{
 		Name: v.Name, UUID: v.UUID, Pool: poolName, Mode: v.Mode,
 		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
-		BlockSize: blockSize(v), Tuning: v.Tuning,
+		BlockSize: blockSize(v), Tuning: v.Tuning, FUAWindow: v.FUAWindow,
 	}
 	if v.WriteCache != nil {
 		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize
@@ -110,10 +118,17 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	default:
 		info.State = "active"
 	}
-	wc, ok, err := e.writecacheStatus(ctx, top)
+	wtier, wc, ok, err := e.writeTier(ctx, v.Name)
 	if err != nil {
 		info.State, info.Error = "error", err.Error()
 		return info
+	}
+	info.LegacyStack = ok && wtier == top
+	if ff, fok, err := e.fuaFlushStatus(ctx, top); err != nil {
+		info.State, info.Error = "error", err.Error()
+		return info
+	} else if fok {
+		info.FUAFlush = &ff
 	}
 	if ok {
 		s := WriteCacheStatus{WritecacheStatus: wc, DirtyBlocks: wc.DirtyBlocks()}
@@ -169,6 +184,26 @@ func (e *Engine) writecacheStatus(ctx context.Context, name string) (dm.Writecac
 		return dm.WritecacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
 	return wc, true, nil
+}
+
+// fuaFlushStatus reads the status of a fuaflush device; ok is false when
+// the device does not exist or its table is not a fuaflush.
+func (e *Engine) fuaFlushStatus(ctx context.Context, name string) (dm.FUAFlushStatus, bool, error) {
+	st, err := e.dm.Status(ctx, name)
+	if errors.Is(err, dm.ErrNotFound) {
+		return dm.FUAFlushStatus{}, false, nil
+	}
+	if err != nil {
+		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	if len(st) != 1 || st[0].Type != dm.FUAFlushTarget {
+		return dm.FUAFlushStatus{}, false, nil
+	}
+	fs, err := dm.ParseFUAFlushStatus(st[0].Params)
+	if err != nil {
+		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return fs, true, nil
 }
 
 // cacheStatus reads the dm-cache status of a device; ok is false when the

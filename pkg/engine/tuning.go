@@ -45,12 +45,18 @@ func (e *Engine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bo
 	if err != nil {
 		return false, err
 	}
-	top := st.Top()
-	if err := e.reload(ctx, top.Name, top.Table, func(context.Context) error {
+	if _, err := e.upgradeStack(ctx, p, *v, st, nil); err != nil {
+		return false, err
+	}
+	wtier, ok := st.Find(stack.RoleWriteTier)
+	if !ok {
+		return false, fmt.Errorf("volume %s: writeback stack without a write tier", name)
+	}
+	if err := e.reload(ctx, wtier.Name, wtier.Table, func(context.Context) error {
 		return e.writeLayout(p, origin, next)
 	}); err != nil {
 		return false, fmt.Errorf("volume %s: apply tuning: %w", name, err)
 	}
-	e.log.Info("tuning applied", "volume", name, "table", top.Table.String())
+	e.log.Info("tuning applied", "volume", name, "table", wtier.Table.String())
 	return true, nil
 }

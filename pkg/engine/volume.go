@@ -66,14 +66,18 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
 	}
+	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	// Refuse before anything is written when the kernel lacks a target.
+	if err := e.requireTargets(ctx, st); err != nil {
+		return VolumeInfo{}, err
+	}
 	if err := e.zeroCacheHeads(p, v, true, true); err != nil {
 		return VolumeInfo{}, err
 	}
 	if err := e.writeLayout(p, origin, next); err != nil {
-		return VolumeInfo{}, err
-	}
-	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
-	if err != nil {
 		return VolumeInfo{}, err
 	}
 	if err := e.activate(ctx, st); err != nil {
@@ -141,8 +145,12 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 	return nil
 }
 
-// activate brings every device of a stack up, bottom-up.
+// activate brings every device of a stack up, bottom-up, once the kernel
+// is known to have every target it needs.
 func (e *Engine) activate(ctx context.Context, st stack.Stack) error {
+	if err := e.requireTargets(ctx, st); err != nil {
+		return err
+	}
 	for _, d := range st.Devices {
 		if _, err := e.ensure(ctx, d); err != nil {
 			return err
@@ -177,7 +185,7 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 		if info.OpenCount > 0 {
 			return fmt.Errorf("volume %s: %w: %s is open %d time(s); unmount it first", name, ErrInUse, dm.DevicePath(top), info.OpenCount)
 		}
-		wc, ok, err := e.writecacheStatus(ctx, top)
+		_, wc, ok, err := e.writeTier(ctx, name)
 		if err != nil {
 			return fmt.Errorf("volume %s: %w", name, err)
 		}
@@ -210,7 +218,7 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 // removeStack removes every device a volume may have, top-down, whatever
 // its mode.
 func (e *Engine) removeStack(ctx context.Context, v pool.Volume) error {
-	for _, r := range []stack.Role{stack.RoleTop, stack.RoleWriteData, stack.RoleReadTier, stack.RoleReadData, stack.RoleReadMeta, stack.RoleOrigin} {
+	for _, r := range []stack.Role{stack.RoleTop, stack.RoleWriteTier, stack.RoleWriteData, stack.RoleReadTier, stack.RoleReadData, stack.RoleReadMeta, stack.RoleOrigin} {
 		if err := e.removeDevice(ctx, stack.DeviceName(v.Name, r)); err != nil {
 			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}

@@ -74,6 +74,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			Name: "db", Pool: "fast", Mode: pool.ModeWriteback, State: "active", Device: "/dev/mapper/tc-db",
 			SizeBytes: 64 << 30, WriteCacheBytes: 34 << 20, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, writecacheLine, 4096), ReadCache: readCache(t, cacheLine),
+			FUAFlush: &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
 		},
 		{
 			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: "active", Device: "/dev/mapper/tc-logs",
@@ -87,6 +88,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 		{
 			Name: "broken", Pool: "slow", Mode: pool.ModeWriteback, State: "error", Device: "/dev/mapper/tc-broken",
 			Error:     "dm-writecache reports error -5",
+			FUAWindow: true,
 			SizeBytes: 1 << 30, WriteCacheBytes: 34 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, "-5 8160 8000 12 0 0 0 0 0 0 0 0 0 0", 4096),
 			ReadCache:  &engine.ReadCacheStatus{CacheStatus: dm.CacheStatus{Failed: true}},
@@ -95,6 +97,19 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 }
 
 const volumeExposition = `
+# HELP tidecache_volume_fua_flush_errors_total Flushes of the write tier that failed; each failed the FUA writes waiting for it.
+# TYPE tidecache_volume_fua_flush_errors_total counter
+tidecache_volume_fua_flush_errors_total{pool="fast",volume="db"} 0
+# HELP tidecache_volume_fua_flushes_total Flushes the fuaflush target sent to the write tier; concurrent FUA writes share one.
+# TYPE tidecache_volume_fua_flushes_total counter
+tidecache_volume_fua_flushes_total{pool="fast",volume="db"} 410
+# HELP tidecache_volume_fua_window 1 if the volume's FUA writes (O_DSYNC, journal commits) can be lost on power failure: its write tier runs without the fuaflush target, because the operator accepted that window (--allow-fua-window) or the volume still runs the old stack.
+# TYPE tidecache_volume_fua_window gauge
+tidecache_volume_fua_window{pool="fast",volume="db"} 0
+tidecache_volume_fua_window{pool="slow",volume="broken"} 1
+# HELP tidecache_volume_fua_writes_total FUA writes the fuaflush target held until a flush of the write tier committed them.
+# TYPE tidecache_volume_fua_writes_total counter
+tidecache_volume_fua_writes_total{pool="fast",volume="db"} 1200
 # HELP tidecache_volume_info Always 1; labels carry the volume's cache mode (writeback, writethrough, passthrough), state (active, suspended, inactive, error) and device path.
 # TYPE tidecache_volume_info gauge
 tidecache_volume_info{device="/dev/mapper/tc-broken",mode="writeback",pool="slow",state="error",volume="broken"} 1
@@ -200,6 +215,8 @@ var volumeMetricNames = []string{
 	"tidecache_volume_read_cache_hits_total", "tidecache_volume_read_cache_misses_total",
 	"tidecache_volume_read_cache_used_bytes", "tidecache_volume_read_cache_size_bytes",
 	"tidecache_volume_read_cache_promotions_total", "tidecache_volume_read_cache_demotions_total",
+	"tidecache_volume_fua_window", "tidecache_volume_fua_writes_total",
+	"tidecache_volume_fua_flushes_total", "tidecache_volume_fua_flush_errors_total",
 	"tidecache_scrape_collector_success",
 }
 

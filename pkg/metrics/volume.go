@@ -42,6 +42,10 @@ var (
 	volumeRCPromoteDesc   = volumeDesc("read_cache_promotions_total", "Blocks the smq policy promoted into the read tier (dm-cache <#promotions>).")
 	volumeRCDemoteDesc    = volumeDesc("read_cache_demotions_total", "Blocks the smq policy demoted from the read tier (dm-cache <#demotions>).")
 	volumeRCErrorDesc     = volumeDesc("read_cache_error", "1 if the read tier failed (dm-cache Fail), needs a metadata check or has read-only metadata.")
+	volumeFUAWindowDesc   = volumeDesc("fua_window", "1 if the volume's FUA writes (O_DSYNC, journal commits) can be lost on power failure: its write tier runs without the fuaflush target, because the operator accepted that window (--allow-fua-window) or the volume still runs the old stack.")
+	volumeFUAWritesDesc   = volumeDesc("fua_writes_total", "FUA writes the fuaflush target held until a flush of the write tier committed them.")
+	volumeFUAFlushesDesc  = volumeDesc("fua_flushes_total", "Flushes the fuaflush target sent to the write tier; concurrent FUA writes share one.")
+	volumeFUAErrorsDesc   = volumeDesc("fua_flush_errors_total", "Flushes of the write tier that failed; each failed the FUA writes waiting for it.")
 	volumeDescs           = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
@@ -49,6 +53,7 @@ var (
 		volumeWritebackDesc, volumeErrorDesc, volumeHitRatioDesc,
 		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
+		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
 	}
 )
 
@@ -67,6 +72,14 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 	gauge(ch, volumeInfoDesc, 1, v.Name, v.Pool, string(v.Mode), v.State, v.Device)
 	gauge(ch, volumeSizeDesc, float64(v.SizeBytes), v.Name, v.Pool)
 
+	if v.WriteCacheBytes > 0 {
+		gauge(ch, volumeFUAWindowDesc, boolValue(v.FUAWindow || v.LegacyStack), v.Name, v.Pool)
+	}
+	if f := v.FUAFlush; f != nil {
+		counter(ch, volumeFUAWritesDesc, f.FUAWrites, v.Name, v.Pool)
+		counter(ch, volumeFUAFlushesDesc, f.Flushes, v.Name, v.Pool)
+		counter(ch, volumeFUAErrorsDesc, f.FlushErrors, v.Name, v.Pool)
+	}
 	if wc := v.WriteCache; wc != nil {
 		bs := uint64(v.BlockSize)
 		gauge(ch, volumeDirtyBlocksDesc, float64(wc.DirtyBlocks), v.Name, v.Pool)

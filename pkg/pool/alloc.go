@@ -30,6 +30,9 @@ type VolumeRequest struct {
 	// MinReadBlockSize to MaxReadBlockSize, and the read cache must hold at
 	// least MinReadCacheBlocks of it.
 	ReadBlockSize uint32
+	// FUAWindow builds the write tier without the fuaflush target; see
+	// Volume.FUAWindow. It needs a write cache.
+	FUAWindow bool
 }
 
 // AddVolume carves a new volume out of free space and adds it to the
@@ -106,7 +109,10 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	}
 
 	a := newAllocator(l)
-	v := Volume{Name: req.Name, UUID: uuid, Mode: mode, BlockSize: bs, ReadBlockSize: req.ReadBlockSize, CreatedUnix: now.Unix()}
+	if req.FUAWindow && req.WriteCache == 0 {
+		return Volume{}, fmt.Errorf("volume %s: the FUA window only concerns a write cache, and none was asked for", req.Name)
+	}
+	v := Volume{Name: req.Name, UUID: uuid, Mode: mode, BlockSize: bs, ReadBlockSize: req.ReadBlockSize, CreatedUnix: now.Unix(), FUAWindow: req.FUAWindow}
 	var err error
 	if v.Origin, err = a.onOrigin(BytesToSectors(req.Size), "volume "+quote(req.Name)); err != nil {
 		return Volume{}, err

@@ -199,6 +199,14 @@ type Volume struct {
 	// node's defaults. It is part of the layout so boot assembly rebuilds
 	// exactly the table that was running.
 	Tuning *Tuning
+	// FUAWindow records that the operator chose to run the write tier
+	// without tidecache's fuaflush target (tidectl volume create
+	// --allow-fua-window), when that kernel module cannot be loaded. Such a
+	// volume acknowledges FUA-only writes (O_DSYNC, ext4/XFS journal
+	// commits) before dm-writecache has committed their mapping: a power
+	// cut within its autocommit time can lose them. It is shown by
+	// `volume show`, exported as a metric and alerted on.
+	FUAWindow bool
 }
 
 // KernelHighWatermark and KernelLowWatermark are dm-writecache's defaults

@@ -443,6 +443,7 @@ func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
 		Mode: d.Mode, BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
+		FUAWindow: spec.AllowFUAWindow,
 	}
 	st.State = StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {
@@ -492,6 +493,9 @@ func mismatch(spec store.VolumeSpec, v engine.VolumeInfo) string {
 	// 0 in the spec means the node's default, whatever the volume has.
 	if spec.ReadBlockSize != 0 && spec.ReadBlockSize != v.ReadBlockSize {
 		diffs = append(diffs, fmt.Sprintf("read block size %d bytes, spec asks %d", v.ReadBlockSize, spec.ReadBlockSize))
+	}
+	if spec.AllowFUAWindow != v.FUAWindow {
+		diffs = append(diffs, fmt.Sprintf("FUA window allowed %t, spec asks %t", v.FUAWindow, spec.AllowFUAWindow))
 	}
 	if len(diffs) == 0 {
 		return ""

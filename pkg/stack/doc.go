@@ -17,10 +17,18 @@
 //	tc-<vol>-rdata   linear      read-tier data slice on an SSD
 //	tc-<vol>-rtier   cache       smq, writethrough: rmeta+rdata over origin
 //	tc-<vol>-wdata   linear      write-tier slice on an SSD
-//	tc-<vol>         writecache  wdata over rtier (or over origin)
+//	tc-<vol>-wtier   writecache  wdata over rtier (or over origin)
+//	tc-<vol>         fuaflush    the write tier, FUA writes made durable
+//
+// fuaflush is tidecache's own target (kernel/dm-fuaflush): dm-writecache
+// in SSD mode commits its metadata on a flush but not on a FUA write, so
+// without it an O_DSYNC write or a journal commit block landing in a new
+// cache block is acknowledged before it would survive a power cut. A
+// volume whose operator accepted that window (pool.Volume.FUAWindow) has a
+// linear top instead.
 //
 // The top device keeps its name in every mode; a mode change reloads only
-// its table (writecache in writeback, linear over the read tier in
-// writethrough, linear over the origin in passthrough), so the block device
-// users mount never goes away.
+// its table (fuaflush over the write tier in writeback, linear over the
+// read tier in writethrough, linear over the origin in passthrough), so the
+// block device users mount never goes away.
 package stack

@@ -15,7 +15,8 @@ const (
 	RoleReadData  Role = "rdata"  // linear: dm-cache data slice
 	RoleReadTier  Role = "rtier"  // cache: smq read tier in writethrough
 	RoleWriteData Role = "wdata"  // linear: dm-writecache cache slice
-	RoleTop       Role = "top"    // the user's device: writecache or linear
+	RoleWriteTier Role = "wtier"  // writecache: the write-back tier
+	RoleTop       Role = "top"    // the user's device: fuaflush over the write tier, or linear
 )
 
 // NamePrefix starts the name of every dm device tidecache creates.
@@ -57,7 +58,7 @@ func ParseUUID(dmUUID string) (Role, string, error) {
 		return "", "", fmt.Errorf("dm uuid %q: missing volume uuid", dmUUID)
 	}
 	switch r := Role(role); r {
-	case RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData, RoleTop:
+	case RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData, RoleWriteTier, RoleTop:
 		return r, vol, nil
 	}
 	return "", "", fmt.Errorf("dm uuid %q: unknown role %q", dmUUID, role)

@@ -161,7 +161,8 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		if err != nil {
 			return Stack{}, err
 		}
-		top = dm.Table{WritecacheParams(v, lower.Path(), wdata.Path(), t).Target(0, length)}
+		wtier := add(RoleWriteTier, dm.Table{WritecacheParams(v, lower.Path(), wdata.Path(), t).Target(0, length)})
+		top = dm.Table{fuaBarrier(v, wtier.Path(), length)}
 	case pool.ModeWritethrough, pool.ModePassthrough:
 		top = dm.Table{dm.LinearParams{Device: lower.Path()}.Target(0, length)}
 	default:
@@ -169,6 +170,19 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 	}
 	add(RoleTop, top)
 	return s, nil
+}
+
+// fuaBarrier returns the target that sits on the write tier: fuaflush,
+// which completes a FUA write only after a flush of the write tier has
+// committed dm-writecache's metadata (in SSD mode dm-writecache commits on
+// a flush but not on FUA, so a FUA write into a new cache block would be
+// acknowledged with its mapping only in RAM), or, for a volume whose
+// operator accepted that window (FUAWindow), a plain linear mapping.
+func fuaBarrier(v pool.Volume, wtier string, length uint64) dm.Target {
+	if v.FUAWindow {
+		return dm.LinearParams{Device: wtier}.Target(0, length)
+	}
+	return dm.FUAFlushParams{Device: wtier}.Target(0, length)
 }
 
 // ReadBlockSectors returns the dm-cache block size of a volume's read tier

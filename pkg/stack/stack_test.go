@@ -57,6 +57,8 @@ func TestBuildGolden(t *testing.T) {
 	autocommitVol.Tuning = &pool.Tuning{AutocommitTimeMs: &volAutocommit}
 	bigReadBlocks := testVolume()
 	bigReadBlocks.ReadBlockSize = 256 << 10
+	fuaWindow := noRead
+	fuaWindow.FUAWindow = true
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -78,6 +80,10 @@ func TestBuildGolden(t *testing.T) {
 		// sectors) wins over the node's 64 KiB.
 		{"writeback-readtier-blocksize", bigReadBlocks, pool.ModeWriteback, DefaultTuning()},
 		{"writethrough-readtier-blocksize", bigReadBlocks, pool.ModeWritethrough, DefaultTuning()},
+		// An operator who accepted the FUA window gets a linear top over
+		// the write tier instead of fuaflush.
+		{"writeback-fua-window", fuaWindow, pool.ModeWriteback, DefaultTuning()},
+		{"writethrough-fua-window", fuaWindow, pool.ModeWritethrough, DefaultTuning()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {

@@ -60,6 +60,11 @@ type VolumeSpec struct {
 	// power of two from 32 KiB to 1 MiB; 0 means the node's default. It
 	// needs ReadCacheBytes and is fixed once the volume exists.
 	ReadBlockSize uint32 `json:"readBlockSize,omitempty"`
+	// AllowFUAWindow builds the write tier without tidecache's fuaflush
+	// kernel target (tidectl volume create --allow-fua-window): FUA writes
+	// can then be lost on power failure. It needs WriteCacheBytes and is
+	// fixed once the volume exists.
+	AllowFUAWindow bool `json:"allowFUAWindow,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
 }
@@ -103,6 +108,9 @@ func (v VolumeSpec) Validate() error {
 		case !pool.ValidReadBlockSize(v.ReadBlockSize):
 			add(fmt.Errorf("readBlockSize %d: want a power of two from %d to %d", v.ReadBlockSize, pool.MinReadBlockSize, pool.MaxReadBlockSize))
 		}
+	}
+	if v.AllowFUAWindow && v.WriteCacheBytes == 0 {
+		add(errors.New("allowFUAWindow needs writeCacheBytes greater than 0"))
 	}
 	if v.Policy != "" {
 		if err := pool.ValidateName("policy", v.Policy); err != nil {

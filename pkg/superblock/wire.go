@@ -58,6 +58,10 @@ type wireVolume struct {
 	// Tuning was added in format 1 as an optional field: older payloads
 	// decode with no tuning (node defaults), which is what they ran with.
 	Tuning *wireTuning `json:"tuning,omitempty"`
+	// FUAWindow was added in format 1 as an optional field: older payloads
+	// decode to false, and every writeback stack built from them gets the
+	// fuaflush target, which changes no data on the disks.
+	FUAWindow bool `json:"fua_window,omitempty"`
 }
 
 type wireTuning struct {
@@ -118,6 +122,7 @@ func toWire(sb *Superblock) *wireV1 {
 			ReadBlockSize: v.ReadBlockSize,
 			CreatedUnix:   v.CreatedUnix,
 			Tuning:        tuningToWire(v.Tuning),
+			FUAWindow:     v.FUAWindow,
 		})
 	}
 	return w
@@ -152,6 +157,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			ReadBlockSize: v.ReadBlockSize,
 			CreatedUnix:   v.CreatedUnix,
 			Tuning:        tuningFromWire(v.Tuning),
+			FUAWindow:     v.FUAWindow,
 		})
 	}
 	return sb

@@ -113,7 +113,7 @@ func TestDaemonReconcile(t *testing.T) {
 	// A policy change in etcd reaches the kernel table: watermarks are
 	// applied by reloading the writecache in place.
 	n.cl("policy set default --high-watermark 20 --low-watermark 10")
-	n.eventually(60*time.Second, "dmsetup table tc-db", "high_watermark 20 low_watermark 10")
+	n.eventually(60*time.Second, "dmsetup table tc-db-wtier", "high_watermark 20 low_watermark 10")
 	if out := n.cl("policy list"); !strings.Contains(out, "20%") {
 		t.Fatalf("policy list: %s", out)
 	}
@@ -122,7 +122,7 @@ func TestDaemonReconcile(t *testing.T) {
 	// Drift: a table changed by hand is put back by the daemon's resync.
 	n.mustTidectl("volume flush db")
 	n.mustSh("dmsetup suspend tc-db && dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup resume tc-db")
-	n.eventually(60*time.Second, "dmsetup table tc-db", " writecache ")
+	n.eventually(60*time.Second, "dmsetup table tc-db", " fuaflush ")
 	n.eventually(10*time.Second, "grep -m1 'drift repaired' /run/daemon.log", "drift repaired")
 	n.fio(static + " --verify_only")
 	n.mustTidectl("volume check db")

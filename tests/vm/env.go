@@ -50,8 +50,17 @@ func Available() error {
 	}
 	if kver, err := KernelVersion(); err != nil {
 		missing = append(missing, err.Error())
-	} else if _, err := os.Stat(filepath.Join("/lib/modules", kver, "modules.dep")); err != nil {
-		missing = append(missing, "/lib/modules/"+kver+"/modules.dep (package linux-image-"+kver+")")
+	} else {
+		if _, err := os.Stat(filepath.Join("/lib/modules", kver, "modules.dep")); err != nil {
+			missing = append(missing, "/lib/modules/"+kver+"/modules.dep (package linux-image-"+kver+")")
+		}
+		// Every VM gets dm-fuaflush, built against the guest kernel.
+		if _, err := os.Stat(filepath.Join("/lib/modules", kver, "build", "Makefile")); err != nil {
+			missing = append(missing, "/lib/modules/"+kver+"/build (package linux-headers-"+kver+", tracked by linux-headers-amd64)")
+		}
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		missing = append(missing, "make (package make)")
 	}
 	if err := checkStatic(busyboxBinary); err != nil {
 		missing = append(missing, err.Error())

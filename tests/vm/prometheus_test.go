@@ -48,7 +48,8 @@ func TestPrometheusScrape(t *testing.T) {
 	n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd")
 	n.mustSh(`cat > /run/prom.yml <<'EOF'
 global:
-  scrape_interval: 1s
+  scrape_interval: 2s
+  scrape_timeout: 2s
 scrape_configs:
   - job_name: tidecache
     static_configs:
@@ -65,7 +66,7 @@ prometheus --config.file=/run/prom.yml --storage.tsdb.path=/run/prom --web.liste
 
 	// The kernel's own numbers: dm-writecache status fields 2,3 (total,
 	// free blocks) and 5,6 (reads, read hits), via dmsetup, not tidecache.
-	f := strings.Fields(n.mustSh("dmsetup status tc-db"))
+	f := strings.Fields(n.mustSh("dmsetup status tc-db-wtier"))
 	if len(f) < 3+14 || f[2] != "writecache" {
 		t.Fatalf("unexpected status: %v", f)
 	}
@@ -85,8 +86,9 @@ prometheus --config.file=/run/prom.yml --storage.tsdb.path=/run/prom --web.liste
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus says dirty=%v (found %v) ratio=%v (found %v); kernel says %v, %v\nprometheus log:\n%s",
-				gotDirty, ok1, gotRatio, ok2, dirty, hitRatio, n.sh("tail -20 /run/prom.log").Stdout)
+			t.Fatalf("Prometheus says dirty=%v (found %v) ratio=%v (found %v); kernel says %v, %v\ntargets: %s\nprometheus log:\n%s",
+				gotDirty, ok1, gotRatio, ok2, dirty, hitRatio,
+				n.sh("curl -s http://127.0.0.1:9090/api/v1/targets").Stdout, n.sh("tail -20 /run/prom.log").Stdout)
 		}
 		time.Sleep(time.Second)
 	}

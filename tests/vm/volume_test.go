@@ -38,13 +38,15 @@ func TestVolumeLifecycle(t *testing.T) {
 	if v.Mode != "writeback" || v.State != "active" || v.Device != "/dev/mapper/tc-db" || v.SizeBytes != 256<<20 {
 		t.Fatalf("new volume: %+v", v)
 	}
-	wantDevs := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}
+	wantDevs := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}
 	if got := n.dmDevices(); !slices.Equal(got, wantDevs) {
 		t.Fatalf("dm devices = %v, want %v", got, wantDevs)
 	}
-	top := n.mustSh("dmsetup table tc-db")
-	if !strings.Contains(top, " writecache s ") {
-		t.Fatalf("top table is not a writecache: %s", top)
+	if top := n.mustSh("dmsetup table tc-db"); !strings.Contains(top, " fuaflush ") {
+		t.Fatalf("top table is not fuaflush: %s", top)
+	}
+	if wtier := n.mustSh("dmsetup table tc-db-wtier"); !strings.Contains(wtier, " writecache s ") {
+		t.Fatalf("write tier table is not a writecache: %s", wtier)
 	}
 
 	job := fioJob("/dev/mapper/tc-db", "lifecycle", "randwrite", "0", "32M")
@@ -109,9 +111,9 @@ func TestLiveModeChanges(t *testing.T) {
 	}{
 		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
 		{"passthrough", "linear", []string{"tc-db", "tc-db-origin"}},
-		{"writeback", "writecache", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}},
+		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
 		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
-		{"writeback", "writecache", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata"}},
+		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -163,13 +165,13 @@ func TestDriftCheckRepair(t *testing.T) {
 	}
 	n.mustTidectl("volume flush db")
 	n.mustSh("dmsetup suspend tc-db && dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup resume tc-db")
-	stderr := n.wantFail("volume check db", "has drifted", "tc-db", "writecache")
+	stderr := n.wantFail("volume check db", "has drifted", "tc-db", "fuaflush")
 	t.Logf("check reported:\n%s", stderr)
 	out := n.mustTidectl("volume repair db")
 	if !strings.Contains(out, "repaired tc-db") {
 		t.Fatalf("repair: %s", out)
 	}
-	if tbl := n.mustSh("dmsetup table tc-db"); !strings.Contains(tbl, " writecache ") {
+	if tbl := n.mustSh("dmsetup table tc-db"); !strings.Contains(tbl, " fuaflush ") {
 		t.Fatalf("after repair the top table is %q", tbl)
 	}
 	n.mustTidectl("volume check db")
@@ -194,7 +196,7 @@ func TestTuneWatermarks(t *testing.T) {
 		t.Fatalf("only %d dirty blocks before tuning; the test needs a cache well above 10%% full", before)
 	}
 	n.mustTidectl("volume tune db --high-watermark 10 --low-watermark 5")
-	if tbl := n.mustSh("dmsetup table tc-db"); !strings.Contains(tbl, "high_watermark 10") || !strings.Contains(tbl, "low_watermark 5") {
+	if tbl := n.mustSh("dmsetup table tc-db-wtier"); !strings.Contains(tbl, "high_watermark 10") || !strings.Contains(tbl, "low_watermark 5") {
 		t.Fatalf("table after tune: %s", tbl)
 	}
 	// dm-writecache looks at its watermarks when it allocates a block: a
@@ -209,7 +211,7 @@ func TestTuneWatermarks(t *testing.T) {
 		t.Fatalf("same tuning again: %s", out)
 	}
 	n.mustTidectl("volume tune db --reset")
-	if tbl := n.mustSh("dmsetup table tc-db"); strings.Contains(tbl, "watermark") {
+	if tbl := n.mustSh("dmsetup table tc-db-wtier"); strings.Contains(tbl, "watermark") {
 		t.Fatalf("table after reset still has watermarks: %s", tbl)
 	}
 	n.mustTidectl("volume check db")

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// ErrNoFUAFlush is returned when a writeback stack needs tidecache's
+// fuaflush target and the kernel does not have it. Without it a FUA write
+// (O_DSYNC, a journal commit block) into a new cache block is acknowledged
+// before dm-writecache has committed its mapping, and a power cut loses it:
+// tidecache refuses to build such a stack unless the volume records that
+// its operator accepted that window.
+var ErrNoFUAFlush = errors.New("the fuaflush kernel target (module " + dm.FUAFlushModule + ") is not available")
+
+// fuaFlushFix tells the operator how to get the target, or how to run
+// without it knowingly.
+const fuaFlushFix = "install it with DKMS (`make kmod-install` in the tidecache sources, or the tidecache-fuaflush DKMS package), " +
+	"and with Secure Boot enroll the DKMS signing key (`mokutil --import /var/lib/dkms/mok.pub`, then reboot); " +
+	"to run writeback without it, accepting that O_DSYNC writes and filesystem journal commits acknowledged " +
+	"within the autocommit time are lost on power failure, create the volume with --allow-fua-window"
+
+// requireTargets makes sure the kernel has every target type a stack uses
+// that is not always loaded: today only fuaflush, which comes from
+// tidecache's own module. It tries modprobe once before giving up, so a
+// DKMS-installed module loads on first use. It runs before any device is
+// touched, so a refusal leaves the volume as it was.
+func (e *Engine) requireTargets(ctx context.Context, st stack.Stack) error {
+	if st.Top().Table[0].Type != dm.FUAFlushTarget {
+		return nil
+	}
+	if _, err := e.targetVersion(ctx, dm.FUAFlushTarget); err == nil {
+		return nil
+	}
+	_, loadErr := e.runner.Run(ctx, "modprobe", dm.FUAFlushModule)
+	e.forgetTargetVersions()
+	if _, err := e.targetVersion(ctx, dm.FUAFlushTarget); err == nil {
+		e.log.Info("kernel module loaded", "module", dm.FUAFlushModule)
+		return nil
+	}
+	if loadErr == nil {
+		loadErr = errors.New("module loaded but registered no fuaflush target")
+	}
+	// loadErr names the command already ("modprobe dm-fuaflush: ...").
+	return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoFUAFlush, loadErr, fuaFlushFix)
+}
+
+// forgetTargetVersions drops the cached list of loaded dm targets, so the
+// next lookup sees a module loaded since.
+func (e *Engine) forgetTargetVersions() {
+	e.mu.Lock()
+	e.versions = nil
+	e.mu.Unlock()
+}
+
+// writeTier returns the name and status of the dm-writecache device of a
+// volume: tc-<vol>-wtier, or the top device of a stack built before the
+// write tier had its own device (see migrateLegacyTop). ok is false when
+// the volume has no write tier running.
+func (e *Engine) writeTier(ctx context.Context, volume string) (name string, wc dm.WritecacheStatus, ok bool, err error) {
+	for _, r := range []stack.Role{stack.RoleWriteTier, stack.RoleTop} {
+		name = stack.DeviceName(volume, r)
+		wc, ok, err = e.writecacheStatus(ctx, name)
+		if err != nil || ok {
+			return name, wc, ok, err
+		}
+	}
+	return "", dm.WritecacheStatus{}, false, nil
+}
+
+// legacyTop reports whether a volume's top device runs dm-writecache
+// itself: the stack of tidecache before the fuaflush target, where FUA
+// writes were not made durable.
+func (e *Engine) legacyTop(ctx context.Context, volume string) (bool, error) {
+	_, ok, err := e.writecacheStatus(ctx, stack.DeviceName(volume, stack.RoleTop))
+	return ok, err
+}
+
+// migrateLegacyTop moves a running volume from the stack where dm-writecache
+// was the top device to the one where it is tc-<vol>-wtier under fuaflush,
+// live: the top device is only suspended and reloaded, never closed, so a
+// mounted filesystem stays mounted.
+//
+// Two dm-writecache instances must never run over the same cache slice,
+// and one cannot be moved from a device to another, so the old write tier
+// is emptied first and a new one started on the same slice:
+//
+//  1. drain the old write tier (cleaner), like a switch to writethrough;
+//  2. suspend the top device, prove no block is dirty, load a linear table
+//     over the lower device and resume: the old writecache is gone, and its
+//     suspend committed metadata that maps nothing;
+//  3. zero the slice's metadata head, create tc-<vol>-wtier on it;
+//  4. suspend the top device again and load fuaflush over the new tier.
+//
+// The layout is not rewritten: it says writeback throughout, and boot
+// assembly after a crash at any step builds the new stack over a write
+// slice that holds no dirty block (drained, then zeroed). Writes between
+// steps 2 and 4 go straight to the lower device, as in writethrough.
+func (e *Engine) migrateLegacyTop(ctx context.Context, p *poolState, v pool.Volume, want stack.Stack, progress ProgressFunc) error {
+	top := stack.DeviceName(v.Name, stack.RoleTop)
+	oldTable, err := e.dm.Table(ctx, top)
+	if err != nil {
+		return fmt.Errorf("volume %s: table of %s: %w", v.Name, top, err)
+	}
+	wtier, ok := want.Find(stack.RoleWriteTier)
+	if !ok {
+		return fmt.Errorf("volume %s: migrate: the wanted stack has no write tier", v.Name)
+	}
+	wc, err := dm.ParseWritecacheParams(oldTable[0].Params)
+	if err != nil {
+		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+	}
+	e.log.Info("migrating volume to the fuaflush stack: draining the old write tier first", "volume", v.Name)
+	check := func(ctx context.Context) error {
+		st, ok, err := e.writecacheStatus(ctx, top)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("volume %s: %s is no longer a writecache", v.Name, top)
+		case st.Error != 0:
+			return fmt.Errorf("volume %s: write cache in error state (%d): dirty data cannot be written back; see the runbook", v.Name, st.Error)
+		case st.DirtyBlocks() > 0:
+			return fmt.Errorf("%w: %d blocks", errRedirtied, st.DirtyBlocks())
+		}
+		return nil
+	}
+	lower := dm.Table{dm.LinearParams{Device: wc.Origin}.Target(0, oldTable[0].Length)}
+	for round := 1; ; round++ {
+		if err := e.drain(ctx, v, top, oldTable, progress); err != nil {
+			return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+		}
+		err = e.reload(ctx, top, lower, check)
+		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+		}
+		break
+	}
+	if err := e.zeroCacheHeads(p, v, true, false); err != nil {
+		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+	}
+	if _, err := e.ensure(ctx, wtier); err != nil {
+		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+	}
+	if err := e.reload(ctx, top, want.Top().Table, nil); err != nil {
+		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+	}
+	e.log.Info("volume migrated to the fuaflush stack", "volume", v.Name)
+	return nil
+}
+
+// upgradeStack brings a running volume whose top device is still the old
+// dm-writecache top onto the stack the layout describes (see
+// migrateLegacyTop) and reports whether it did. It does nothing for a
+// volume that is not running or already has the current stack. Every path that creates or reloads a
+// volume's devices calls it first: creating tc-<vol>-wtier next to a
+// writecache top would run two write tiers over one cache slice.
+func (e *Engine) upgradeStack(ctx context.Context, p *poolState, v pool.Volume, want stack.Stack, progress ProgressFunc) (bool, error) {
+	legacy, err := e.legacyTop(ctx, v.Name)
+	if err != nil || !legacy {
+		return false, err
+	}
+	if v.Mode != pool.ModeWriteback {
+		// The layout says the write tier is gone but the kernel still runs
+		// one: an interrupted mode change. Leave it for an operator.
+		return false, &DriftError{Device: stack.DeviceName(v.Name, stack.RoleTop), Want: want.Top().Table.String(), Got: "writecache (left by an interrupted mode change)"}
+	}
+	if err := e.requireTargets(ctx, want); err != nil {
+		return false, err
+	}
+	if err := e.migrateLegacyTop(ctx, p, v, want, progress); err != nil {
+		return false, err
+	}
+	return true, nil
+}
