@@ -250,7 +250,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	tripped := d.Latch != nil && (vs.latch == nil || vs.latch.Revision != d.Latch.Revision)
 	switch {
 	case tripped:
-		c.log.Error("SSD error: volume switched to a safer mode and kept there until its spec is updated",
+		c.log.Error("SSD error: the volume is to run in a safer mode, kept there until its spec is updated (the mode change is logged, or its failure reported, next)",
 			"volume", name, "mode", d.Mode, "revision", meta.ModRevision, "evidence", d.Latch.Reason)
 	case d.Latch == nil && vs.latch != nil:
 		c.log.Info("SSD error acknowledged by a spec update", "volume", name, "revision", meta.ModRevision)
