@@ -62,6 +62,7 @@ type options struct {
 	variants      bool
 	skipFio       bool     // database benchmark only
 	only          []string // system keys to measure; empty: all
+	workloads     []string // fio workload keys to run; empty: all
 	dbLinear      bool     // also run the database on SSD+linear
 	out           string
 	charts        string
@@ -118,6 +119,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test and tc-wb-old, the stack before fuaflush (a yardstick; -quick: off)")
 	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
+	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
 	fs.StringVar(&f.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&f.charts, "charts", "", "write the PNG charts to this directory (default: bench/ beside -out)")
@@ -132,6 +134,12 @@ func parseFlags(args []string) (options, error) {
 	o.skipFio, o.dbLinear = f.skipFio, f.dbLinear
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
+	}
+	if *wl != "" {
+		o.workloads = strings.Split(*wl, ",")
+		if _, err := selectWorkloads(workloads(), o.workloads); err != nil {
+			return options{}, err
+		}
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
@@ -213,8 +221,11 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	}
 	defer bed.Finish(ctx, &err)
 
-	rep := &report{opts: o, cfg: bed.Config(), kernel: bed.Kernel(), date: time.Now(), workloads: workloads()}
-	if o.skipFio || o.dbLinear || len(o.only) > 0 {
+	rep := &report{opts: o, cfg: bed.Config(), kernel: bed.Kernel(), date: time.Now()}
+	if rep.workloads, err = selectWorkloads(workloads(), o.workloads); err != nil {
+		return nil, err
+	}
+	if o.skipFio || o.dbLinear || len(o.only) > 0 || len(o.workloads) > 0 {
 		rep.args = os.Args[1:]
 	}
 	if rep.fio, err = bed.Run(ctx, "fio", "--version"); err != nil {
@@ -296,6 +307,35 @@ func selectSystems(all []*system, o options) ([]*system, error) {
 		if !found {
 			return nil, fmt.Errorf("-only must keep %s: the report's ratios are to SSD alone and to bare RAID10", need)
 		}
+	}
+	return out, nil
+}
+
+// selectWorkloads keeps the workloads keys names, in their usual order
+// (all without keys).
+func selectWorkloads(all []workload, keys []string) ([]workload, error) {
+	if len(keys) == 0 {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[strings.TrimSpace(k)] = true
+	}
+	var out []workload
+	for _, w := range all {
+		if want[w.key] {
+			out = append(out, w)
+			delete(want, w.key)
+		}
+	}
+	if len(want) > 0 {
+		var unknown []string
+		for k := range want {
+			unknown = append(unknown, k)
+		}
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("-workloads: no workload %s (keys: the profile, rr4k, sr128k, web, mix8k, file, rw4k or sw128k, then -qd1 or -qd%d)",
+			strings.Join(unknown, ", "), deepQueue)
 	}
 	return out, nil
 }

@@ -322,6 +322,13 @@ func (r *report) writeSetup(b *strings.Builder) {
 		"  here because dm-writecache (tidecache, lvm writecache) presents 4 KiB logical blocks, as 4Kn drives\n"+
 		"  do, and every system gets the same request sizes.\n",
 		deepQueue, o.slices, o.slice, webServerSplit, fileServerSplit)
+	if len(o.workloads) > 0 {
+		var ws []string
+		for _, w := range r.workloads {
+			ws = append(ws, w.label)
+		}
+		pf("  This run measured only: %s.\n", strings.Join(ws, "; "))
+	}
 	if r.db != nil {
 		pf("- **MariaDB:** %s (Debian package), sysbench oltp_read_write (Debian package), %d tables × %d rows,\n"+
 			"  %d threads; datadir on ext4 (`mkfs.ext4 -E nodiscard`, mounted noatime) on each system. Server\n"+

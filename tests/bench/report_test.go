@@ -190,6 +190,8 @@ func TestParseFlags(t *testing.T) {
 			return o.quick && o.slices == 2 && o.variants && o.db.time == 15*time.Second
 		}},
 		{args: []string{"-out", "docs/benchmarks.md"}, check: func(o options) bool { return o.charts == filepath.Join("docs", "bench") }},
+		{args: []string{"-workloads", "rw4k-qd1, rw4k-qd16"}, check: func(o options) bool { return len(o.workloads) == 2 }},
+		{args: []string{"-workloads", "rw4k-qd2"}, wantErr: true},
 		{args: []string{"-slice", "1500ms"}, wantErr: true},
 		{args: []string{"-db-time", "0s"}, wantErr: true},
 	}

@@ -88,3 +88,44 @@ func TestWorkloadsAreDistinct(t *testing.T) {
 		t.Errorf("%d workloads, want every profile at QD1 and QD%d", len(seen), deepQueue)
 	}
 }
+
+func TestSelectWorkloads(t *testing.T) {
+	all := workloads()
+	tests := []struct {
+		name    string
+		keys    []string
+		want    []string
+		wantErr bool
+	}{
+		{"none: all", nil, nil, false},
+		{"usual order kept", []string{"rw4k-qd16", " rw4k-qd1"}, []string{"rw4k-qd1", "rw4k-qd16"}, false},
+		{"unknown named", []string{"rw4k-qd1", "zz"}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := selectWorkloads(all, tt.keys)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				if !strings.Contains(err.Error(), "zz") {
+					t.Errorf("error does not name the unknown key: %v", err)
+				}
+				return
+			}
+			if tt.want == nil {
+				if len(got) != len(all) {
+					t.Errorf("%d workloads, want all %d", len(got), len(all))
+				}
+				return
+			}
+			var keys []string
+			for _, w := range got {
+				keys = append(keys, w.key)
+			}
+			if strings.Join(keys, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("got %v, want %v", keys, tt.want)
+			}
+		})
+	}
+}
