@@ -263,9 +263,19 @@ func (r *report) writeFUAFinding(b *strings.Builder) {
 	x := testbed.FormatRatio
 	lat := func(k string) time.Duration { return f.dsync[k].Merged.Total.Mean }
 	fmt.Fprintf(b, "**An O_DSYNC write on the cached volume is a commit, not a bare SSD write.** fuaflush completes a FUA\n"+
-		"write only after an empty flush of the write tier has completed behind it, and dm-writecache answers\n"+
-		"every flush by committing its metadata to the SSD and forwarding the flush to the HDD array (the\n"+
-		"origin). O_DSYNC 4k random writes at QD1 took %s on tc-wb, %s its plain writes in the same slices",
+		"write only after an empty flush of the write tier has completed behind it. dm-writecache hands every\n"+
+		"flush to its own thread, which commits its metadata to the SSD when blocks were written into new cache\n"+
+		"blocks since the last commit (for rewrites of committed blocks, which it writes in place, it waits for\n"+
+		"the writes in flight), and forwards the flush to the HDD array, the origin: ")
+	if r.cfg.HDD.WriteCache {
+		fmt.Fprintf(b, "here the HDDs have their volatile cache on, so every O_DSYNC write also waits for the\n"+
+			"spindles to flush it. ")
+	} else {
+		fmt.Fprintf(b, "here the HDDs are emulated write-through, so that flush ends at the array's queue at\n"+
+			"once; with HDD write caches on, every O_DSYNC write (like every fsync already) would also wait for the\n"+
+			"spindles' cache flush. ")
+	}
+	fmt.Fprintf(b, "O_DSYNC 4k random writes at QD1 took %s on tc-wb, %s its plain writes in the same slices",
 		testbed.FormatLatency(lat("tc-wb")), x(median(f.latencyCost("tc-wb"))))
 	if f.has("tc-wb-old") {
 		fmt.Fprintf(b, "; the old stack took %s (%s its plain writes): it was faster because it did not make the write\n"+
