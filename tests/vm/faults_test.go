@@ -325,7 +325,7 @@ func TestFaultRAIDMember(t *testing.T) {
 	newDisk := n.mapDisk("hdd4", n.spares()[0])
 	n.mustSh("mdadm --manage /dev/md/tc-tank --add " + newDisk)
 	var seen []float64
-	action := ""
+	action, shown := "", false
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		m := n.metrics("tidecache_origin_")
@@ -338,13 +338,15 @@ func TestFaultRAIDMember(t *testing.T) {
 		if m["tidecache_origin_degraded"+lbl] == "0" {
 			break
 		}
-		if len(seen) == 2 {
+		if len(seen) == 2 && !shown {
+			shown = true
 			t.Logf("pool show, rebuilding:\n%s", n.mustTidectl("pool show tank"))
 			t.Logf("cluster volume show, rebuilding:\n%s", n.cl("volume show db"))
 		}
 		time.Sleep(time.Second)
 	}
 	t.Logf("rebuild: action %q, progress seen %v\n%s", action, seen, n.mdstat())
+	n.mustSh("echo 200000 > /proc/sys/dev/raid/speed_limit_max")
 	if action != "recover" || len(seen) < 2 || seen[len(seen)-1] <= seen[0] {
 		t.Fatalf("rebuild progress not visible in the metrics: action %q, ratios %v", action, seen)
 	}
