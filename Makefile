@@ -45,6 +45,7 @@ kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER
 .PHONY: kmod-install
 kmod-install: ## Install dm-fuaflush with DKMS for the running kernel and load it; DKMS rebuilds it for new kernels (needs dkms, headers).
 	@command -v dkms >/dev/null || { echo "kmod-install: install dkms and linux-headers-$$(uname -r) first" >&2; exit 1; }
+	@mkdir -p /var/lib/dkms
 	@ver=$$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' kernel/dm-fuaflush/dkms.conf); \
 	dst=/usr/src/tidecache-fuaflush-$$ver; \
 	rm -rf $$dst && mkdir -p $$dst && cp kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf $$dst/ && \
