@@ -20,11 +20,13 @@ type rec struct {
 	mark   string
 }
 
-func w(sector, n uint64, fill byte) rec   { return rec{sector: sector, n: n, fill: fill} }
-func fua(sector, n uint64, fill byte) rec { return rec{flags: FlagFUA, sector: sector, n: n, fill: fill} }
-func discard(sector, n uint64) rec        { return rec{flags: FlagDiscard, sector: sector, n: n} }
-func flush() rec                          { return rec{flags: FlagFlush} }
-func mark(name string) rec                { return rec{flags: FlagMark, mark: name} }
+func w(sector, n uint64, fill byte) rec { return rec{sector: sector, n: n, fill: fill} }
+func fua(sector, n uint64, fill byte) rec {
+	return rec{flags: FlagFUA, sector: sector, n: n, fill: fill}
+}
+func discard(sector, n uint64) rec { return rec{flags: FlagDiscard, sector: sector, n: n} }
+func flush() rec                   { return rec{flags: FlagFlush} }
+func mark(name string) rec         { return rec{flags: FlagMark, mark: name} }
 
 // buildLog lays the records out as the 6.1 target does.
 func buildLog(ss uint32, recs []rec) []byte {
