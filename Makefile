@@ -67,7 +67,7 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 .PHONY: test-vm
 test-vm: ## Real-kernel tests inside qemu VMs (prints each test and its result; full log in .cache/test-vm.log).
 	@mkdir -p .cache
-	@set -o pipefail; $(GO) test -count=1 -tags vm -timeout 60m -v ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
+	@set -o pipefail; $(GO) test -count=1 -tags vm -timeout 80m -v ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
 	if [ $$rc != 0 ]; then echo "--- VM test log (tail) ---"; grep -v 'level=INFO' .cache/test-vm.log | tail -150; fi; exit $$rc
 
