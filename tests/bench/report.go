@@ -452,6 +452,9 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 				c.Groups = append(c.Groups, w.profile.label)
 			}
 		}
+		if len(ws) == 0 {
+			continue // -workloads left none at this queue depth
+		}
 		for _, s := range r.systems[1:] {
 			if s.kind == variant || s.kind == legacy {
 				continue // in the tuning and fuaflush tables instead

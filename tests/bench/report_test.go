@@ -174,6 +174,22 @@ func TestWriteChartsAndLinks(t *testing.T) {
 	}
 }
 
+// A run of QD1 workloads only (-workloads) draws no QD16 chart.
+func TestChartsSkipAQueueDepthWithoutWorkloads(t *testing.T) {
+	r := fakeReport(t, map[string][]float64{"SSD": {1}, "RAID10": {0.05}, "tc-wb": {0.9}, "tc-wbr": {0.95}}, nil)
+	var err error
+	if r.workloads, err = selectWorkloads(workloads(), []string{"rw4k-qd1"}); err != nil {
+		t.Fatal(err)
+	}
+	charts, err := r.writeCharts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != 1 || !strings.HasSuffix(charts[0].path, "fio-qd1.png") {
+		t.Errorf("charts %v, want the QD1 one only", charts)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	tests := []struct {
 		args    []string
