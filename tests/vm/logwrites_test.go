@@ -52,8 +52,8 @@ const (
 // logged to their own disk from the moment they were empty); an ext4
 // volume (`crashwriter fs`) and a raw volume (`crashwriter raw-aio`,
 // O_DIRECT|O_DSYNC AIO at QD8: FUA-only writes) run their writers, and
-// at lwMarks moments the writers are stopped (SIGSTOP), their acks read,
-// and a mark put in both logs, SSD first (the origin's state is then at
+// at lwMarks moments the writers are stopped (SIGSTOP) and a mark is put
+// in both logs at once, SSD first (the origin's state is then at
 // least as new as the SSD's: dm-writecache flushes the origin before it
 // commits the freeing of written-back blocks, so this order cannot invent
 // a loss). The marks come in three kinds, two of each: while the writers
