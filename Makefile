@@ -81,7 +81,7 @@ vm-run: ## Boot a throwaway VM and run CMD in it: make vm-run CMD="'dmsetup targ
 
 .PHONY: test-crash
 test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles each (default 100): make test-crash N=100
-	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N)
+	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N) -powercut-cycles=$(N)
 
 .PHONY: bench
 bench: deps ## tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB): full run <60 min to docs/, QUICK=1 <15 min to .cache/bench/.

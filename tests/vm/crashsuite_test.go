@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,10 +200,10 @@ func (w *crashWorkload) kind() string {
 // directories and starts every writer in the background.
 func (n *node) crashStart(ws []*crashWorkload, cycle int) {
 	n.t.Helper()
-	var cmds []string
+	var cmds, mounts []string
 	for _, w := range ws {
 		if w.fs != "" {
-			n.mustSh(fmt.Sprintf("mkdir -p %[1]s && mount %[2]s %[1]s && rm -rf %[1]s/c*", w.mnt(), w.dev()))
+			mounts = append(mounts, fmt.Sprintf("mkdir -p %[1]s && mount %[2]s %[1]s && rm -rf %[1]s/c*", w.mnt(), w.dev()))
 			cmds = append(cmds, fmt.Sprintf("crashwriter fs write -dir %s/c%d -ack %s -tag %s -cycle %d",
 				w.mnt(), cycle, n.AckDevice(), w.name, cycle))
 		} else {
@@ -210,6 +211,7 @@ func (n *node) crashStart(ws []*crashWorkload, cycle int) {
 				w.raw, w.dev(), n.AckDevice(), w.name, cycle, w.blocks))
 		}
 	}
+	n.mustSh("set -e; " + strings.Join(mounts, "; "))
 	var sh strings.Builder
 	for i, c := range cmds {
 		fmt.Fprintf(&sh, "%s >/run/%s.log 2>&1 &\n", c, ws[i].name)
@@ -268,32 +270,37 @@ func (n *node) crashCheck(dir string, ws []*crashWorkload, cycle int, acks []byt
 var verifiedRE = regexp.MustCompile(`verified (\d+) acknowledged \S+ .*: (\d+) lost`)
 
 // crashVerifyAll checks every workload's acknowledged operations of a
-// cycle; count adds them to the totals (false for a re-check).
+// cycle; count adds them to the totals (false for a re-check). The
+// workloads are checked at once (each on its own volume; the agent runs
+// requests concurrently), then their results are judged in order.
 func (n *node) crashVerifyAll(dir string, ws []*crashWorkload, cycle int, count bool) {
 	n.t.Helper()
 	acks := filepath.Join(dir, fmt.Sprintf("acks-%d.log", cycle))
-	for _, w := range ws {
-		var res vm.Result
-		if w.fs != "" {
-			n.mustSh(fmt.Sprintf("mkdir -p %[1]s && mount %[2]s %[1]s", w.mnt(), w.dev()))
-			res = n.sh(fmt.Sprintf("crashwriter fs verify -dir %s/c%d -acks %s -tag %s -cycle %d", w.mnt(), cycle, acks, w.name, cycle))
-			n.mustSh("umount " + w.mnt())
-			fsck := "e2fsck -fn " + w.dev()
-			if w.fs == "xfs" {
-				fsck = "xfs_repair -n " + w.dev()
-			}
-			if r := n.sh(fsck); r.ExitCode != 0 {
-				n.t.Errorf("cycle %d: %s (%s): %s not clean after the power cut (exit %d):\n%s%s",
-					cycle, w.name, w.fs, fsck, r.ExitCode, tailLines(r.Stdout, 30), tailLines(r.Stderr, 10))
-				repair := "e2fsck -fy " + w.dev()
-				if w.fs == "xfs" {
-					repair = "xfs_repair " + w.dev()
-				}
-				n.sh(repair) // go on with the next cycles on a repaired filesystem
-			}
-		} else {
-			res = n.sh(fmt.Sprintf("crashwriter %s verify -dev %s -acks %s -tag %s -cycle %d", w.raw, w.dev(), acks, w.name, cycle))
+	results := make([]crashCheckResult, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = n.crashCheckOne(w, cycle, acks)
+		}()
+	}
+	wg.Wait()
+	for i, w := range ws {
+		r := results[i]
+		if r.err != nil {
+			n.t.Fatalf("cycle %d: %s: %v", cycle, w.name, r.err)
 		}
+		if r.fsck.ExitCode != 0 {
+			n.t.Errorf("cycle %d: %s (%s): %s not clean after the power cut (exit %d):\n%s%s",
+				cycle, w.name, w.fs, r.fsckCmd, r.fsck.ExitCode, tailLines(r.fsck.Stdout, 30), tailLines(r.fsck.Stderr, 10))
+			repair := "e2fsck -fy " + w.dev()
+			if w.fs == "xfs" {
+				repair = "xfs_repair " + w.dev()
+			}
+			n.sh(repair) // go on with the next cycles on a repaired filesystem
+		}
+		res := r.verify
 		m := verifiedRE.FindStringSubmatch(res.Stdout)
 		if m == nil {
 			n.t.Fatalf("cycle %d: %s: verify failed to run (exit %d):\n%s%s", cycle, w.name, res.ExitCode, res.Stdout, res.Stderr)
@@ -316,6 +323,50 @@ func (n *node) crashVerifyAll(dir string, ws []*crashWorkload, cycle int, count 
 			n.t.Logf("cycle %d: %s (%s): %s", cycle, w.name, w.kind(), strings.TrimSpace(last))
 		}
 	}
+}
+
+// crashCheckResult is what checking one workload found.
+type crashCheckResult struct {
+	verify  vm.Result
+	fsck    vm.Result // exit 0 for a raw workload
+	fsckCmd string
+	err     error // a step that could not run: mount, umount, transport
+}
+
+// crashCheckOne checks one workload: for a filesystem mount (journal
+// replay), verify, umount and fsck; for a raw device verify. It runs in
+// its own goroutine, so it reports instead of failing the test.
+func (n *node) crashCheckOne(w *crashWorkload, cycle int, acks string) crashCheckResult {
+	run := func(cmd string) (vm.Result, error) {
+		return n.Run(n.t.Context(), "export PATH="+n.bin+":$PATH; "+cmd)
+	}
+	must := func(cmd string) error {
+		res, err := run(cmd)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("%q: exit %d: %s%s", cmd, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		return err
+	}
+	var r crashCheckResult
+	if w.fs == "" {
+		r.verify, r.err = run(fmt.Sprintf("crashwriter %s verify -dev %s -acks %s -tag %s -cycle %d", w.raw, w.dev(), acks, w.name, cycle))
+		return r
+	}
+	if r.err = must(fmt.Sprintf("mkdir -p %[1]s && mount %[2]s %[1]s", w.mnt(), w.dev())); r.err != nil {
+		return r
+	}
+	if r.verify, r.err = run(fmt.Sprintf("crashwriter fs verify -dir %s/c%d -acks %s -tag %s -cycle %d", w.mnt(), cycle, acks, w.name, cycle)); r.err != nil {
+		return r
+	}
+	if r.err = must("umount " + w.mnt()); r.err != nil {
+		return r
+	}
+	r.fsckCmd = "e2fsck -fn " + w.dev()
+	if w.fs == "xfs" {
+		r.fsckCmd = "xfs_repair -n " + w.dev()
+	}
+	r.fsck, r.err = run(r.fsckCmd)
+	return r
 }
 
 func tailLines(s string, k int) string {
