@@ -162,24 +162,35 @@ func ratio(a, b uint64) float64 {
 	return float64(a) / float64(b)
 }
 
+// targetStatus returns the status parameters of a device whose table is
+// one target of type target; ok is false when the device does not exist
+// or runs another table.
+func (e *Engine) targetStatus(ctx context.Context, name, target string) (params string, ok bool, err error) {
+	st, err := e.dm.Status(ctx, name)
+	if errors.Is(err, dm.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	if len(st) != 1 || st[0].Type != target {
+		return "", false, nil
+	}
+	return st[0].Params, true, nil
+}
+
 // writecacheStatus reads the dm-writecache status of a device; ok is false
 // when the device does not exist or its table is not a writecache.
 func (e *Engine) writecacheStatus(ctx context.Context, name string) (dm.WritecacheStatus, bool, error) {
-	st, err := e.dm.Status(ctx, name)
-	if errors.Is(err, dm.ErrNotFound) {
-		return dm.WritecacheStatus{}, false, nil
-	}
-	if err != nil {
-		return dm.WritecacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
-	}
-	if len(st) != 1 || st[0].Type != "writecache" {
-		return dm.WritecacheStatus{}, false, nil
+	params, ok, err := e.targetStatus(ctx, name, "writecache")
+	if err != nil || !ok {
+		return dm.WritecacheStatus{}, false, err
 	}
 	ver, err := e.targetVersion(ctx, "writecache")
 	if err != nil {
 		return dm.WritecacheStatus{}, false, err
 	}
-	wc, err := dm.ParseWritecacheStatus(st[0].Params, ver)
+	wc, err := dm.ParseWritecacheStatus(params, ver)
 	if err != nil {
 		return dm.WritecacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
@@ -189,17 +200,11 @@ func (e *Engine) writecacheStatus(ctx context.Context, name string) (dm.Writecac
 // fuaFlushStatus reads the status of a fuaflush device; ok is false when
 // the device does not exist or its table is not a fuaflush.
 func (e *Engine) fuaFlushStatus(ctx context.Context, name string) (dm.FUAFlushStatus, bool, error) {
-	st, err := e.dm.Status(ctx, name)
-	if errors.Is(err, dm.ErrNotFound) {
-		return dm.FUAFlushStatus{}, false, nil
+	params, ok, err := e.targetStatus(ctx, name, dm.FUAFlushTarget)
+	if err != nil || !ok {
+		return dm.FUAFlushStatus{}, false, err
 	}
-	if err != nil {
-		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
-	}
-	if len(st) != 1 || st[0].Type != dm.FUAFlushTarget {
-		return dm.FUAFlushStatus{}, false, nil
-	}
-	fs, err := dm.ParseFUAFlushStatus(st[0].Params)
+	fs, err := dm.ParseFUAFlushStatus(params)
 	if err != nil {
 		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
@@ -209,21 +214,15 @@ func (e *Engine) fuaFlushStatus(ctx context.Context, name string) (dm.FUAFlushSt
 // cacheStatus reads the dm-cache status of a device; ok is false when the
 // device does not exist.
 func (e *Engine) cacheStatus(ctx context.Context, name string) (dm.CacheStatus, bool, error) {
-	st, err := e.dm.Status(ctx, name)
-	if errors.Is(err, dm.ErrNotFound) {
-		return dm.CacheStatus{}, false, nil
-	}
-	if err != nil {
-		return dm.CacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
-	}
-	if len(st) != 1 || st[0].Type != "cache" {
-		return dm.CacheStatus{}, false, nil
+	params, ok, err := e.targetStatus(ctx, name, "cache")
+	if err != nil || !ok {
+		return dm.CacheStatus{}, false, err
 	}
 	ver, err := e.targetVersion(ctx, "cache")
 	if err != nil {
 		return dm.CacheStatus{}, false, err
 	}
-	cs, err := dm.ParseCacheStatus(st[0].Params, ver)
+	cs, err := dm.ParseCacheStatus(params, ver)
 	if err != nil {
 		return dm.CacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
