@@ -34,7 +34,7 @@ func TestReadHealth(t *testing.T) {
 		md + "dev-sdb/state": "in_sync", md + "dev-sdb/slot": "1",
 		md + "dev-dm-3/state": "in_sync", md + "dev-dm-3/slot": "2",
 		"class/block/dm-3/dm/name": "hdd2",
-		md + "dev-sdd/state": "in_sync", md + "dev-sdd/slot": "3",
+		md + "dev-sdd/state":       "in_sync", md + "dev-sdd/slot": "3",
 	}
 	with := func(over map[string]string) map[string]string {
 		out := map[string]string{}
