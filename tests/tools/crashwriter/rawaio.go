@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -98,15 +97,11 @@ func rawAIOWrite(args []string) error {
 	if *qd < 1 || *qd > 128 {
 		return fmt.Errorf("-qd %d: want 1-128", *qd)
 	}
-	f, err := os.OpenFile(r.dev, os.O_WRONLY|unix.O_DIRECT|unix.O_DSYNC, 0)
+	f, a, err := r.open()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	a, err := openAcker(r.ack, r.tag, r.cycle)
-	if err != nil {
-		return err
-	}
 	defer a.Close()
 	ctx, err := ioSetup(*qd)
 	if err != nil {

@@ -11,9 +11,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 func rawDsyncWrite(args []string) error {
@@ -24,15 +21,11 @@ func rawDsyncWrite(args []string) error {
 	if err := r.check(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(r.dev, os.O_WRONLY|unix.O_DIRECT|unix.O_DSYNC, 0)
+	f, a, err := r.open()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	a, err := openAcker(r.ack, r.tag, r.cycle)
-	if err != nil {
-		return err
-	}
 	defer a.Close()
 	buf, err := alignedBuffer(recordSize)
 	if err != nil {

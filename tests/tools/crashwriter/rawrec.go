@@ -50,6 +50,22 @@ func (r *rawFlags) check() error {
 	return nil
 }
 
+// open opens the device for O_DIRECT|O_DSYNC writes (each write a FUA
+// write, asynchronous ones without a flush) and the ack channel; the
+// caller closes both.
+func (r *rawFlags) open() (*os.File, *acker, error) {
+	f, err := os.OpenFile(r.dev, os.O_WRONLY|unix.O_DIRECT|unix.O_DSYNC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := openAcker(r.ack, r.tag, r.cycle)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, a, nil
+}
+
 // rawPicker chooses where the next record goes: a block not yet written in
 // this cycle, walking from a random start so that a new cycle mostly hits
 // blocks the cache no longer holds (written back and freed: new cache
