@@ -117,18 +117,11 @@ func (e *Engine) migrateLegacyTop(ctx context.Context, p *poolState, v pool.Volu
 	}
 	e.log.Info("migrating volume to the fuaflush stack: draining the old write tier first", "volume", v.Name)
 	check := func(ctx context.Context) error {
-		st, ok, err := e.writecacheStatus(ctx, top)
-		switch {
-		case err != nil:
-			return err
-		case !ok:
-			return fmt.Errorf("volume %s: %s is no longer a writecache", v.Name, top)
-		case st.Error != 0:
-			return fmt.Errorf("volume %s: write cache in error state (%d): dirty data cannot be written back; see the runbook", v.Name, st.Error)
-		case st.DirtyBlocks() > 0:
-			return fmt.Errorf("%w: %d blocks", errRedirtied, st.DirtyBlocks())
+		present, err := e.provenClean(ctx, v.Name, top)
+		if err == nil && !present {
+			err = fmt.Errorf("volume %s: %s is no longer a writecache", v.Name, top)
 		}
-		return nil
+		return err
 	}
 	lower := dm.Table{dm.LinearParams{Device: wc.Origin}.Target(0, oldTable[0].Length)}
 	for round := 1; ; round++ {

@@ -114,15 +114,8 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 		if hadWrite && !getsWrite {
 			// With the top device suspended nothing reaches the write
 			// tier any more: its dirty count can only fall.
-			wc, ok, err := e.writecacheStatus(ctx, wtier.Name)
-			if err != nil {
+			if _, err := e.provenClean(ctx, name, wtier.Name); err != nil {
 				return err
-			}
-			if ok && wc.Error != 0 {
-				return fmt.Errorf("volume %s: write cache in error state (%d): dirty data cannot be written back; see the runbook", name, wc.Error)
-			}
-			if ok && wc.DirtyBlocks() > 0 {
-				return fmt.Errorf("%w: %d blocks", errRedirtied, wc.DirtyBlocks())
 			}
 		}
 		return e.writeLayout(p, origin, next)
@@ -163,6 +156,23 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	e.log.Info("mode changed", "volume", name, "from", v.Mode, "to", mode)
 	return nil
+}
+
+// provenClean checks, while the device above it is suspended, that the
+// write tier wtier holds no dirty block and is not in error; present is
+// false when wtier is not a writecache device (nothing to check). A dirty
+// tier gives errRedirtied, so the caller drains again.
+func (e *Engine) provenClean(ctx context.Context, volume, wtier string) (present bool, err error) {
+	wc, ok, err := e.writecacheStatus(ctx, wtier)
+	switch {
+	case err != nil || !ok:
+		return false, err
+	case wc.Error != 0:
+		return true, fmt.Errorf("volume %s: write cache in error state (%d): dirty data cannot be written back; see the runbook", volume, wc.Error)
+	case wc.DirtyBlocks() > 0:
+		return true, fmt.Errorf("%w: %d blocks", errRedirtied, wc.DirtyBlocks())
+	}
+	return true, nil
 }
 
 // drain empties the write tier wtier (a writecache device): the cleaner
