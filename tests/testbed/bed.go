@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // HDD is how one spindle is emulated: a fixed service time per I/O
@@ -61,7 +61,7 @@ const guestCPUs = 2
 
 // Config describes a test bed. Zero sizes take the defaults below.
 type Config struct {
-	// Name names the VM and the directory <vm.CacheDir()>/<Name> holding
+	// Name names the VM and the directory <harness.CacheDir()>/<Name> holding
 	// the images, the binaries and the VM's logs.
 	Name    string
 	HDD     HDD
@@ -121,7 +121,7 @@ type Bed struct {
 	dir    string // <cache>/<Name>
 	bin    string // guest-visible directory with tidectl and tidecached
 	images []string
-	vm     *vm.VM
+	vm     *harness.VM
 	kernel string
 	lock   *os.File // flock on <dir>/.lock while the bed runs
 }
@@ -135,10 +135,10 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 		return nil, err
 	}
 	p := cfg.Progress
-	if err := vm.Available(); err != nil {
+	if err := harness.Available(); err != nil {
 		return nil, err
 	}
-	cache, err := vm.CacheDir()
+	cache, err := harness.CacheDir()
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 	}()
 
 	p.Step("building tidectl and tidecached…")
-	if err := vm.BuildBinaries(ctx, b.bin, "./cmd/tidectl", "./cmd/tidecached"); err != nil {
+	if err := harness.BuildBinaries(ctx, b.bin, "./cmd/tidectl", "./cmd/tidecached"); err != nil {
 		return nil, fmt.Errorf("testbed: build: %w", err)
 	}
 
@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 	}
 
 	p.Step("booting VM (qemu TCG, %d CPUs, %d MiB)…", guestCPUs, cfg.MemoryMiB)
-	v, err := vm.Boot(ctx, vm.Config{
+	v, err := harness.Boot(ctx, harness.Config{
 		Name:      cfg.Name,
 		Disks:     disks,
 		CPUs:      guestCPUs,
@@ -228,17 +228,17 @@ func (b *Bed) unlockDir() {
 
 // makeImages writes fresh images: sparse HDDs, zero-filled SSDs (see the
 // package documentation), and returns them in guest device order.
-func (b *Bed) makeImages() ([]vm.Disk, error) {
+func (b *Bed) makeImages() ([]harness.Disk, error) {
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
-	var disks []vm.Disk
+	var disks []harness.Disk
 	for i := 0; i < b.cfg.HDDs; i++ {
-		disks = append(disks, vm.Disk{Path: filepath.Join(b.dir, fmt.Sprintf("hdd%d.img", i)), Size: b.cfg.HDDSize, IOPSLimit: b.cfg.HDD.IOPS})
+		disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, fmt.Sprintf("hdd%d.img", i)), Size: b.cfg.HDDSize, IOPSLimit: b.cfg.HDD.IOPS})
 	}
-	disks = append(disks, vm.Disk{Path: filepath.Join(b.dir, "ssd.img"), Size: b.cfg.SSDSize})
+	disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, "ssd.img"), Size: b.cfg.SSDSize})
 	if b.cfg.RawSSDSize > 0 {
-		disks = append(disks, vm.Disk{Path: filepath.Join(b.dir, "rawssd.img"), Size: b.cfg.RawSSDSize})
+		disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, "rawssd.img"), Size: b.cfg.RawSSDSize})
 	}
 	for i, d := range disks {
 		b.images = append(b.images, d.Path)
@@ -374,7 +374,7 @@ func (b *Bed) Kernel() string { return b.kernel }
 func (b *Bed) Config() Config { return b.cfg }
 
 // VM returns the running VM, for what the helpers here do not cover.
-func (b *Bed) VM() *vm.VM { return b.vm }
+func (b *Bed) VM() *harness.VM { return b.vm }
 
 // Progress returns the progress printer the bed reports to.
 func (b *Bed) Progress() *Progress { return b.cfg.Progress }
@@ -422,7 +422,7 @@ func (b *Bed) Run(ctx context.Context, argv ...string) (string, error) {
 	if argv[0] == "tidectl" || argv[0] == "tidecached" {
 		argv[0] = filepath.Join(b.bin, argv[0])
 	}
-	res, err := b.vm.Exec(ctx, vm.Cmd{Argv: argv})
+	res, err := b.vm.Exec(ctx, harness.Cmd{Argv: argv})
 	if err != nil {
 		return res.Stdout, fmt.Errorf("testbed: %w", err)
 	}

@@ -9,7 +9,7 @@
 //   - inside the guest, dm-delay adds a fixed service time to every read,
 //     write and flush (/dev/mapper/hdd0..3 over /dev/vda..vdd), which gives
 //     a queue-depth-1 latency like a seek plus half a rotation;
-//   - on the host, qemu's per-drive throttling (vm.Disk.IOPSLimit) caps each
+//   - on the host, qemu's per-drive throttling (harness.Disk.IOPSLimit) caps each
 //     disk's IOPS, which dm-delay does not do: it delays every I/O
 //     independently, so at queue depth 16 one delayed disk would serve
 //     hundreds of IOPS.
@@ -27,7 +27,7 @@
 // NVMe with power-loss protection), so the kernel sends neither any flush;
 // HDD.WriteCache and Config.SSDWriteCache model the other kind.
 //
-// A Bed owns its VM and its directory under vm.CacheDir(): Start makes
+// A Bed owns its VM and its directory under harness.CacheDir(): Start makes
 // fresh images every time (a pool left by an earlier run would make
 // `tidectl pool create` refuse), Close shuts the VM down and removes the
 // images unless Config.Keep is set. Every blocking call takes a context;

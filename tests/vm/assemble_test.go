@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // twoSSDs is a node with two SSD members, so one can go missing.
@@ -24,7 +24,7 @@ func bootWithout(t *testing.T, dir, bin string, spec nodeSpec, missing ...int) *
 		d.Path = filepath.Join(dir, "blank"+filepath.Base(d.Path))
 		d.Size = spec.SSDs[i]
 	}
-	v := vm.MustBoot(t, vm.Config{Name: "node", Dir: dir, Disks: disks, MemoryMiB: spec.MemoryMB})
+	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: disks, MemoryMiB: spec.MemoryMB})
 	return &node{VM: v, t: t, bin: bin, dir: dir, spec: spec}
 }
 
@@ -37,7 +37,7 @@ func TestAssembleAfterPowerCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	n := bootNodeIn(t, dir, bin, twoSSDs)
 	n.createPool("tank")
 	n.mustTidectl("volume create a --size 64M --write-cache 32M")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // Bad input gets a clear error and changes nothing. Every case checks that
@@ -453,7 +453,7 @@ func TestBadInputCorruptSuperblock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	n := bootNodeIn(t, dir, bin, twoSSDs)
 	n.createPool("tank") // generation 1: slot A of every device
 	n.mustTidectl("volume create vol --size 64M --write-cache 32M")

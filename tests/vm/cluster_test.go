@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // clusterView is what `tidectl -o json node list` prints.
@@ -42,7 +42,7 @@ func TestClusterMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestClusterMembership(t *testing.T) {
 	var mu sync.Mutex
 	var bootErr error
 	for i, name := range names {
-		netw := &vm.Network{Addr: fmt.Sprintf("10.77.0.%d/24", i+1)}
+		netw := &harness.Network{Addr: fmt.Sprintf("10.77.0.%d/24", i+1)}
 		if i == 0 {
 			netw.Listen = hub
 		} else {
@@ -65,7 +65,7 @@ func TestClusterMembership(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := vm.Boot(t.Context(), vm.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw})
+			v, err := harness.Boot(t.Context(), harness.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 var crashFUAWindow = flag.Bool("crash-fua-window", false,
@@ -70,7 +70,7 @@ func TestCrashSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 2))
 	t.Logf("seed %d", seed)
@@ -327,8 +327,8 @@ func (n *node) crashVerifyAll(dir string, ws []*crashWorkload, cycle int, count 
 
 // crashCheckResult is what checking one workload found.
 type crashCheckResult struct {
-	verify  vm.Result
-	fsck    vm.Result // exit 0 for a raw workload
+	verify  harness.Result
+	fsck    harness.Result // exit 0 for a raw workload
 	fsckCmd string
 	err     error // a step that could not run: mount, umount, transport
 }
@@ -337,7 +337,7 @@ type crashCheckResult struct {
 // replay), verify, umount and fsck; for a raw device verify. It runs in
 // its own goroutine, so it reports instead of failing the test.
 func (n *node) crashCheckOne(w *crashWorkload, cycle int, acks string) crashCheckResult {
-	run := func(cmd string) (vm.Result, error) {
+	run := func(cmd string) (harness.Result, error) {
 		return n.Run(n.t.Context(), "export PATH="+n.bin+":$PATH; "+cmd)
 	}
 	must := func(cmd string) error {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 var updateDMGolden = flag.Bool("update-dm-golden", false,
@@ -32,14 +32,14 @@ var dmGoldenFiles = []string{
 // that the golden dmsetup lines in pkg/dm/testdata have the shape of what
 // the kernel prints today. With -update-dm-golden it replaces them.
 func TestDMKernel(t *testing.T) {
-	if err := vm.Available(); err != nil {
+	if err := harness.Available(); err != nil {
 		t.Fatal(err)
 	}
-	root, err := vm.RepoRoot()
+	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	bin := filepath.Join(dir, "dm.test")
 	start := time.Now()
 	build := exec.CommandContext(t.Context(), "go", "test", "-c", "-trimpath", "-tags", "vmguest", "-o", bin, "./pkg/dm")
@@ -50,11 +50,11 @@ func TestDMKernel(t *testing.T) {
 	}
 	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
 
-	v := vm.MustBoot(t, vm.Config{Name: "dmkernel", Dir: dir, MemoryMiB: 1024,
-		Disks: []vm.Disk{{Path: filepath.Join(dir, "disk.img"), Size: 256 << 20}}})
+	v := harness.MustBoot(t, harness.Config{Name: "dmkernel", Dir: dir, MemoryMiB: 1024,
+		Disks: []harness.Disk{{Path: filepath.Join(dir, "disk.img"), Size: 256 << 20}}})
 	const goldenDir = "/root/dm-golden"
 	start = time.Now()
-	res, err := v.Exec(t.Context(), vm.Cmd{
+	res, err := v.Exec(t.Context(), harness.Cmd{
 		Argv: []string{bin, "-test.v", "-test.count=1", "-test.run", "^TestKernel", "-test.timeout", "10m"},
 		Env:  []string{"TIDECACHE_TEST_DISK=/dev/vda", "TIDECACHE_GOLDEN_DIR=" + goldenDir},
 		// testdata and the sources are read from the host's tree.

@@ -1,45 +1,12 @@
-// Package vm boots real-kernel test VMs: qemu (TCG) running the host's
-// Debian kernel from a generated busybox initramfs, whose /init mounts the
-// host's root read-only over virtio-9p under a tmpfs overlay, chroots in and
-// runs the guest agent (tests/vm/agent). Tests then run the host's own
-// binaries in the guest (dmsetup, mdadm, fio, our builds) against virtio
-// disks backed by raw image files.
+// Package vm holds tidecache's real-kernel scenarios: external tests
+// (package vm_test, build tag vm) that build tidectl, tidecached and the
+// test tools, boot qemu VMs running the Debian kernel through
+// tests/vm/harness and check volumes, power cuts, crash consistency, faults,
+// replay and clusters against the real device-mapper, md and nvmet.
 //
-// It owns everything between a test and the guest kernel: the initramfs
-// (cached in CacheDir, rebuilt when the kernel, kernel/modules.txt or the
-// init script change), tidecache's own kernel module dm-fuaflush (built on
-// the host against the guest kernel's headers, cached by a hash of its
-// sources, and loaded by the agent in every VM unless
-// Config.NoFUAFlushModule is set), the qemu command line, the control channel to the
-// agent (JSON lines over virtio-serial, see internal/wire), the ack channel
-// used by power-cut tests and the VM's lifetime.
+//	go test -tags vm -run TestVolumeLifecycle ./tests/vm/
 //
-// A minimal test (files with VM tests carry the build tag vm):
-//
-//	func TestSomething(t *testing.T) {
-//		dir := vm.TestDir(t)
-//		v := vm.MustBoot(t, vm.Config{Disks: []vm.Disk{{Path: dir + "/ssd.img", Size: 1 << 30}}})
-//		v.MustRun(t, "dmsetup create tc-x --table '0 2097152 linear /dev/vda 0'")
-//	}
-//
-// Files the guest must read (binaries, scripts) live outside /tmp, /run,
-// /dev, /proc and /sys, which the guest mounts afresh: use TestDir or
-// CacheDir (BuildBinaries refuses the others). The root is mounted with 9p
-// cache=loose: a file created on the host after Boot is visible in the
-// guest, but one the guest has already read may stay stale when the host
-// rewrites it, so write a new file instead. The guest's writes go to its
-// tmpfs overlay and never reach the host; data leaves the guest through
-// disks, command output and the ack channel.
-//
-// Boot takes about 5-7 s on an idle 2-core host (PVH entry into the
-// uncompressed kernel, an uncompressed initramfs, one modprobe for all
-// runtime modules); VMs booting at once, or other load, stretch it.
-//
-// Errors callers should expect: ErrUnavailable from Available (and Boot)
-// when a host package is missing; Boot errors carry the console tail; Run
-// and Exec return an error only when the command could not be run to its
-// end (transport failure, qemu gone, ctx done), never for a non-zero exit.
-//
-// Environment: TIDECACHE_VM_CACHE (cache directory), TIDECACHE_VM_KERNEL
-// (guest kernel version or vmlinuz path).
+// `make test-vm` runs them after the harness's own self-tests
+// (tests/vm/harness), one package at a time; docs/testing.md describes
+// each scenario. The package has no code of its own.
 package vm

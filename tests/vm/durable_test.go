@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // bootNodeWithout boots a node whose kernel lacks tidecache's fuaflush
@@ -19,8 +19,8 @@ func bootNodeWithout(t *testing.T, spec nodeSpec) *node {
 	if err != nil {
 		t.Fatalf("build binaries: %v", err)
 	}
-	dir := vm.TestDir(t)
-	v := vm.MustBoot(t, vm.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, NoFUAFlushModule: true})
+	dir := harness.TestDir(t)
+	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, NoFUAFlushModule: true})
 	return &node{VM: v, t: t, bin: bin, dir: dir, spec: spec}
 }
 
@@ -76,11 +76,11 @@ func TestFUAFlushRequired(t *testing.T) {
 
 	// Load the module: the write tier can be built now, and a volume that
 	// accepted the window keeps what it recorded.
-	kver, err := vm.KernelVersion()
+	kver, err := harness.KernelVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ko, err := vm.FUAFlushModule(t.Context(), kver)
+	ko, err := harness.FUAFlushModule(t.Context(), kver)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // The stacks TestFUAFlush builds on two disks: /dev/vda holds two 64 MiB
@@ -54,7 +54,7 @@ var fuaTableLine = regexp.MustCompile(`^0 (\d+) fuaflush (\d+:\d+)$`)
 
 // fuaflushStatus parses `dmsetup status` of a fuaflush device:
 // "0 <len> fuaflush <fua_writes> <flushes> <flush_errors>".
-func fuaflushStatus(t *testing.T, v *vm.VM, dev string) fuaStatus {
+func fuaflushStatus(t *testing.T, v *harness.VM, dev string) fuaStatus {
 	t.Helper()
 	line := strings.TrimSpace(v.MustRun(t, "dmsetup status "+dev))
 	f := strings.Fields(line)
@@ -73,7 +73,7 @@ func fuaflushStatus(t *testing.T, v *vm.VM, dev string) fuaStatus {
 
 // writecacheFlushes returns the flushes counter of a dm-writecache status
 // (the 13th of its 14 fields on 6.x).
-func writecacheFlushes(t *testing.T, v *vm.VM, dev string) int64 {
+func writecacheFlushes(t *testing.T, v *harness.VM, dev string) int64 {
 	t.Helper()
 	line := strings.TrimSpace(v.MustRun(t, "dmsetup status "+dev))
 	f := strings.Fields(line)
@@ -89,7 +89,7 @@ func writecacheFlushes(t *testing.T, v *vm.VM, dev string) int64 {
 
 // readPattern reports whether the 4 KiB block at offset reads back as the
 // 0x5a bytes fuaWrite wrote, and what it holds otherwise.
-func readPattern(t *testing.T, v *vm.VM, dev string, offset int64) (bool, string) {
+func readPattern(t *testing.T, v *harness.VM, dev string, offset int64) (bool, string) {
 	t.Helper()
 	out := v.MustRun(t, fmt.Sprintf("dd if=%s bs=4096 skip=%d count=1 iflag=direct status=none | od -An -v -tx1 | "+
 		"awk '{for (i = 1; i <= NF; i++) n[$i]++} END {for (b in n) print n[b], b}' | sort -rn | head -3",
@@ -107,12 +107,12 @@ func readPattern(t *testing.T, v *vm.VM, dev string, offset int64) (bool, string
 // write to dm-writecache without fuaflush is expected to be lost: that
 // side is logged, not asserted.
 func TestFUAFlush(t *testing.T) {
-	dir := vm.TestDir(t)
-	cfg := vm.Config{Name: "fuaflush", Dir: dir, MemoryMiB: 1024, Disks: []vm.Disk{
+	dir := harness.TestDir(t)
+	cfg := harness.Config{Name: "fuaflush", Dir: dir, MemoryMiB: 1024, Disks: []harness.Disk{
 		{Path: filepath.Join(dir, "origin.img"), Size: 2 * fuaOriginSectors * 512},
 		{Path: filepath.Join(dir, "ssd.img"), Size: 2 * fuaCacheSectors * 512},
 	}}
-	v := vm.MustBoot(t, cfg)
+	v := harness.MustBoot(t, cfg)
 	if out := v.MustRun(t, "dmsetup targets"); !regexp.MustCompile(`(?m)^fuaflush\s+v1\.0\.0$`).MatchString(out) {
 		t.Fatalf("fuaflush v1.0.0 not among the guest's targets:\n%s", out)
 	}
@@ -205,7 +205,7 @@ echo $n`, fuaWrite(fuaTop, 2<<20, 4<<20, "--rw=randwrite --iodepth=16 --time_bas
 	if err := v.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	v = vm.MustBoot(t, v.Config())
+	v = harness.MustBoot(t, v.Config())
 	v.MustRun(t, fuaTables)
 	if ok, got := readPattern(t, v, fuaTop, cutOffset); !ok {
 		t.Errorf("with fuaflush: the acknowledged FUA write is lost after the power cut (block holds: %s)", got)

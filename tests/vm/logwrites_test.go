@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 var logWritesFUAWindow = flag.Bool("logwrites-fua-window", false,
@@ -23,12 +23,12 @@ var logWritesFUAWindow = flag.Bool("logwrites-fua-window", false,
 // logReplayBinary builds tests/tools/logreplay once per test process, into
 // its own directory (the shared binaries() list is not this test's file).
 var logReplayBinary = sync.OnceValues(func() (string, error) {
-	cache, err := vm.CacheDir()
+	cache, err := harness.CacheDir()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Join(cache, "bin-logreplay")
-	if err := vm.BuildBinaries(contextBackground(), dir, "./tests/tools/logreplay"); err != nil {
+	if err := harness.BuildBinaries(contextBackground(), dir, "./tests/tools/logreplay"); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "logreplay"), nil
@@ -72,7 +72,7 @@ func TestLogWritesReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 8))
 	t.Logf("seed %d", seed)

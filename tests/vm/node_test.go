@@ -10,18 +10,18 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 // binaries builds tidectl, tidecached and the test tools once per test
 // process into a directory the guest sees through its 9p root.
 var binaries = sync.OnceValues(func() (string, error) {
-	cache, err := vm.CacheDir()
+	cache, err := harness.CacheDir()
 	if err != nil {
 		return "", err
 	}
 	dir := filepath.Join(cache, "bin")
-	err = vm.BuildBinaries(contextBackground(), dir,
+	err = harness.BuildBinaries(contextBackground(), dir,
 		"./cmd/tidectl", "./cmd/tidecached", "./tests/tools/crashwriter")
 	return dir, err
 })
@@ -39,7 +39,7 @@ type nodeSpec struct {
 
 // node is a booted test VM with tidecache's binaries on its PATH.
 type node struct {
-	*vm.VM
+	*harness.VM
 	t    testing.TB
 	bin  string
 	dir  string
@@ -49,16 +49,16 @@ type node struct {
 // diskName returns the guest device of the i-th disk: /dev/vda, /dev/vdb...
 func diskName(i int) string { return "/dev/vd" + string(rune('a'+i)) }
 
-func (s nodeSpec) disks(dir string) []vm.Disk {
-	var out []vm.Disk
+func (s nodeSpec) disks(dir string) []harness.Disk {
+	var out []harness.Disk
 	for i := 0; i < s.HDDs; i++ {
-		out = append(out, vm.Disk{Path: filepath.Join(dir, fmt.Sprintf("hdd%d.img", i)), Size: s.HDDSize, IOPSLimit: s.HDDIOPS})
+		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("hdd%d.img", i)), Size: s.HDDSize, IOPSLimit: s.HDDIOPS})
 	}
 	for i, size := range s.SSDs {
-		out = append(out, vm.Disk{Path: filepath.Join(dir, fmt.Sprintf("ssd%d.img", i)), Size: size})
+		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("ssd%d.img", i)), Size: size})
 	}
 	for i, size := range s.Spares {
-		out = append(out, vm.Disk{Path: filepath.Join(dir, fmt.Sprintf("spare%d.img", i)), Size: size})
+		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("spare%d.img", i)), Size: size})
 	}
 	return out
 }
@@ -85,7 +85,7 @@ func bootNode(t testing.TB, spec nodeSpec) *node {
 	if err != nil {
 		t.Fatalf("build binaries: %v", err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	return bootNodeIn(t, dir, bin, spec)
 }
 
@@ -96,12 +96,12 @@ func bootNodeIn(t testing.TB, dir, bin string, spec nodeSpec) *node {
 	if mem == 0 {
 		mem = 1536
 	}
-	v := vm.MustBoot(t, vm.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: mem})
+	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: mem})
 	return &node{VM: v, t: t, bin: bin, dir: dir, spec: spec}
 }
 
 // sh runs a shell command with tidecache's binaries on the PATH.
-func (n *node) sh(cmd string) vm.Result {
+func (n *node) sh(cmd string) harness.Result {
 	n.t.Helper()
 	res, err := n.Run(n.t.Context(), "export PATH="+n.bin+":$PATH; "+cmd)
 	if err != nil {
@@ -121,7 +121,7 @@ func (n *node) mustSh(cmd string) string {
 }
 
 // tidectl runs tidectl with the arguments (shell-quoted by the caller).
-func (n *node) tidectl(args string) vm.Result {
+func (n *node) tidectl(args string) harness.Result {
 	n.t.Helper()
 	return n.sh("tidectl " + args)
 }

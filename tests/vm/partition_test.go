@@ -3,7 +3,7 @@
 package vm_test
 
 import (
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 	"strings"
 	"testing"
 )
@@ -21,7 +21,7 @@ func TestPoolOnPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, MemoryMB: 1024}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	n := bootNodeIn(t, dir, bin, spec)
 	ssd := n.ssds()[0]
 	n.mustSh("mdadm --create /dev/md0 --run --metadata=1.2 --level=10 --raid-devices=4 --chunk=512K --layout=n2 --assume-clean " + strings.Join(n.hdds(), " "))

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 var (
@@ -65,7 +65,7 @@ func TestPowerCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := vm.TestDir(t)
+	dir := harness.TestDir(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 
 	n := bootNodeIn(t, dir, bin, crashSpec)

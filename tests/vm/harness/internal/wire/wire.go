@@ -1,5 +1,5 @@
-// Package wire owns the protocol between the VM harness (tests/vm, on the
-// host) and its guest agent (tests/vm/agent): newline-delimited JSON over a
+// Package wire owns the protocol between the VM harness (tests/vm/harness, on
+// the host) and its guest agent (tests/vm/harness/agent): newline-delimited JSON over a
 // virtio-serial port, and the kernel command-line parameters the harness
 // passes to the guest.
 //

@@ -1,4 +1,4 @@
-package vm
+package harness
 
 import (
 	"bytes"
@@ -325,7 +325,7 @@ func buildAgent(ctx context.Context, cacheDir string) (string, error) {
 	}
 	defer os.RemoveAll(tmpDir)
 	tmp := filepath.Join(tmpDir, "agent")
-	if err := goBuild(ctx, tmp, "./tests/vm/agent"); err != nil {
+	if err := goBuild(ctx, tmp, "./tests/vm/harness/agent"); err != nil {
 		return "", fmt.Errorf("vm: build agent: %w", err)
 	}
 	sum, err := fileHash(tmp)

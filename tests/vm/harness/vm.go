@@ -1,4 +1,4 @@
-package vm
+package harness
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+	"github.com/tidecache/tidecache/tests/vm/harness/internal/wire"
 )
 
 // BootTimeout bounds Boot: from starting qemu to the agent's first answer.

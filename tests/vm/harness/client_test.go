@@ -1,4 +1,4 @@
-package vm
+package harness
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+	"github.com/tidecache/tidecache/tests/vm/harness/internal/wire"
 )
 
 // clientVM returns a VM whose control channel is connected to serve, which

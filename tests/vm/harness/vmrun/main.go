@@ -1,8 +1,8 @@
-// Command vmrun boots a test VM (tests/vm), runs shell commands in it and
+// Command vmrun boots a test VM (tests/vm/harness), runs shell commands in it and
 // prints their output: a quick way to try something against the real
 // kernel, or to see why a VM does not boot.
 //
-//	go run ./tests/vm/vmrun [-disk path:size]... [-mem MiB] [-keep] 'uname -r' 'dmsetup targets'
+//	go run ./tests/vm/harness/vmrun [-disk path:size]... [-mem MiB] [-keep] 'uname -r' 'dmsetup targets'
 //
 // It exits with the first non-zero exit code of a command.
 package main
@@ -18,16 +18,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidecache/tidecache/tests/vm"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
-type diskFlags []vm.Disk
+type diskFlags []harness.Disk
 
 func (d *diskFlags) String() string { return fmt.Sprint(*d) }
 
 func (d *diskFlags) Set(s string) error {
 	path, size, _ := strings.Cut(s, ":")
-	disk := vm.Disk{Path: path}
+	disk := harness.Disk{Path: path}
 	if size != "" {
 		n, err := parseSize(size)
 		if err != nil {
@@ -67,16 +67,16 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, vm.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}, *verbose, flag.Args()))
+	os.Exit(run(ctx, harness.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}, *verbose, flag.Args()))
 }
 
-func run(ctx context.Context, cfg vm.Config, verbose bool, cmds []string) int {
+func run(ctx context.Context, cfg harness.Config, verbose bool, cmds []string) int {
 	level := slog.LevelWarn
 	if verbose {
 		level = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	v, err := vm.Boot(ctx, cfg)
+	v, err := harness.Boot(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -1,4 +1,4 @@
-package vm
+package harness
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+	"github.com/tidecache/tidecache/tests/vm/harness/internal/wire"
 )
 
 // launch is everything one qemu command line is made of, resolved.

@@ -1,4 +1,4 @@
-// Command agent is the guest half of the tidecache VM harness (tests/vm).
+// Command agent is the guest half of the tidecache VM harness (tests/vm/harness).
 //
 // The initramfs /init mounts the host's root read-only over virtio-9p with a
 // tmpfs overlay, chroots into it and execs this binary (built on the host by
@@ -10,7 +10,7 @@
 // host's modprobe and the out-of-tree modules of tc.insmod (dm-fuaflush)
 // with insmod, puts the ack channel (/dev/ttyS1) in raw mode, configures
 // eth0 from the kernel command line (tc.addr=CIDR), then answers requests of
-// the wire protocol (tests/vm/internal/wire) on the virtio-serial port named
+// the wire protocol (tests/vm/harness/internal/wire) on the virtio-serial port named
 // tc.ctl. Requests run concurrently, each command in its own process group;
 // commands inherit DM_DISABLE_UDEV=1, so dmsetup makes /dev/mapper nodes
 // itself (the guest has no udev).
@@ -34,7 +34,7 @@ import (
 	"unsafe"
 
 	"github.com/tidecache/tidecache/kernel"
-	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+	"github.com/tidecache/tidecache/tests/vm/harness/internal/wire"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package vm
+package harness
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/tidecache/tidecache/kernel"
-	"github.com/tidecache/tidecache/tests/vm/internal/wire"
+	"github.com/tidecache/tidecache/tests/vm/harness/internal/wire"
 )
 
 // initramfsFormat is part of the cache key: bump it when the layout changes

@@ -1,6 +1,6 @@
 //go:build vm
 
-package vm
+package harness
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func TestHarnessBoot(t *testing.T) {
 	v.MustRun(t, "dmsetup create tc-probe --table '0 2048 linear /dev/vda 0' && test -b /dev/mapper/tc-probe && dmsetup remove tc-probe")
 
 	// Binaries built after boot into a new directory are visible to the guest.
-	if err := BuildBinaries(t.Context(), filepath.Join(dir, "bin"), "./tests/vm/vmrun"); err != nil {
+	if err := BuildBinaries(t.Context(), filepath.Join(dir, "bin"), "./tests/vm/harness/vmrun"); err != nil {
 		t.Fatal(err)
 	}
 	if out := v.MustRun(t, filepath.Join(dir, "bin", "vmrun")+" -h 2>&1 || true"); !strings.Contains(out, "-disk") {
