@@ -65,19 +65,19 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 	$(GO) test -count=1 ./...
 
 .PHONY: test-vm
-test-vm: ## Real-kernel tests inside qemu VMs (prints each test and its result; full log in .cache/test-vm.log).
+test-vm: ## Real-kernel tests in qemu VMs: harness self-tests, then the scenarios, one package at a time (prints each test and its result; full log in .cache/test-vm.log).
 	@mkdir -p .cache
-	@set -o pipefail; $(GO) test -count=1 -tags vm -timeout 80m -v ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
+	@set -o pipefail; $(GO) test -p 1 -count=1 -tags vm -timeout 80m -v ./tests/vm/harness/ ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
 	if [ $$rc != 0 ]; then echo "--- VM test log (tail) ---"; grep -v 'level=INFO' .cache/test-vm.log | tail -150; fi; exit $$rc
 
 .PHONY: test-harness
-test-harness: ## Self-test of the VM harness only (boot, power cut, network).
-	$(GO) test -count=1 -tags vm -v -run Harness ./tests/vm/
+test-harness: ## Self-tests of the VM harness only (tests/vm/harness: boot, power cut, network, plus its host unit tests).
+	$(GO) test -count=1 -tags vm -timeout 20m -v ./tests/vm/harness/
 
 .PHONY: vm-run
 vm-run: ## Boot a throwaway VM and run CMD in it: make vm-run CMD="'dmsetup targets'"
-	$(GO) run ./tests/vm/vmrun $(CMD)
+	$(GO) run ./tests/vm/harness/vmrun $(CMD)
 
 .PHONY: test-crash
 test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles each (default 100): make test-crash N=100
