@@ -26,18 +26,20 @@ const (
 	maxInterrupts = 1000
 )
 
-// controlFile is the open control device: the real one is a file
-// descriptor, tests substitute a fake kernel.
-type controlFile interface {
-	// ioctl issues one device-mapper ioctl on buf and returns the errno,
-	// or nil.
-	ioctl(cmd uintptr, buf []byte) error
-	close() error
+// Control is the open control device as a Client uses it: Open uses
+// /dev/mapper/control, host tests a fake kernel (package dmtest).
+type Control interface {
+	// Ioctl issues one device-mapper ioctl (cmd is unix.DM_*) on buf, a
+	// struct dm_ioctl with its payload that the kernel rewrites with its
+	// reply, and returns the errno (a unix.Errno), or nil.
+	Ioctl(cmd uintptr, buf []byte) error
+	// Close releases the control device. Client.Close calls it once.
+	Close() error
 }
 
 type controlFD int
 
-func (fd controlFD) ioctl(cmd uintptr, buf []byte) error {
+func (fd controlFD) Ioctl(cmd uintptr, buf []byte) error {
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), cmd, uintptr(unsafe.Pointer(&buf[0])))
 	if e != 0 {
 		return e
@@ -45,16 +47,16 @@ func (fd controlFD) ioctl(cmd uintptr, buf []byte) error {
 	return nil
 }
 
-func (fd controlFD) close() error { return unix.Close(int(fd)) }
+func (fd controlFD) Close() error { return unix.Close(int(fd)) }
 
 // Client talks to the kernel through /dev/mapper/control. It is safe for
 // concurrent use; the kernel serialises what needs serialising. Close
 // waits for ioctls in flight.
 type Client struct {
 	mu      sync.RWMutex
-	ctl     controlFile // nil once closed
-	devDir  string      // where device nodes live: /dev/mapper
-	bufSize int         // first buffer size for replies with data
+	ctl     Control // nil once closed
+	devDir  string  // where device nodes live: /dev/mapper
+	bufSize int     // first buffer size for replies with data
 }
 
 // Open opens /dev/mapper/control, creating the node (char 10:236, or the
@@ -78,6 +80,15 @@ func Open() (*Client, error) {
 		return nil, fmt.Errorf("dm: kernel speaks ioctl interface %s, want %d.x", v, ioctlMajor)
 	}
 	return c, nil
+}
+
+// NewClient returns a Client that issues its ioctls on ctl instead of
+// /dev/mapper/control, and creates and removes device nodes in devDir (""
+// for none). Unlike Open it issues no ioctl. The Client owns ctl:
+// Client.Close closes it. Host tests use it with a fake kernel (package
+// dmtest); production code uses Open.
+func NewClient(ctl Control, devDir string) *Client {
+	return &Client{ctl: ctl, devDir: devDir, bufSize: defaultBufferSize}
 }
 
 func openControl(path string) (int, error) {
@@ -108,7 +119,7 @@ func (c *Client) Close() error {
 	if c.ctl == nil {
 		return nil
 	}
-	err := c.ctl.close()
+	err := c.ctl.Close()
 	c.ctl = nil
 	if err != nil {
 		return fmt.Errorf("dm: close control device: %w", err)
@@ -444,5 +455,5 @@ func (c *Client) ioctl(cmd uintptr, buf []byte) error {
 	if c.ctl == nil {
 		return ErrClosed
 	}
-	return c.ctl.ioctl(cmd, buf)
+	return c.ctl.Ioctl(cmd, buf)
 }

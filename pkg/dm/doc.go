@@ -47,6 +47,13 @@
 // suspended resume it with a context that is not cancelled
 // (context.WithoutCancel).
 //
+// # Testing on a host
+//
+// NewClient builds a Client on any Control instead of
+// /dev/mapper/control; package dmtest has a fake kernel to put behind it,
+// with programmable target status and failure injection, so code that
+// drives device-mapper runs in plain `go test`.
+//
 // # Device nodes
 //
 // tidecache runs where udev may be absent (our test VM has none), so Resume

@@ -126,3 +126,24 @@ func TestParseMiscMinor(t *testing.T) {
 		t.Errorf("default minor %d", m)
 	}
 }
+
+// canMknod reports whether this test process may create device nodes.
+func canMknod(t *testing.T) bool {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "probe")
+	if err := unix.Mknod(p, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 0))); err != nil {
+		return false
+	}
+	return true
+}
+
+func checkNode(t *testing.T, path string, dev uint64) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || uint64(st.Rdev) != dev {
+		t.Fatalf("node %s: mode %o rdev %x, want block %x", path, st.Mode, st.Rdev, dev)
+	}
+}

@@ -1,0 +1,13 @@
+//go:build linux
+
+package dm
+
+// For the tests of package dm_test.
+var (
+	CanMknod  = canMknod
+	CheckNode = checkNode
+)
+
+// SetBufferSize sets the first buffer size a Client offers for replies
+// with data, so that tests in package dm_test can make replies overflow.
+func SetBufferSize(c *Client, n int) { c.bufSize = n }
