@@ -24,12 +24,15 @@
 //		v.MustRun(t, "dmsetup create tc-x --table '0 2097152 linear /dev/vda 0'")
 //	}
 //
-// Files the guest must read (binaries, scripts) live outside /tmp, /run,
-// /dev, /proc and /sys, which the guest mounts afresh: use TestDir or
-// CacheDir (BuildBinaries refuses the others). The root is mounted with 9p
-// cache=loose: a file created on the host after Boot is visible in the
-// guest, but one the guest has already read may stay stale when the host
-// rewrites it, so write a new file instead. The guest's writes go to its
+// The guest sees the host's whole root except /run, /dev, /proc and /sys,
+// which it mounts afresh (GuestVisible; CacheDir and BuildBinaries refuse
+// them), so a checkout anywhere else works, /tmp included: the guest's /tmp
+// is the host's under its overlay. Files the guest must read (binaries,
+// scripts) go in TestDir or CacheDir; guest-only scratch files go in
+// ScratchDir, a tmpfs that is TMPDIR for every guest command. The root is
+// mounted with 9p cache=loose: a file created on the host after Boot is
+// visible in the guest, but one the guest has already read may stay stale
+// when the host rewrites it, so write a new file instead. The guest's writes go to its
 // tmpfs overlay and never reach the host; data leaves the guest through
 // disks, command output and the ack channel.
 //

@@ -23,7 +23,7 @@ import (
 // Environment variables read by the harness.
 const (
 	// EnvCache overrides the cache directory (default <repo>/.cache/vm). It
-	// must be visible to the guest: not under /tmp, /run, /dev, /proc, /sys.
+	// must be visible to the guest: not under /run, /dev, /proc or /sys.
 	EnvCache = "TIDECACHE_VM_CACHE"
 	// EnvKernel selects the guest kernel: a version such as 6.1.0-56-amd64
 	// (booting /boot/vmlinuz-<version>) or a path to a vmlinuz-<version>.
@@ -247,17 +247,25 @@ func CacheDir() (string, error) {
 	return dir, nil
 }
 
+// hiddenFromGuest are the host directories the guest cannot see through
+// its root mount: its /init mounts its own /run (holding ScratchDir), /dev,
+// /proc and /sys over them. Everything else, /tmp included, is the host's.
+var hiddenFromGuest = []string{"/run", "/dev", "/proc", "/sys"}
+
 // GuestVisible reports an error when the guest cannot see the host path
-// (absolute or relative to the working directory) through its root mount:
-// the guest mounts fresh filesystems on /tmp, /run, /dev, /proc and /sys.
+// (absolute or relative to the working directory) through its root mount,
+// because it lies under one of the directories the guest mounts afresh:
+// /run, /dev, /proc or /sys.
 func GuestVisible(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
-	for _, hidden := range []string{"/tmp", "/run", "/dev", "/proc", "/sys"} {
+	for _, hidden := range hiddenFromGuest {
 		if abs == hidden || strings.HasPrefix(abs, hidden+"/") {
-			return fmt.Errorf("%s is hidden from the guest (it mounts its own %s)", abs, hidden)
+			return fmt.Errorf("%s is hidden from the guest: the guest mounts its own %s over the host's; "+
+				"use a directory elsewhere (a checkout's .cache/vm, TestDir, or %s outside %s)",
+				abs, hidden, EnvCache, strings.Join(hiddenFromGuest, ", "))
 		}
 	}
 	return nil
@@ -265,8 +273,8 @@ func GuestVisible(path string) error {
 
 // BuildBinaries builds Go packages of this module (patterns relative to the
 // repository root, e.g. "./cmd/...") into outDir with `go build -o`, as
-// static binaries (CGO_ENABLED=0). outDir must be visible to the guest (not
-// under /tmp): use a directory from TestDir or CacheDir.
+// static binaries (CGO_ENABLED=0). outDir must be visible to the guest (see
+// GuestVisible): use a directory from TestDir or CacheDir.
 func BuildBinaries(ctx context.Context, outDir string, pkgs ...string) error {
 	if len(pkgs) == 0 {
 		return errors.New("vm: BuildBinaries: no packages")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,12 +46,21 @@ func TestKernelVersionEnv(t *testing.T) {
 }
 
 func TestGuestVisible(t *testing.T) {
-	for _, p := range []string{"/tmp", "/tmp/x", "/run/a", "/proc", "/sys/x", "/dev/shm/x"} {
-		if GuestVisible(p) == nil {
+	for p, mount := range map[string]string{
+		"/run": "/run", "/run/a": "/run", ScratchDir + "/x": "/run", "/proc": "/proc",
+		"/sys/x": "/sys", "/dev/shm/x": "/dev", "/run/../dev/x": "/dev",
+	} {
+		err := GuestVisible(p)
+		if err == nil {
 			t.Errorf("%s reported visible", p)
+			continue
+		}
+		if want := "the guest mounts its own " + mount + " over the host's"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q lacks %q", p, err, want)
 		}
 	}
-	for _, p := range []string{"/work/main/.cache/vm", "/tmpfoo", "/var/tmp/x", "/root"} {
+	// The guest's /tmp is the host's: a checkout under /tmp works.
+	for _, p := range []string{"/tmp", "/tmp/tc-clone/.cache/vm", "/work/main/.cache/vm", "/runx", "/var/tmp/x", "/var/run/x", "/root"} {
 		if err := GuestVisible(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
@@ -62,7 +72,7 @@ func TestRepoRootAndCacheDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "tests", "vm", "vm.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "tests", "vm", "harness", "vm.go")); err != nil {
 		t.Fatalf("RepoRoot %s: %v", root, err)
 	}
 	dir := filepath.Join(root, ".cache", "vm-test-"+strconv.Itoa(os.Getpid()))
@@ -71,12 +81,12 @@ func TestRepoRootAndCacheDir(t *testing.T) {
 	if got, err := CacheDir(); err != nil || got != dir {
 		t.Errorf("CacheDir: %q, %v", got, err)
 	}
-	t.Setenv(EnvCache, "/tmp/tc-cache")
+	t.Setenv(EnvCache, "/run/tc-cache")
 	if _, err := CacheDir(); err == nil {
-		t.Error("cache under /tmp accepted")
+		t.Error("cache under /run accepted")
 	}
-	if err := BuildBinaries(context.Background(), "/tmp/bin", "./cmd/..."); err == nil {
-		t.Error("BuildBinaries into /tmp accepted")
+	if err := BuildBinaries(context.Background(), "/dev/shm/bin", "./cmd/..."); err == nil {
+		t.Error("BuildBinaries into /dev/shm accepted")
 	}
 }
 

@@ -60,7 +60,21 @@ func TestHarnessBoot(t *testing.T) {
 	if out := v.MustRun(t, `test "$DM_DISABLE_UDEV" = 1 && hostname`); strings.TrimSpace(out) != "boot" {
 		t.Errorf("hostname %q", out)
 	}
-	v.MustRun(t, "test -d /sys/kernel/config/nvmet && test -e /dev/fd/0 && mount | grep -q ' /tmp type tmpfs'")
+	v.MustRun(t, "test -d /sys/kernel/config/nvmet && test -e /dev/fd/0")
+	// Guest programs get a scratch tmpfs as TMPDIR; /tmp stays the host's, so
+	// a file the host makes there after boot (a checkout under /tmp) is seen.
+	v.MustRun(t, `test "$TMPDIR" = `+ScratchDir+` && mount | grep -q ' `+ScratchDir+` type tmpfs' && ! mount | grep -q ' /tmp type '`)
+	hostTmp := t.TempDir()
+	if err := GuestVisible(hostTmp); err != nil {
+		t.Logf("not checking the host's temporary directory: %v", err)
+	} else {
+		if err := os.WriteFile(filepath.Join(hostTmp, "from-host"), []byte("host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out := v.MustRun(t, "cat "+filepath.Join(hostTmp, "from-host")); out != "host\n" {
+			t.Errorf("guest reads %q from the host's %s, want \"host\\n\"", out, hostTmp)
+		}
+	}
 	// dmsetup makes /dev/mapper nodes itself (no udev in the guest).
 	v.MustRun(t, "dmsetup create tc-probe --table '0 2048 linear /dev/vda 0' && test -b /dev/mapper/tc-probe && dmsetup remove tc-probe")
 
@@ -166,7 +180,7 @@ func TestHarnessPowerCut(t *testing.T) {
 
 	// 1 MiB of random data at offset 4 MiB, written around the guest's page
 	// cache and flushed, then acknowledged.
-	pattern := "/tmp/pattern"
+	pattern := ScratchDir + "/pattern"
 	v.MustRun(t, "head -c 1048576 /dev/urandom > "+pattern)
 	sum := strings.Fields(v.MustRun(t, "sha256sum "+pattern))[0]
 	v.MustRun(t, "dd if="+pattern+" of=/dev/vda bs=64k seek=64 oflag=direct conv=fsync status=none")

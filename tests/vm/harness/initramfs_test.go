@@ -154,3 +154,39 @@ func TestInitScriptSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestInitScriptMounts checks the init script against GuestVisible: every
+// filesystem /init mounts inside the guest's root hides a directory
+// GuestVisible refuses, the guest's /tmp is left to the host, and the
+// scratch tmpfs the agent names in TMPDIR is mounted.
+func TestInitScriptMounts(t *testing.T) {
+	var targets []string
+	for _, line := range strings.Split(initScript, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "mount" {
+			continue
+		}
+		if target, ok := strings.CutPrefix(f[len(f)-1], "/newroot/"); ok {
+			targets = append(targets, "/"+target)
+		}
+	}
+	if len(targets) == 0 {
+		t.Fatal("no mounts under /newroot found in the init script")
+	}
+	for _, target := range targets {
+		if GuestVisible(target) == nil {
+			t.Errorf("/init mounts a filesystem on %s, but GuestVisible reports it visible", target)
+		}
+		if target == "/tmp" || strings.HasPrefix(target, "/tmp/") {
+			t.Errorf("/init mounts a filesystem on %s: a host checkout under /tmp would be hidden", target)
+		}
+	}
+	if !slices.Contains(targets, ScratchDir) {
+		t.Errorf("/init does not mount the scratch tmpfs on %s (mounts: %v)", ScratchDir, targets)
+	}
+	for _, hidden := range hiddenFromGuest {
+		if !slices.Contains(targets, hidden) {
+			t.Errorf("GuestVisible refuses %s, but /init mounts nothing there (mounts: %v)", hidden, targets)
+		}
+	}
+}

@@ -50,9 +50,9 @@ func (v *VM) MustRun(t testing.TB, shell string) string {
 }
 
 // TestDir returns a fresh directory <cache>/tests/<TestName> for a test's
-// disk images, binaries and VM state: visible to the guest (unlike t.TempDir,
-// which is under /tmp). It is removed at the end of a test that passed and
-// kept, with its path logged, for one that failed.
+// disk images, binaries and VM state: visible to the guest (t.TempDir is
+// too, unless TMPDIR is under /run), and, unlike t.TempDir, kept with its
+// path logged when the test fails; it is removed when the test passes.
 func TestDir(t testing.TB) string {
 	t.Helper()
 	cache, err := CacheDir()

@@ -32,6 +32,12 @@ const ShutdownTimeout = 60 * time.Second
 // AckDevice is the guest path of the ack channel (see VM.Acks).
 const AckDevice = wire.AckDevice
 
+// ScratchDir is the guest's scratch directory, a tmpfs and TMPDIR for every
+// guest command: files a test makes in the guest that the host need not see
+// go there. (The guest's /tmp is the host's /tmp under the guest's
+// overlay.)
+const ScratchDir = wire.ScratchDir
+
 // keepBoots is how many boot directories per VM name Boot keeps in a state
 // directory.
 const keepBoots = 10

@@ -13,7 +13,7 @@
 // the wire protocol (tests/vm/harness/internal/wire) on the virtio-serial port named
 // tc.ctl. Requests run concurrently, each command in its own process group;
 // commands inherit DM_DISABLE_UDEV=1, so dmsetup makes /dev/mapper nodes
-// itself (the guest has no udev).
+// itself (the guest has no udev), and TMPDIR=/run/scratch (wire.ScratchDir).
 package main
 
 import (
@@ -61,6 +61,9 @@ func setEnv() {
 		"HOME":            "/root",
 		"TERM":            "dumb",
 		"DM_DISABLE_UDEV": "1",
+		// The initramfs /init mounts it; /tmp is the host's, seen through
+		// the overlay.
+		"TMPDIR": wire.ScratchDir,
 	} {
 		os.Setenv(k, v)
 	}

@@ -26,6 +26,13 @@ const PortName = "tc.ctl"
 // writes to a host file. The agent puts it in raw mode.
 const AckDevice = "/dev/ttyS1"
 
+// ScratchDir is the guest's scratch space: a tmpfs that the initramfs
+// /init mounts and the agent names in TMPDIR for every command. It lives
+// under /run, which the guest mounts afresh anyway, so that the guest's /tmp
+// stays the host's (through the overlay) and a checkout under /tmp is
+// visible to the guest.
+const ScratchDir = "/run/scratch"
+
 // Kernel command-line parameters read by the initramfs /init and the agent.
 const (
 	ParamAgent = "tc.agent" // absolute host path of the agent binary
