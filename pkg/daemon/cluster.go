@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/placement"
 	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/version"
@@ -12,8 +13,8 @@ import (
 
 // inventory builds this node's record: pools with free space and SSD
 // health. A failing part is logged and left out; the record still goes out.
-func (d *daemon) inventory(ctx context.Context, started time.Time) store.Node {
-	n := store.Node{Name: d.cfg.Node, Address: d.cfg.Address, Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
+func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
+	n := api.Node{Name: d.cfg.Node, Address: d.cfg.Address, Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
 	pools, err := d.eng.Pools(ctx)
 	if err != nil {
 		d.log.Warn("inventory: pools", "err", err)
@@ -21,7 +22,7 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) store.Node {
 	poolOf := map[string]string{}
 	sizeOf := map[string]uint64{}
 	for _, p := range pools {
-		inv := store.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes}
+		inv := api.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes}
 		for _, m := range p.Members {
 			inv.SSDFreeBytes += m.FreeBytes
 			poolOf[m.Path], sizeOf[m.Path] = p.Name, m.SizeBytes
@@ -33,7 +34,7 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) store.Node {
 		d.log.Warn("inventory: SSD health", "err", err)
 	}
 	for _, h := range health {
-		n.SSDs = append(n.SSDs, store.SSDInventory{
+		n.SSDs = append(n.SSDs, api.SSDInventory{
 			Path: h.Path, Model: h.Model, Serial: h.Serial, Pool: poolOf[h.Path], SizeBytes: sizeOf[h.Path],
 			WearPercent: h.WearPercent, MediaErrors: h.MediaErrors, CriticalWarning: h.CriticalWarning,
 		})
@@ -48,10 +49,10 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) store.Node {
 // so SMART tools run once per interval, not once per reconcile.
 type inventorySSDs struct{ d *daemon }
 
-func (s inventorySSDs) SSDs(context.Context) ([]store.SSDInventory, error) {
+func (s inventorySSDs) SSDs(context.Context) ([]api.SSDInventory, error) {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
-	return append([]store.SSDInventory(nil), s.d.lastSSDs...), nil
+	return append([]api.SSDInventory(nil), s.d.lastSSDs...), nil
 }
 
 // membership keeps this node registered under a lease and its inventory
@@ -142,7 +143,7 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	var nodes []store.Node
+	var nodes []api.Node
 	for _, it := range specs {
 		if it.Value.Node != "" {
 			continue

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
@@ -93,7 +94,7 @@ func Default() Config {
 
 // Validate checks the configuration and names the bad field.
 func (c Config) Validate() error {
-	if err := store.ValidateNodeName(c.Node); err != nil {
+	if err := api.ValidateNodeName(c.Node); err != nil {
 		return fmt.Errorf("config node: %w", err)
 	}
 	if c.Listen == "" {
@@ -239,7 +240,7 @@ type daemon struct {
 	mu       sync.Mutex
 	etcdUp   bool
 	leader   bool
-	lastSSDs []store.SSDInventory
+	lastSSDs []api.SSDInventory
 }
 
 func (d *daemon) setEtcdUp(up bool) {

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/tidecache/tidecache/pkg/store"
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 // ErrNoCapacity means no live node has a pool with room for the volume.
@@ -25,7 +25,7 @@ type Choice struct {
 // (a spec naming a pool only matches pools of that name). Among those, the
 // pool with the most free SSD space wins, which spreads cache load; ties go
 // to the node name, so every leader decides the same way.
-func Place(spec store.VolumeSpec, nodes []store.Node) (Choice, error) {
+func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 	type candidate struct {
 		Choice
 		ssdFree uint64

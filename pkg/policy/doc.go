@@ -11,7 +11,7 @@
 // over the cluster policy called "default", which is laid over Builtin.
 // A field the named policy leaves at its zero value (nil pointer, empty
 // string, 0) inherits the default policy's value. A zero that ends up in
-// the effective policy means "off", as the store documents for each field.
+// the effective policy means "off", as api.Policy documents for each field.
 // So a named policy can tighten or change what the default enables but not
 // switch it off (a record cannot tell "unset" from 0); keep features that
 // only some volumes want out of the default policy.

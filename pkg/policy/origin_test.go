@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store"
 )
 
 // TestDecideOriginDegraded: a degraded HDD array raises a warning that
@@ -14,7 +14,7 @@ import (
 // the mode; the SSD rules still lower it.
 func TestDecideOriginDegraded(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	spec := store.VolumeSpec{Name: "db", Node: "n1", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20}
+	spec := api.VolumeSpec{Name: "db", Node: "n1", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20}
 	failed := &Origin{Device: "/dev/md127", Members: 4, Degraded: 1, Failed: []string{"/dev/sdb"}, SyncAction: "idle", SyncProgress: -1}
 	rebuilding := &Origin{Device: "/dev/md127", Members: 4, Degraded: 1, SyncAction: "recover", SyncProgress: 0.25}
 	tests := []struct {

@@ -6,13 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store"
 )
-
-// DefaultName is the cluster policy every volume's named policy is laid
-// over.
-const DefaultName = store.DefaultPolicy
 
 // ErrInvalid is returned by Decide and Validate for a spec or policy that
 // can never be applied; retrying does not help until someone edits it.
@@ -20,8 +16,8 @@ var ErrInvalid = errors.New("invalid volume spec or policy")
 
 // Builtin returns the policy in force when the cluster defines none: every
 // feature off except the SSD-error rule, which lowers to writethrough.
-func Builtin() store.Policy {
-	return store.Policy{Name: "builtin", OnSSDError: store.OnSSDErrorWritethrough}
+func Builtin() api.Policy {
+	return api.Policy{Name: "builtin", OnSSDError: api.OnSSDErrorWritethrough}
 }
 
 // Effective lays named over def over Builtin, field by field: a field left
@@ -29,9 +25,9 @@ func Builtin() store.Policy {
 // argument may be nil. The result's Name
 // is the most specific policy given. Pointer fields are copied, so the
 // result shares no memory with the arguments.
-func Effective(def, named *store.Policy) store.Policy {
+func Effective(def, named *api.Policy) api.Policy {
 	out := Builtin()
-	for _, p := range []*store.Policy{def, named} {
+	for _, p := range []*api.Policy{def, named} {
 		if p == nil {
 			continue
 		}
@@ -71,29 +67,22 @@ func Effective(def, named *store.Policy) store.Policy {
 
 func ptr[T any](v T) *T { return &v }
 
-// Validate checks the fields Decide relies on and names the bad one.
-func Validate(p store.Policy) error {
-	if p.Mode != "" {
-		if _, err := pool.ParseMode(p.Mode); err != nil {
-			return fmt.Errorf("%w: policy %s: mode: %w", ErrInvalid, p.Name, err)
-		}
-	}
-	if _, err := ssdErrorMode(p.OnSSDError); err != nil {
+// Validate checks the policy with its own Validate (the record's rules
+// live in package api, once) and marks a failure ErrInvalid.
+func Validate(p api.Policy) error {
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("%w: policy %s: %w", ErrInvalid, p.Name, err)
 	}
 	return nil
 }
 
-// ssdErrorMode parses Policy.OnSSDError into the mode an SSD error caps a
-// volume at; "none" caps nothing (writeback is the highest mode).
-func ssdErrorMode(s string) (pool.Mode, error) {
-	switch s {
-	case "", store.OnSSDErrorWritethrough:
-		return pool.ModeWritethrough, nil
-	case store.OnSSDErrorNone:
-		return pool.ModeWriteback, nil
+// ssdErrorMode is the mode an SSD error caps a volume at under a valid
+// Policy.OnSSDError; "none" caps nothing (writeback is the highest mode).
+func ssdErrorMode(s string) pool.Mode {
+	if s == api.OnSSDErrorNone {
+		return pool.ModeWriteback
 	}
-	return "", fmt.Errorf("onSSDError %q: want %q or %q", s, store.OnSSDErrorWritethrough, store.OnSSDErrorNone)
+	return pool.ModeWritethrough
 }
 
 // Severity ranks an alert.
@@ -108,16 +97,9 @@ const (
 	SeverityCritical Severity = "critical"
 )
 
-// Alert names, stable for alerting rules.
-const (
-	AlertSSDError = "ssd_error"
-	AlertSSDWear  = "ssd_wear"
-	// AlertOriginDegraded: the pool's HDD array has lost redundancy.
-	AlertOriginDegraded = "origin_degraded"
-)
-
 // Alert is a condition an operator should know about.
 type Alert struct {
+	// Name is one of api's Alert names.
 	Name     string
 	Severity Severity
 	Message  string
@@ -203,7 +185,7 @@ func (l *Latch) alert(onErr pool.Mode) Alert {
 	}
 	msg := fmt.Sprintf("%s%s%s); %s until the volume spec is updated to acknowledge it",
 		l.Reason, sinceMark, l.Since.UTC().Format(time.RFC3339), action)
-	return Alert{Name: AlertSSDError, Severity: SeverityCritical, Message: msg}
+	return Alert{Name: api.AlertSSDError, Severity: SeverityCritical, Message: msg}
 }
 
 // LatchFromAlerts restores a latch from the alerts of a stored status
@@ -212,7 +194,7 @@ func (l *Latch) alert(onErr pool.Mode) Alert {
 // (the write tier was removed when the volume left writeback). It returns
 // nil when the alerts hold no SSD-error alert.
 func LatchFromAlerts(alerts []string, rev int64) *Latch {
-	prefix := Alert{Name: AlertSSDError, Severity: SeverityCritical}.String()
+	prefix := Alert{Name: api.AlertSSDError, Severity: SeverityCritical}.String()
 	for _, a := range alerts {
 		msg, ok := strings.CutPrefix(a, prefix)
 		if !ok {
@@ -234,10 +216,10 @@ func LatchFromAlerts(alerts []string, rev int64) *Latch {
 // Input is everything a decision depends on.
 type Input struct {
 	// Spec is the volume's desired state; SpecRevision its ModRevision.
-	Spec         store.VolumeSpec
+	Spec         api.VolumeSpec
 	SpecRevision int64
 	// Policy is the effective policy (see Effective).
-	Policy store.Policy
+	Policy api.Policy
 	// Drain is the node's drain flag.
 	Drain bool
 	Facts Facts
@@ -299,7 +281,7 @@ func ShapeMode(writeCacheBytes, readCacheBytes uint64) pool.Mode {
 }
 
 // WantedMode is rule 1: the mode asked for before any safety rule.
-func WantedMode(spec store.VolumeSpec, p store.Policy) (pool.Mode, string, error) {
+func WantedMode(spec api.VolumeSpec, p api.Policy) (pool.Mode, string, error) {
 	src, s := "spec", spec.Mode
 	if s == "" && p.Mode != "" {
 		src, s = "policy "+p.Name, p.Mode
@@ -342,7 +324,7 @@ func Decide(in Input) (Decision, error) {
 	}
 
 	// Rule 3: SSD errors, latched.
-	onErr, _ := ssdErrorMode(in.Policy.OnSSDError) // checked by Validate
+	onErr := ssdErrorMode(in.Policy.OnSSDError)
 	if live := ssdErrors(in.Facts); live != "" {
 		l := &Latch{Revision: in.SpecRevision, Since: in.Facts.Now, Reason: live}
 		if in.Latch != nil && in.Latch.Revision >= in.SpecRevision {
@@ -367,7 +349,7 @@ func Decide(in Input) (Decision, error) {
 		}
 		if len(worn) > 0 {
 			msg := fmt.Sprintf("SSD wear at or above %d%%: %s", t, strings.Join(worn, ", "))
-			d.Alerts = append(d.Alerts, Alert{Name: AlertSSDWear, Severity: SeverityWarning, Message: msg})
+			d.Alerts = append(d.Alerts, Alert{Name: api.AlertSSDWear, Severity: SeverityWarning, Message: msg})
 			limit(pool.ModeWritethrough, msg)
 		}
 	}
@@ -375,7 +357,7 @@ func Decide(in Input) (Decision, error) {
 	// Rule 5: degraded origin. Alert only; the mode is kept (see the
 	// package documentation for why).
 	if o := in.Facts.Origin; o != nil && o.Degraded > 0 {
-		d.Alerts = append(d.Alerts, Alert{Name: AlertOriginDegraded, Severity: SeverityWarning, Message: o.describe()})
+		d.Alerts = append(d.Alerts, Alert{Name: api.AlertOriginDegraded, Severity: SeverityWarning, Message: o.describe()})
 	}
 
 	// Rule 6: scheduled flush.

@@ -7,37 +7,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func intp(v int) *int                    { return &v }
-func u64p(v uint64) *uint64              { return &v }
-func dur(d time.Duration) store.Duration { return store.Duration(d) }
+func intp(v int) *int                  { return &v }
+func u64p(v uint64) *uint64            { return &v }
+func dur(d time.Duration) api.Duration { return api.Duration(d) }
 
 func TestEffective(t *testing.T) {
-	def := &store.Policy{Name: "default", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
+	def := &api.Policy{Name: "default", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
 		FlushInterval: dur(time.Hour), WearThresholdPercent: 80, OnSSDError: "none"}
 	tests := []struct {
 		name       string
-		def, named *store.Policy
-		want       store.Policy
+		def, named *api.Policy
+		want       api.Policy
 	}{
 		{"nothing: builtin", nil, nil, Builtin()},
-		{"default only", def, nil, store.Policy{Name: "default", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
+		{"default only", def, nil, api.Policy{Name: "default", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
 			FlushInterval: dur(time.Hour), WearThresholdPercent: 80, OnSSDError: "none"}},
-		{"named over default", def, &store.Policy{Name: "db", HighWatermark: intp(20), WritebackJobs: u64p(64), SequentialBypassBytes: 1 << 20},
-			store.Policy{Name: "db", Mode: "writeback", HighWatermark: intp(20), LowWatermark: intp(45), WritebackJobs: u64p(64),
+		{"named over default", def, &api.Policy{Name: "db", HighWatermark: intp(20), WritebackJobs: u64p(64), SequentialBypassBytes: 1 << 20},
+			api.Policy{Name: "db", Mode: "writeback", HighWatermark: intp(20), LowWatermark: intp(45), WritebackJobs: u64p(64),
 				SequentialBypassBytes: 1 << 20, FlushInterval: dur(time.Hour), WearThresholdPercent: 80, OnSSDError: "none"}},
-		{"zero in named inherits", def, &store.Policy{Name: "scratch", FlushInterval: 0, WearThresholdPercent: 0},
-			store.Policy{Name: "scratch", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
+		{"zero in named inherits", def, &api.Policy{Name: "scratch", FlushInterval: 0, WearThresholdPercent: 0},
+			api.Policy{Name: "scratch", Mode: "writeback", HighWatermark: intp(50), LowWatermark: intp(45),
 				FlushInterval: dur(time.Hour), WearThresholdPercent: 80, OnSSDError: "none"}},
-		{"named without default", nil, &store.Policy{Name: "db", Mode: "writethrough"},
-			store.Policy{Name: "db", Mode: "writethrough", OnSSDError: store.OnSSDErrorWritethrough}},
-		{"autocommit from default", &store.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &store.Policy{Name: "db"},
-			store.Policy{Name: "db", AutocommitTimeMs: u64p(500), OnSSDError: store.OnSSDErrorWritethrough}},
-		{"named autocommit wins", &store.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &store.Policy{Name: "db", AutocommitTimeMs: u64p(100)},
-			store.Policy{Name: "db", AutocommitTimeMs: u64p(100), OnSSDError: store.OnSSDErrorWritethrough}},
+		{"named without default", nil, &api.Policy{Name: "db", Mode: "writethrough"},
+			api.Policy{Name: "db", Mode: "writethrough", OnSSDError: api.OnSSDErrorWritethrough}},
+		{"autocommit from default", &api.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &api.Policy{Name: "db"},
+			api.Policy{Name: "db", AutocommitTimeMs: u64p(500), OnSSDError: api.OnSSDErrorWritethrough}},
+		{"named autocommit wins", &api.Policy{Name: "default", AutocommitTimeMs: u64p(500)}, &api.Policy{Name: "db", AutocommitTimeMs: u64p(100)},
+			api.Policy{Name: "db", AutocommitTimeMs: u64p(100), OnSSDError: api.OnSSDErrorWritethrough}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,10 +61,10 @@ func TestEffective(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	spec := store.VolumeSpec{Name: "db", Node: "n1", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20, ReadCacheBytes: 64 << 20}
-	with := func(f func(*store.VolumeSpec)) store.VolumeSpec { s := spec; f(&s); return s }
+	spec := api.VolumeSpec{Name: "db", Node: "n1", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20, ReadCacheBytes: 64 << 20}
+	with := func(f func(*api.VolumeSpec)) api.VolumeSpec { s := spec; f(&s); return s }
 	pol := Builtin()
-	polWith := func(f func(*store.Policy)) store.Policy { p := Builtin(); f(&p); return p }
+	polWith := func(f func(*api.Policy)) api.Policy { p := Builtin(); f(&p); return p }
 	latch := &Latch{Revision: 10, Since: now.Add(-time.Hour), Reason: "dm-writecache error -5"}
 
 	tests := []struct {
@@ -82,25 +82,25 @@ func TestDecide(t *testing.T) {
 			in:   Input{Spec: spec, Policy: pol, Facts: Facts{Now: now}},
 			mode: pool.ModeWriteback, reasonHas: "volume default"},
 		{name: "shape default: read cache only means writethrough",
-			in:   Input{Spec: with(func(s *store.VolumeSpec) { s.WriteCacheBytes = 0 }), Policy: pol, Facts: Facts{Now: now}},
+			in:   Input{Spec: with(func(s *api.VolumeSpec) { s.WriteCacheBytes = 0 }), Policy: pol, Facts: Facts{Now: now}},
 			mode: pool.ModeWritethrough},
 		{name: "shape default: no cache means passthrough",
-			in:   Input{Spec: with(func(s *store.VolumeSpec) { s.WriteCacheBytes, s.ReadCacheBytes = 0, 0 }), Policy: pol, Facts: Facts{Now: now}},
+			in:   Input{Spec: with(func(s *api.VolumeSpec) { s.WriteCacheBytes, s.ReadCacheBytes = 0, 0 }), Policy: pol, Facts: Facts{Now: now}},
 			mode: pool.ModePassthrough},
 		{name: "spec mode wins over policy mode",
-			in:   Input{Spec: with(func(s *store.VolumeSpec) { s.Mode = "writethrough" }), Policy: polWith(func(p *store.Policy) { p.Mode = "writeback" }), Facts: Facts{Now: now}},
+			in:   Input{Spec: with(func(s *api.VolumeSpec) { s.Mode = "writethrough" }), Policy: polWith(func(p *api.Policy) { p.Mode = "writeback" }), Facts: Facts{Now: now}},
 			mode: pool.ModeWritethrough, reasonHas: "spec asks"},
 		{name: "policy mode when spec leaves it empty",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.Name = "slow"; p.Mode = "passthrough" }), Facts: Facts{Now: now}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.Name = "slow"; p.Mode = "passthrough" }), Facts: Facts{Now: now}},
 			mode: pool.ModePassthrough, reasonHas: "policy slow"},
 		{name: "invalid spec mode",
-			in:  Input{Spec: with(func(s *store.VolumeSpec) { s.Mode = "fast" }), Policy: pol, Facts: Facts{Now: now}},
+			in:  Input{Spec: with(func(s *api.VolumeSpec) { s.Mode = "fast" }), Policy: pol, Facts: Facts{Now: now}},
 			err: ErrInvalid},
 		{name: "writeback without write cache is invalid",
-			in:  Input{Spec: with(func(s *store.VolumeSpec) { s.Mode = "writeback"; s.WriteCacheBytes = 0 }), Policy: pol, Facts: Facts{Now: now}},
+			in:  Input{Spec: with(func(s *api.VolumeSpec) { s.Mode = "writeback"; s.WriteCacheBytes = 0 }), Policy: pol, Facts: Facts{Now: now}},
 			err: ErrInvalid},
 		{name: "invalid OnSSDError",
-			in:  Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.OnSSDError = "ignore" }), Facts: Facts{Now: now}},
+			in:  Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.OnSSDError = "ignore" }), Facts: Facts{Now: now}},
 			err: ErrInvalid},
 		{name: "drain: passthrough",
 			in:   Input{Spec: spec, Policy: pol, Drain: true, Facts: Facts{Now: now}},
@@ -112,14 +112,14 @@ func TestDecide(t *testing.T) {
 			in:   Input{Spec: spec, SpecRevision: 7, Policy: pol, Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", CriticalWarning: true}}}},
 			mode: pool.ModeWritethrough, alerts: []string{"critical ssd_error"}, latchRev: 7, reasonHas: "critical warning"},
 		{name: "OnSSDError none: alert only, still latched",
-			in: Input{Spec: spec, SpecRevision: 7, Policy: polWith(func(p *store.Policy) { p.OnSSDError = "none" }),
+			in: Input{Spec: spec, SpecRevision: 7, Policy: polWith(func(p *api.Policy) { p.OnSSDError = "none" }),
 				Facts: Facts{Now: now, WritecacheError: -5}},
 			mode: pool.ModeWriteback, alerts: []string{"critical ssd_error"}, latchRev: 7},
 		{name: "new media errors: writethrough",
 			in:   Input{Spec: spec, SpecRevision: 7, Policy: pol, Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", MediaErrors: 3}}}},
 			mode: pool.ModeWritethrough, alerts: []string{"critical ssd_error"}, latchRev: 7, reasonHas: "3 new media errors"},
 		{name: "SSD error never raises passthrough",
-			in:   Input{Spec: with(func(s *store.VolumeSpec) { s.Mode = "passthrough" }), SpecRevision: 7, Policy: pol, Facts: Facts{Now: now, WritecacheError: -5}},
+			in:   Input{Spec: with(func(s *api.VolumeSpec) { s.Mode = "passthrough" }), SpecRevision: 7, Policy: pol, Facts: Facts{Now: now, WritecacheError: -5}},
 			mode: pool.ModePassthrough, alerts: []string{"critical ssd_error"}, latchRev: 7},
 		{name: "drain and SSD error: passthrough with the alert",
 			in:   Input{Spec: spec, SpecRevision: 7, Policy: pol, Drain: true, Facts: Facts{Now: now, WritecacheError: -5}},
@@ -134,31 +134,31 @@ func TestDecide(t *testing.T) {
 			in:   Input{Spec: spec, SpecRevision: 11, Policy: pol, Latch: latch, Facts: Facts{Now: now, WritecacheError: -5}},
 			mode: pool.ModeWritethrough, alerts: []string{"critical ssd_error"}, latchRev: 11},
 		{name: "wear at threshold: writethrough, warning, no latch",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", WearPercent: intp(90)}}}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", WearPercent: intp(90)}}}},
 			mode: pool.ModeWritethrough, alerts: []string{"warning ssd_wear"}, reasonHas: "/dev/nvme0n1 at 90%"},
 		{name: "wear below threshold",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", WearPercent: intp(89)}, {Path: "/dev/nvme1n1"}}}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, SSDs: []SSD{{Path: "/dev/nvme0n1", WearPercent: intp(89)}, {Path: "/dev/nvme1n1"}}}},
 			mode: pool.ModeWriteback},
 		{name: "wear rule off by default",
 			in:   Input{Spec: spec, Policy: pol, Facts: Facts{Now: now, SSDs: []SSD{{Path: "x", WearPercent: intp(100)}}}},
 			mode: pool.ModeWriteback},
 		{name: "error and wear: both alerts, critical first",
-			in:   Input{Spec: spec, SpecRevision: 3, Policy: polWith(func(p *store.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, WritecacheError: -5, SSDs: []SSD{{Path: "x", WearPercent: intp(95)}}}},
+			in:   Input{Spec: spec, SpecRevision: 3, Policy: polWith(func(p *api.Policy) { p.WearThresholdPercent = 90 }), Facts: Facts{Now: now, WritecacheError: -5, SSDs: []SSD{{Path: "x", WearPercent: intp(95)}}}},
 			mode: pool.ModeWritethrough, alerts: []string{"critical ssd_error", "warning ssd_wear"}, latchRev: 3},
 		{name: "flush due",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-time.Minute), DirtyBlocks: 10}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-time.Minute), DirtyBlocks: 10}},
 			mode: pool.ModeWriteback, flush: true},
 		{name: "flush due, never flushed",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, DirtyBlocks: 10}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, DirtyBlocks: 10}},
 			mode: pool.ModeWriteback, flush: true},
 		{name: "flush due but clean",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-time.Hour)}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-time.Hour)}},
 			mode: pool.ModeWriteback, flushIn: time.Minute},
 		{name: "flush not yet due",
-			in:   Input{Spec: spec, Policy: polWith(func(p *store.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-20 * time.Second), DirtyBlocks: 10}},
+			in:   Input{Spec: spec, Policy: polWith(func(p *api.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, LastFlush: now.Add(-20 * time.Second), DirtyBlocks: 10}},
 			mode: pool.ModeWriteback, flushIn: 40 * time.Second},
 		{name: "no flush outside writeback",
-			in:   Input{Spec: spec, Drain: true, Policy: polWith(func(p *store.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, DirtyBlocks: 10}},
+			in:   Input{Spec: spec, Drain: true, Policy: polWith(func(p *api.Policy) { p.FlushInterval = dur(time.Minute) }), Facts: Facts{Now: now, DirtyBlocks: 10}},
 			mode: pool.ModePassthrough},
 		{name: "flush schedule off by default",
 			in:   Input{Spec: spec, Policy: pol, Facts: Facts{Now: now, DirtyBlocks: 10}},
@@ -207,7 +207,7 @@ func TestDecide(t *testing.T) {
 
 func TestLatchKeepsFirstSighting(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	in := Input{Spec: store.VolumeSpec{Name: "db", WriteCacheBytes: 64 << 20}, SpecRevision: 4, Policy: Builtin(),
+	in := Input{Spec: api.VolumeSpec{Name: "db", WriteCacheBytes: 64 << 20}, SpecRevision: 4, Policy: Builtin(),
 		Facts: Facts{Now: t0, WritecacheError: -5}}
 	d1, err := Decide(in)
 	if err != nil {
@@ -228,14 +228,19 @@ func TestLatchKeepsFirstSighting(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
-		p  store.Policy
+		p  api.Policy
 		ok bool
 	}{
 		{Builtin(), true},
-		{store.Policy{Name: "x", Mode: "writeback", OnSSDError: "none"}, true},
-		{store.Policy{Name: "x", OnSSDError: "writethrough"}, true},
-		{store.Policy{Name: "x", Mode: "fast"}, false},
-		{store.Policy{Name: "x", OnSSDError: "passthrough"}, false},
+		{api.Policy{Name: "x", Mode: "writeback", OnSSDError: "none"}, true},
+		{api.Policy{Name: "x", OnSSDError: "writethrough"}, true},
+		{api.Policy{Name: "x", Mode: "fast"}, false},
+		{api.Policy{Name: "x", OnSSDError: "passthrough"}, false},
+		// The rest of the record's rules apply too: Validate is the
+		// record's own, not a second copy.
+		{api.Policy{Name: "x", HighWatermark: intp(101)}, false},
+		{api.Policy{Name: "x", HighWatermark: intp(40), LowWatermark: intp(50)}, false},
+		{api.Policy{Name: "", Mode: "writeback"}, false},
 	}
 	for _, tt := range tests {
 		err := Validate(tt.p)
@@ -250,7 +255,7 @@ func TestValidate(t *testing.T) {
 
 func TestLatchFromAlerts(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	in := Input{Spec: store.VolumeSpec{Name: "db", WriteCacheBytes: 64 << 20}, SpecRevision: 4, Policy: Builtin(),
+	in := Input{Spec: api.VolumeSpec{Name: "db", WriteCacheBytes: 64 << 20}, SpecRevision: 4, Policy: Builtin(),
 		Facts: Facts{Now: t0, WritecacheError: -5, SSDs: []SSD{{Path: "x", WearPercent: intp(99)}}}}
 	in.Policy.WearThresholdPercent = 90
 	d, err := Decide(in)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/policy"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -34,12 +35,12 @@ type Engine interface {
 
 // Store is the part of *store.Store the controller uses.
 type Store interface {
-	ListVolumeSpecs(ctx context.Context) ([]store.Item[store.VolumeSpec], int64, []store.InvalidRecord, error)
-	GetVolumeSpec(ctx context.Context, name string) (store.VolumeSpec, store.Meta, error)
-	PutVolumeStatus(ctx context.Context, st store.VolumeStatus) error
-	GetVolumeStatus(ctx context.Context, name string) (store.VolumeStatus, store.Meta, error)
-	ListPolicies(ctx context.Context) ([]store.Item[store.Policy], int64, []store.InvalidRecord, error)
-	GetNodeSpec(ctx context.Context, node string) (store.NodeSpec, store.Meta, error)
+	ListVolumeSpecs(ctx context.Context) ([]store.Item[api.VolumeSpec], int64, []store.InvalidRecord, error)
+	GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec, store.Meta, error)
+	PutVolumeStatus(ctx context.Context, st api.VolumeStatus) error
+	GetVolumeStatus(ctx context.Context, name string) (api.VolumeStatus, store.Meta, error)
+	ListPolicies(ctx context.Context) ([]store.Item[api.Policy], int64, []store.InvalidRecord, error)
+	GetNodeSpec(ctx context.Context, node string) (api.NodeSpec, store.Meta, error)
 	Watch(ctx context.Context, fromRevision int64) <-chan store.WatchResult
 	Healthy(ctx context.Context) error
 }
@@ -48,7 +49,7 @@ type Store interface {
 // published inventory). It is optional: without one, the SSD wear and
 // media-error rules only see what dm-writecache itself reports.
 type SSDSource interface {
-	SSDs(ctx context.Context) ([]store.SSDInventory, error)
+	SSDs(ctx context.Context) ([]api.SSDInventory, error)
 }
 
 // Drift policies.
@@ -444,7 +445,7 @@ func (c *Controller) handle(ev store.Event) {
 	case store.KindVolumeSpec:
 		c.mu.Lock()
 		_, mine := c.owned[ev.Name]
-		if v, ok := ev.Value.(store.VolumeSpec); ok {
+		if v, ok := ev.Value.(api.VolumeSpec); ok {
 			c.known[ev.Name] = v.Node
 			mine = mine || v.Node == c.cfg.Node
 		} else if ev.Type == store.Delete {

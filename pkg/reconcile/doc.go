@@ -50,9 +50,9 @@
 //  7. Write the status: ObservedRevision is the spec's ModRevision, with
 //     mode, state, dirty blocks, hit ratios, error and alerts. While a
 //     drain or flush runs, the status is rewritten every ProgressInterval
-//     with the blocks left (State "draining" or "flushing"). A client
-//     waiting for a change waits for ObservedRevision to reach the spec's
-//     revision with the wanted Mode and an empty Error.
+//     with the blocks left (State api.StateDraining or api.StateFlushing).
+//     A client waiting for a change waits for ObservedRevision to reach the
+//     spec's revision with the wanted Mode and an empty Error.
 //
 // # Data safety
 //

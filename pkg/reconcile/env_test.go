@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/reconcile"
 	"github.com/tidecache/tidecache/pkg/store"
@@ -101,12 +102,12 @@ func (f *faultStore) invalidRecord(name string) store.InvalidRecord {
 	return store.InvalidRecord{Key: f.Prefix() + "volumes/" + name + "/spec", Err: errors.New("unknown apiVersion \"tidecache/v9\"")}
 }
 
-func (f *faultStore) ListVolumeSpecs(ctx context.Context) ([]store.Item[store.VolumeSpec], int64, []store.InvalidRecord, error) {
+func (f *faultStore) ListVolumeSpecs(ctx context.Context) ([]store.Item[api.VolumeSpec], int64, []store.InvalidRecord, error) {
 	items, rev, invalid, err := f.Store.ListVolumeSpecs(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
-	var keep []store.Item[store.VolumeSpec]
+	var keep []store.Item[api.VolumeSpec]
 	for _, it := range items {
 		if f.invalid[it.Value.Name] {
 			invalid = append(invalid, f.invalidRecord(it.Value.Name))
@@ -117,12 +118,12 @@ func (f *faultStore) ListVolumeSpecs(ctx context.Context) ([]store.Item[store.Vo
 	return keep, rev, invalid, err
 }
 
-func (f *faultStore) GetVolumeSpec(ctx context.Context, name string) (store.VolumeSpec, store.Meta, error) {
+func (f *faultStore) GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec, store.Meta, error) {
 	f.mu.Lock()
 	bad := f.invalid[name]
 	f.mu.Unlock()
 	if bad {
-		return store.VolumeSpec{}, store.Meta{}, f.invalidRecord(name)
+		return api.VolumeSpec{}, store.Meta{}, f.invalidRecord(name)
 	}
 	return f.Store.GetVolumeSpec(ctx, name)
 }
@@ -289,11 +290,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // spec returns a writeback-capable spec for node n1 in pool fast.
-func spec(name string) store.VolumeSpec {
-	return store.VolumeSpec{Name: name, Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20}
+func spec(name string) api.VolumeSpec {
+	return api.VolumeSpec{Name: name, Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20}
 }
 
-func (e *env) createSpec(s store.VolumeSpec) store.Meta {
+func (e *env) createSpec(s api.VolumeSpec) store.Meta {
 	e.t.Helper()
 	m, err := e.st.CreateVolumeSpec(e.ctx(), s)
 	if err != nil {
@@ -302,7 +303,7 @@ func (e *env) createSpec(s store.VolumeSpec) store.Meta {
 	return m
 }
 
-func (e *env) updateSpec(name string, f func(*store.VolumeSpec)) store.Meta {
+func (e *env) updateSpec(name string, f func(*api.VolumeSpec)) store.Meta {
 	e.t.Helper()
 	s, m, err := e.st.GetVolumeSpec(e.ctx(), name)
 	if err != nil {
@@ -316,10 +317,10 @@ func (e *env) updateSpec(name string, f func(*store.VolumeSpec)) store.Meta {
 	return m
 }
 
-func (e *env) status(name string) (store.VolumeStatus, bool) {
+func (e *env) status(name string) (api.VolumeStatus, bool) {
 	st, _, err := e.st.GetVolumeStatus(e.ctx(), name)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.VolumeStatus{}, false
+		return api.VolumeStatus{}, false
 	}
 	if err != nil {
 		e.t.Fatal(err)
@@ -328,9 +329,9 @@ func (e *env) status(name string) (store.VolumeStatus, bool) {
 }
 
 // waitStatus waits for a status of name that satisfies cond.
-func (e *env) waitStatus(name, what string, cond func(store.VolumeStatus) bool) store.VolumeStatus {
+func (e *env) waitStatus(name, what string, cond func(api.VolumeStatus) bool) api.VolumeStatus {
 	e.t.Helper()
-	var last store.VolumeStatus
+	var last api.VolumeStatus
 	waitFor(e.t, name+" status: "+what, func() bool {
 		st, ok := e.status(name)
 		last = st

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store"
 )
 
 // fakeEngine is an in-memory engine: volumes with a mode, dirty blocks, a
@@ -94,7 +94,7 @@ func (f *fakeEngine) exists(name string) bool {
 func (f *fakeEngine) addLocal(name, poolName string, mode pool.Mode) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.vols[name] = &fakeVol{info: engine.VolumeInfo{Name: name, Pool: poolName, Mode: mode, State: "active",
+	f.vols[name] = &fakeVol{info: engine.VolumeInfo{Name: name, Pool: poolName, Mode: mode, State: api.StateActive,
 		SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20, BlockSize: 4096}}
 }
 
@@ -104,7 +104,7 @@ func (f *fakeEngine) view(v *fakeVol) engine.VolumeInfo {
 		info.WriteCache = &engine.WriteCacheStatus{DirtyBlocks: v.dirty, DirtyBytes: v.dirty * 4096, ReadHitRatio: 0.5, WriteHitRatio: 0.25}
 		info.WriteCache.Error = v.wcError
 		if v.wcError != 0 {
-			info.State, info.Error = "error", fmt.Sprintf("dm-writecache reports error %d", v.wcError)
+			info.State, info.Error = api.StateError, fmt.Sprintf("dm-writecache reports error %d", v.wcError)
 		}
 	}
 	return info
@@ -160,7 +160,7 @@ func (f *fakeEngine) CreateVolume(ctx context.Context, poolName string, req pool
 			mode = pool.ModeWriteback
 		}
 	}
-	v := &fakeVol{info: engine.VolumeInfo{Name: req.Name, Pool: poolName, Mode: mode, State: "active",
+	v := &fakeVol{info: engine.VolumeInfo{Name: req.Name, Pool: poolName, Mode: mode, State: api.StateActive,
 		SizeBytes: alignUp(req.Size), WriteCacheBytes: alignUp(req.WriteCache), ReadCacheBytes: alignUp(req.ReadCache), BlockSize: 4096}}
 	if req.ReadCache > 0 {
 		// Like the engine: the volume records the node default (64 KiB)
@@ -303,16 +303,16 @@ func tuningString(t *pool.Tuning) string {
 // fakeSSDs is a settable SSD inventory.
 type fakeSSDs struct {
 	mu   sync.Mutex
-	ssds []store.SSDInventory
+	ssds []api.SSDInventory
 }
 
-func (s *fakeSSDs) set(ssds ...store.SSDInventory) {
+func (s *fakeSSDs) set(ssds ...api.SSDInventory) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ssds = ssds
 }
 
-func (s *fakeSSDs) SSDs(ctx context.Context) ([]store.SSDInventory, error) {
+func (s *fakeSSDs) SSDs(ctx context.Context) ([]api.SSDInventory, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.ssds), nil

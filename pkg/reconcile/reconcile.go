@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/policy"
@@ -15,38 +16,11 @@ import (
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-// Values of VolumeStatus.State written by the controller. The engine's
-// own states ("active", "suspended", "inactive", "error") are written as
-// they are when no step of the reconcile is under way.
-const (
-	StateActive    = "active"
-	StateSuspended = "suspended"
-	StateInactive  = "inactive"
-	StateError     = "error"
-	// StateCreating: the spec was seen and the volume is being created.
-	StateCreating = "creating"
-	// StateDraining: the write tier is being emptied for a mode change.
-	StateDraining = "draining"
-	// StateFlushing: a flush (scheduled, or before a delete) is running.
-	StateFlushing = "flushing"
-	// StateDeleting: the spec is gone and the volume waits to be deleted
-	// (in use, or its write tier is being flushed).
-	StateDeleting = "deleting"
-	// StateDrift: the live tables differ from the layout and DriftPolicy
-	// is "report"; no mode change or flush is made until it is resolved.
-	StateDrift = "drift"
-)
-
-// Alerts raised by the controller itself (the policy package raises the
-// SSD ones).
-const (
-	// AlertDrift: live tables differ from the layout and are not repaired
-	// (DriftPolicy report).
-	AlertDrift = "drift"
-	// AlertSpecMismatch: the volume's pool or sizes differ from its spec;
-	// they are not changed in place.
-	AlertSpecMismatch = "spec_mismatch"
-)
+// StateActive is api.StateActive, kept for tests/bench/controlplane.
+//
+// Deprecated: use api.StateActive; the states and alert names the
+// controller writes are api's State and Alert constants.
+const StateActive = api.StateActive
 
 // Result says when to reconcile a volume again regardless of changes. The
 // zero Result waits for the next change or resync.
@@ -209,10 +183,10 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	c.known[name] = spec.Node
 	c.mu.Unlock()
 
-	st := store.VolumeStatus{Name: name, ObservedRevision: meta.ModRevision}
+	st := api.VolumeStatus{Name: name, ObservedRevision: meta.ModRevision}
 	fail := func(err error, actual *engine.VolumeInfo) outcome {
 		err = classify(err)
-		st.State, st.Error = StateError, err.Error()
+		st.State, st.Error = api.StateError, err.Error()
 		return outcome{err: errors.Join(err, c.putStatus(ctx, st, actual))}
 	}
 
@@ -270,7 +244,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 		return c.create(ctx, spec, d, policyTuning(eff), st)
 	}
 	if m := mismatch(spec, actual); m != "" {
-		st.Alerts = append(st.Alerts, policy.Alert{Name: AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String())
+		st.Alerts = append(st.Alerts, policy.Alert{Name: api.AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String())
 	}
 
 	// Drift first: a mode change starts from the stack the layout
@@ -279,7 +253,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	if err != nil {
 		return fail(err, &actual)
 	}
-	if st.State == StateDrift {
+	if st.State == api.StateDrift {
 		return outcome{res: res, err: c.putStatus(ctx, st, &actual)}
 	}
 
@@ -289,7 +263,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 			return fail(Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason)), &actual)
 		}
 		c.log.Info("changing mode", "volume", name, "from", actual.Mode, "to", d.Mode, "reason", d.Reason, "revision", meta.ModRevision)
-		err := c.withProgress(ctx, st, &actual, StateDraining, func(p engine.ProgressFunc) error {
+		err := c.withProgress(ctx, st, &actual, api.StateDraining, func(p engine.ProgressFunc) error {
 			return c.engine.SetMode(ctx, name, d.Mode, p)
 		})
 		if err != nil {
@@ -307,7 +281,7 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 		changed = true
 	}
 	if d.FlushNow && d.Mode == pool.ModeWriteback {
-		err := c.withProgress(ctx, st, &actual, StateFlushing, func(p engine.ProgressFunc) error {
+		err := c.withProgress(ctx, st, &actual, api.StateFlushing, func(p engine.ProgressFunc) error {
 			_, err := c.engine.Flush(ctx, name, p)
 			return err
 		})
@@ -336,35 +310,35 @@ func actualPtr(v engine.VolumeInfo, ok bool) *engine.VolumeInfo {
 }
 
 // desired reads the effective policy and the node's drain flag for spec.
-func (c *Controller) desired(ctx context.Context, spec store.VolumeSpec) (store.Policy, bool, error) {
+func (c *Controller) desired(ctx context.Context, spec api.VolumeSpec) (api.Policy, bool, error) {
 	sctx, cancel := c.storeCtx(ctx)
 	defer cancel()
 	pols, _, invalid, err := c.store.ListPolicies(sctx)
 	if err != nil {
-		return store.Policy{}, false, fmt.Errorf("read policies: %w", err)
+		return api.Policy{}, false, fmt.Errorf("read policies: %w", err)
 	}
-	var def, named *store.Policy
+	var def, named *api.Policy
 	for i := range pols {
 		switch pols[i].Value.Name {
-		case policy.DefaultName:
+		case api.DefaultPolicy:
 			def = &pols[i].Value
 		case spec.Policy:
 			named = &pols[i].Value
 		}
 	}
-	if spec.Policy != "" && spec.Policy != policy.DefaultName && named == nil {
+	if spec.Policy != "" && spec.Policy != api.DefaultPolicy && named == nil {
 		// Acting without the policy the user named could undo what it
 		// asks for: leave the volume as it is until the policy exists.
 		for _, r := range invalid {
 			if strings.HasSuffix(r.Key, "/"+spec.Policy) {
-				return store.Policy{}, false, Terminal(fmt.Errorf("policy %s is malformed, volume left as it is: %w", spec.Policy, r))
+				return api.Policy{}, false, Terminal(fmt.Errorf("policy %s is malformed, volume left as it is: %w", spec.Policy, r))
 			}
 		}
-		return store.Policy{}, false, Terminal(fmt.Errorf("policy %s does not exist, volume left as it is", spec.Policy))
+		return api.Policy{}, false, Terminal(fmt.Errorf("policy %s does not exist, volume left as it is", spec.Policy))
 	}
 	ns, _, err := c.store.GetNodeSpec(sctx, c.cfg.Node)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return store.Policy{}, false, fmt.Errorf("read node spec: %w", err)
+		return api.Policy{}, false, fmt.Errorf("read node spec: %w", err)
 	}
 	return policy.Effective(def, named), ns.Drain, nil
 }
@@ -439,13 +413,13 @@ func (c *Controller) originFacts(ctx context.Context, name, poolName string) *po
 }
 
 // create creates a missing volume in the mode decided.
-func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy.Decision, tuning *pool.Tuning, st store.VolumeStatus) outcome {
+func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.Decision, tuning *pool.Tuning, st api.VolumeStatus) outcome {
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
 		Mode: d.Mode, BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
 		FUAWindow: spec.AllowFUAWindow,
 	}
-	st.State = StateCreating
+	st.State = api.StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {
 		return outcome{err: err}
 	}
@@ -453,12 +427,12 @@ func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy
 	info, err := c.engine.CreateVolume(ctx, spec.Pool, req)
 	if err != nil {
 		err = classify(fmt.Errorf("create volume: %w", err))
-		st.State, st.Error = StateError, err.Error()
+		st.State, st.Error = api.StateError, err.Error()
 		return outcome{err: errors.Join(err, c.putStatus(ctx, st, nil))}
 	}
 	if !tuning.Equal(info.Tuning) {
 		if _, err := c.engine.SetTuning(ctx, spec.Name, tuning); err != nil {
-			st.State, st.Error = StateError, fmt.Sprintf("apply policy tuning: %v", err)
+			st.State, st.Error = api.StateError, fmt.Sprintf("apply policy tuning: %v", err)
 			return outcome{err: errors.Join(err, c.putStatus(ctx, st, &info))}
 		}
 		if info, err = c.engine.Volume(ctx, spec.Name); err != nil {
@@ -471,7 +445,7 @@ func (c *Controller) create(ctx context.Context, spec store.VolumeSpec, d policy
 
 // mismatch describes spec fields the existing volume does not match and
 // that cannot be changed in place, "" when there are none.
-func mismatch(spec store.VolumeSpec, v engine.VolumeInfo) string {
+func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 	const align = pool.Alignment * pool.SectorSize
 	up := func(b uint64) uint64 { return (b + align - 1) / align * align }
 	var diffs []string
@@ -504,8 +478,8 @@ func mismatch(spec store.VolumeSpec, v engine.VolumeInfo) string {
 }
 
 // drift checks the live tables against the layout and repairs or reports
-// per DriftPolicy. When it reports, it sets st.State to StateDrift.
-func (c *Controller) drift(ctx context.Context, name string, st *store.VolumeStatus) (Result, bool, error) {
+// per DriftPolicy. When it reports, it sets st.State to api.StateDrift.
+func (c *Controller) drift(ctx context.Context, name string, st *api.VolumeStatus) (Result, bool, error) {
 	err := c.engine.CheckVolume(ctx, name)
 	var drifts []*engine.DriftError
 	collectDrift(err, &drifts)
@@ -522,9 +496,9 @@ func (c *Controller) drift(ctx context.Context, name string, st *store.VolumeSta
 	if c.cfg.DriftPolicy == DriftReport {
 		c.cfg.Metrics.driftSeen(DriftReported)
 		c.log.Warn("drift: live tables differ from the layout; reported only (drift policy report)", "volume", name, "drift", desc)
-		st.State = StateDrift
+		st.State = api.StateDrift
 		st.Error = "live tables differ from the layout (drift policy report, not repaired): " + strings.Join(desc, "; ")
-		st.Alerts = append(st.Alerts, policy.Alert{Name: AlertDrift, Severity: policy.SeverityWarning, Message: st.Error}.String())
+		st.Alerts = append(st.Alerts, policy.Alert{Name: api.AlertDrift, Severity: policy.SeverityWarning, Message: st.Error}.String())
 		return Result{RequeueAfter: c.cfg.ResyncInterval}, false, nil
 	}
 	changed, err := c.engine.RepairVolume(ctx, name)
@@ -601,7 +575,7 @@ func (c *Controller) reconcileDeleted(ctx context.Context, name string) outcome 
 // putStatus fills st from the volume's actual state (when known) and
 // writes it. A failed write is returned as a transient error: the status
 // is rewritten by the retry.
-func (c *Controller) putStatus(ctx context.Context, st store.VolumeStatus, actual *engine.VolumeInfo) error {
+func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual *engine.VolumeInfo) error {
 	st.Node = c.cfg.Node
 	st.UpdatedAt = time.Now().UTC()
 	if actual != nil {
@@ -624,7 +598,7 @@ func (c *Controller) putStatus(ctx context.Context, st store.VolumeStatus, actua
 		}
 	}
 	if st.State == "" && st.Error != "" {
-		st.State = StateError
+		st.State = api.StateError
 	}
 	sctx, cancel := c.storeCtx(ctx)
 	defer cancel()
@@ -637,7 +611,7 @@ func (c *Controller) putStatus(ctx context.Context, st store.VolumeStatus, actua
 // withProgress runs a long engine step (drain, flush) and rewrites the
 // volume's status every ProgressInterval with the dirty blocks left, so
 // `tidectl --wait` can show progress.
-func (c *Controller) withProgress(ctx context.Context, st store.VolumeStatus, actual *engine.VolumeInfo, state string, run func(engine.ProgressFunc) error) error {
+func (c *Controller) withProgress(ctx context.Context, st api.VolumeStatus, actual *engine.VolumeInfo, state string, run func(engine.ProgressFunc) error) error {
 	var mu sync.Mutex
 	var last *engine.Progress
 	progress := func(p engine.Progress) {
@@ -687,7 +661,7 @@ func (c *Controller) withProgress(ctx context.Context, st store.VolumeStatus, ac
 
 // policyTuning is the write-tier tuning an effective policy asks for; nil
 // when it sets none (node defaults).
-func policyTuning(p store.Policy) *pool.Tuning {
+func policyTuning(p api.Policy) *pool.Tuning {
 	t := &pool.Tuning{HighWatermark: p.HighWatermark, LowWatermark: p.LowWatermark, WritebackJobs: p.WritebackJobs,
 		AutocommitTimeMs: p.AutocommitTimeMs}
 	if t.Empty() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -19,7 +20,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func hasAlert(st store.VolumeStatus, prefix string) bool {
+func hasAlert(st api.VolumeStatus, prefix string) bool {
 	return slices.ContainsFunc(st.Alerts, func(a string) bool { return strings.HasPrefix(a, prefix) })
 }
 
@@ -36,8 +37,8 @@ func (e *env) reconciles() float64 { return e.metric("tidecache_reconcile_durati
 func TestCreateFromSpec(t *testing.T) {
 	e := newEnv(t, nil).start()
 	m := e.createSpec(spec("db"))
-	st := e.waitStatus("db", "observed and active", func(s store.VolumeStatus) bool {
-		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateActive
+	st := e.waitStatus("db", "observed and active", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == api.StateActive
 	})
 	if st.Node != "n1" || st.Mode != "writeback" || st.Error != "" || len(st.Alerts) != 0 {
 		t.Errorf("status = %+v", st)
@@ -69,8 +70,8 @@ func TestCreateTerminalError(t *testing.T) {
 	s := spec("db")
 	s.Pool = "nosuch"
 	m := e.createSpec(s)
-	st := e.waitStatus("db", "error", func(s store.VolumeStatus) bool {
-		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateError
+	st := e.waitStatus("db", "error", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == api.StateError
 	})
 	if !strings.Contains(st.Error, "pool not found") {
 		t.Errorf("status error = %q", st.Error)
@@ -84,23 +85,23 @@ func TestCreateTerminalError(t *testing.T) {
 		t.Errorf("terminal errors = %v", n)
 	}
 	// Fixing the spec retries at once.
-	m = e.updateSpec("db", func(s *store.VolumeSpec) { s.Pool = "fast" })
-	e.waitStatus("db", "fixed", func(s store.VolumeStatus) bool {
-		return s.ObservedRevision == m.ModRevision && s.State == reconcile.StateActive && s.Error == ""
+	m = e.updateSpec("db", func(s *api.VolumeSpec) { s.Pool = "fast" })
+	e.waitStatus("db", "fixed", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == api.StateActive && s.Error == ""
 	})
 }
 
 func TestModeChange(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.dirty = 7 })
 
-	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
-	st := e.waitStatus("db", "writethrough", func(s store.VolumeStatus) bool {
+	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
+	st := e.waitStatus("db", "writethrough", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
 	})
-	if st.DirtyBlocks != 0 || st.State != reconcile.StateActive {
+	if st.DirtyBlocks != 0 || st.State != api.StateActive {
 		t.Errorf("status after drain = %+v", st)
 	}
 	if n := e.eng.count("setmode db writethrough"); n != 1 {
@@ -126,17 +127,17 @@ func TestLatestStateWins(t *testing.T) {
 	}
 	e.start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	waitFor(t, "the first SetMode to block", func() bool { return inFlight.Load() == 1 })
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
-	last := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "passthrough" })
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
+	last := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "passthrough" })
 	time.Sleep(50 * time.Millisecond) // let the events arrive while blocked
 	close(release)
 
-	e.waitStatus("db", "the last spec", func(s store.VolumeStatus) bool {
+	e.waitStatus("db", "the last spec", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == last.ModRevision && s.Mode == "passthrough"
 	})
 	if got := e.eng.count("setmode"); got != 2 {
@@ -152,29 +153,29 @@ func TestDrainNode(t *testing.T) {
 	e.createSpec(spec("a"))
 	e.createSpec(spec("b"))
 	for _, n := range []string{"a", "b"} {
-		e.waitStatus(n, "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+		e.waitStatus(n, "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" })
 	}
 	e.eng.with("a", func(v *fakeVol) { v.dirty = 100 })
 
-	ns, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n1", Drain: true}, 0)
+	ns, err := e.st.PutNodeSpec(e.ctx(), api.NodeSpec{Name: "n1", Drain: true}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b"} {
-		st := e.waitStatus(n, "passthrough", func(s store.VolumeStatus) bool { return s.Mode == "passthrough" })
+		st := e.waitStatus(n, "passthrough", func(s api.VolumeStatus) bool { return s.Mode == "passthrough" })
 		if st.DirtyBlocks != 0 {
 			t.Errorf("%s drained with %d dirty blocks", n, st.DirtyBlocks)
 		}
 	}
 	// Another node's drain changes nothing here.
-	if _, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n2", Drain: false}, 0); err != nil {
+	if _, err := e.st.PutNodeSpec(e.ctx(), api.NodeSpec{Name: "n2", Drain: false}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.PutNodeSpec(e.ctx(), store.NodeSpec{Name: "n1", Drain: false}, ns.ModRevision); err != nil {
+	if _, err := e.st.PutNodeSpec(e.ctx(), api.NodeSpec{Name: "n1", Drain: false}, ns.ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"a", "b"} {
-		e.waitStatus(n, "writeback again", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+		e.waitStatus(n, "writeback again", func(s api.VolumeStatus) bool { return s.Mode == "writeback" })
 	}
 }
 
@@ -184,14 +185,14 @@ func TestPolicyMode(t *testing.T) {
 	s.Policy = "slow"
 	m := e.createSpec(s)
 	// The named policy does not exist: the volume is not created.
-	st := e.waitStatus("db", "policy error", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision && s.Error != "" })
+	st := e.waitStatus("db", "policy error", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision && s.Error != "" })
 	if !strings.Contains(st.Error, "policy slow does not exist") || e.eng.count("create") != 0 {
 		t.Fatalf("status %+v, calls %q", st, e.eng.Calls())
 	}
-	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "slow", Mode: "writethrough"}, 0); err != nil {
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "slow", Mode: "writethrough"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.waitStatus("db", "created in writethrough", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" && s.Error == "" })
+	e.waitStatus("db", "created in writethrough", func(s api.VolumeStatus) bool { return s.Mode == "writethrough" && s.Error == "" })
 	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writethrough"}) {
 		t.Errorf("calls = %q", got)
 	}
@@ -199,30 +200,30 @@ func TestPolicyMode(t *testing.T) {
 
 func TestScheduledFlush(t *testing.T) {
 	e := newEnv(t, nil).start()
-	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", FlushInterval: store.Duration(time.Second)}, 0); err != nil {
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", FlushInterval: api.Duration(time.Second)}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
 	waitFor(t, "the scheduled flush", func() bool { return e.eng.count("flush db") == 1 })
-	e.waitStatus("db", "clean", func(s store.VolumeStatus) bool { return s.DirtyBlocks == 0 })
+	e.waitStatus("db", "clean", func(s api.VolumeStatus) bool { return s.DirtyBlocks == 0 })
 }
 
 func TestSSDErrorLatched(t *testing.T) {
 	e := newEnv(t, nil)
 	// Errors from before the daemon watched the SSD are the baseline.
-	ssd := store.SSDInventory{Path: "/dev/nvme0n1", Serial: "S1", Pool: "fast", MediaErrors: 2}
+	ssd := api.SSDInventory{Path: "/dev/nvme0n1", Serial: "S1", Pool: "fast", MediaErrors: 2}
 	e.ssds.set(ssd)
 	e.start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" && len(s.Alerts) == 0 })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" && len(s.Alerts) == 0 })
 
 	// A new media error: writethrough and a critical alert.
 	ssd.MediaErrors = 3
 	e.ssds.set(ssd)
 	e.ctrl.Resync(e.ctx())
-	st := e.waitStatus("db", "writethrough after SSD error", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" })
+	st := e.waitStatus("db", "writethrough after SSD error", func(s api.VolumeStatus) bool { return s.Mode == "writethrough" })
 	if !hasAlert(st, "critical ssd_error: /dev/nvme0n1 1 new media errors") {
 		t.Errorf("alerts = %q", st.Alerts)
 	}
@@ -249,8 +250,8 @@ func TestSSDErrorLatched(t *testing.T) {
 
 	// The operator acknowledges by writing the spec: back to writeback,
 	// and the acknowledged media errors no longer count.
-	m := e2.updateSpec("db", func(*store.VolumeSpec) {})
-	st = e2.waitStatus("db", "acknowledged", func(s store.VolumeStatus) bool {
+	m := e2.updateSpec("db", func(*api.VolumeSpec) {})
+	st = e2.waitStatus("db", "acknowledged", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == m.ModRevision && s.Mode == "writeback"
 	})
 	if len(st.Alerts) != 0 {
@@ -261,7 +262,7 @@ func TestSSDErrorLatched(t *testing.T) {
 	ssd.CriticalWarning = true
 	e2.ssds.set(ssd)
 	e2.ctrl.Resync(e2.ctx())
-	e2.waitStatus("db", "writethrough after critical warning", func(s store.VolumeStatus) bool {
+	e2.waitStatus("db", "writethrough after critical warning", func(s api.VolumeStatus) bool {
 		return s.Mode == "writethrough" && hasAlert(s, "critical ssd_error: /dev/nvme0n1 SMART critical warning")
 	})
 	ssd.CriticalWarning = false
@@ -285,16 +286,16 @@ func storeConfigOf(e *env) store.Config {
 
 func TestWearThreshold(t *testing.T) {
 	e := newEnv(t, nil).start()
-	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", WearThresholdPercent: 80}, 0); err != nil {
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", WearThresholdPercent: 80}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.Mode == "writeback" })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" })
 	wear := 85
-	e.ssds.set(store.SSDInventory{Path: "/dev/nvme0n1", Pool: "fast", WearPercent: &wear},
-		store.SSDInventory{Path: "/dev/nvme1n1", Pool: "other", WearPercent: &wear})
+	e.ssds.set(api.SSDInventory{Path: "/dev/nvme0n1", Pool: "fast", WearPercent: &wear},
+		api.SSDInventory{Path: "/dev/nvme1n1", Pool: "other", WearPercent: &wear})
 	e.ctrl.Resync(e.ctx())
-	st := e.waitStatus("db", "writethrough for wear", func(s store.VolumeStatus) bool { return s.Mode == "writethrough" })
+	st := e.waitStatus("db", "writethrough for wear", func(s api.VolumeStatus) bool { return s.Mode == "writethrough" })
 	if len(st.Alerts) != 1 || !strings.HasPrefix(st.Alerts[0], "warning ssd_wear:") || strings.Contains(st.Alerts[0], "nvme1n1") {
 		t.Errorf("alerts = %q (only the pool's own SSD counts)", st.Alerts)
 	}
@@ -303,12 +304,12 @@ func TestWearThreshold(t *testing.T) {
 func TestWritecacheErrorReported(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.wcError = -5; v.dirty = 3 })
 	e.ctrl.Resync(e.ctx())
 	// The engine cannot drain an errored write tier: the attempt fails,
 	// the status says so with the critical alert, and it is retried.
-	st := e.waitStatus("db", "error reported", func(s store.VolumeStatus) bool {
+	st := e.waitStatus("db", "error reported", func(s api.VolumeStatus) bool {
 		return hasAlert(s, "critical ssd_error: dm-writecache error -5") && strings.Contains(s.Error, "set mode writethrough")
 	})
 	if st.Mode != "writeback" || st.DirtyBlocks != 3 {
@@ -320,7 +321,7 @@ func TestWritecacheErrorReported(t *testing.T) {
 func TestDriftRepaired(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.drift = true })
 	e.ctrl.Resync(e.ctx())
 	waitFor(t, "repair", func() bool { return e.eng.count("repair db") == 1 })
@@ -332,15 +333,15 @@ func TestDriftRepaired(t *testing.T) {
 func TestDriftReported(t *testing.T) {
 	e := newEnv(t, func(c *reconcile.Config) { c.DriftPolicy = reconcile.DriftReport }).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.drift = true })
 	e.ctrl.Resync(e.ctx())
-	st := e.waitStatus("db", "drift", func(s store.VolumeStatus) bool { return s.State == reconcile.StateDrift })
+	st := e.waitStatus("db", "drift", func(s api.VolumeStatus) bool { return s.State == api.StateDrift })
 	if !hasAlert(st, "warning drift:") || !strings.Contains(st.Error, "tc-db") {
 		t.Errorf("status = %+v", st)
 	}
 	// Reported, not repaired, and no mode change on a drifted stack.
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	time.Sleep(100 * time.Millisecond)
 	if n := e.eng.count("repair") + e.eng.count("setmode"); n != 0 {
 		t.Errorf("drifted volume changed: %q", e.eng.Calls())
@@ -351,14 +352,14 @@ func TestOtherNodesAndUnmanaged(t *testing.T) {
 	e := newEnv(t, nil)
 	e.eng.addLocal("moved", "fast", pool.ModeWriteback)  // spec names n2
 	e.eng.addLocal("orphan", "fast", pool.ModeWriteback) // no spec at all
-	e.createSpec(store.VolumeSpec{Name: "moved", Node: "n2", SizeBytes: 1 << 30})
+	e.createSpec(api.VolumeSpec{Name: "moved", Node: "n2", SizeBytes: 1 << 30})
 	e.start()
-	e.createSpec(store.VolumeSpec{Name: "theirs", Node: "n2", SizeBytes: 1 << 30})
-	e.createSpec(store.VolumeSpec{Name: "unplaced", SizeBytes: 1 << 30})
+	e.createSpec(api.VolumeSpec{Name: "theirs", Node: "n2", SizeBytes: 1 << 30})
+	e.createSpec(api.VolumeSpec{Name: "unplaced", SizeBytes: 1 << 30})
 	// Events arrive in order: once a later spec of ours is done, the
 	// others were seen.
 	e.createSpec(spec("mine"))
-	e.waitStatus("mine", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("mine", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.ctrl.Resync(e.ctx())
 	waitFor(t, "unmanaged report", func() bool { return len(e.ctrl.Unmanaged()) == 2 })
 	got := e.ctrl.Unmanaged()
@@ -379,7 +380,7 @@ func TestMalformedSpecSkipped(t *testing.T) {
 	e.createSpec(spec("broken"))
 	e.createSpec(spec("good"))
 	e.start()
-	e.waitStatus("good", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("good", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	if e.eng.exists("broken") {
 		t.Error("a malformed spec was acted on")
 	}
@@ -390,15 +391,15 @@ func TestMalformedSpecSkipped(t *testing.T) {
 	// A spec of ours that turns malformed is not a deletion: the volume
 	// stays as it is.
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.fs.markInvalid("db")
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "passthrough" })
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "passthrough" })
 	waitFor(t, "terminal error", func() bool {
 		return e.metric("tidecache_reconcile_total", map[string]string{"result": "terminal_error"}) >= 1
 	})
 	e.ctrl.Resync(e.ctx())
-	m := e.updateSpec("good", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
-	e.waitStatus("good", "still served", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	m := e.updateSpec("good", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
+	e.waitStatus("good", "still served", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
 	if !e.eng.exists("db") || e.eng.mode("db") != pool.ModeWriteback || e.eng.count("delete") != 0 {
 		t.Errorf("volume with a malformed spec was changed: %q", e.eng.Calls())
 	}
@@ -407,11 +408,11 @@ func TestMalformedSpecSkipped(t *testing.T) {
 func TestCompactionRelists(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 
 	// Events lost to compaction: the controller must not depend on them.
 	e.fs.setBlind(true)
-	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
+	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	e.createSpec(spec("later"))
 	time.Sleep(50 * time.Millisecond)
 	if e.eng.count("setmode") != 0 || e.eng.exists("later") {
@@ -420,10 +421,10 @@ func TestCompactionRelists(t *testing.T) {
 	lists := e.fs.listCount()
 	e.fs.setBlind(false)
 	e.fs.compact <- struct{}{}
-	e.waitStatus("db", "applied after re-list", func(s store.VolumeStatus) bool {
+	e.waitStatus("db", "applied after re-list", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
 	})
-	e.waitStatus("later", "created after re-list", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("later", "created after re-list", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	if e.fs.listCount() <= lists {
 		t.Error("no re-list after compaction")
 	}
@@ -433,8 +434,8 @@ func TestSpecDeleted(t *testing.T) {
 	e := newEnv(t, nil).start()
 	m := e.createSpec(spec("db"))
 	busy := e.createSpec(spec("busy"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
-	e.waitStatus("busy", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
+	e.waitStatus("busy", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
 	e.eng.with("busy", func(v *fakeVol) { v.open = true })
 
@@ -487,7 +488,7 @@ func TestEtcdOutage(t *testing.T) {
 	scfg.RequestTimeout = 300 * time.Millisecond // notice the outage sooner
 	e := newEnvAt(t, scfg, newFakeEngine("fast"), nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 
 	srv.Close()
 	waitFor(t, "outage reported", func() bool { return e.etcdUp.Load() == 2 && !e.ctrl.EtcdUp() })
@@ -509,8 +510,8 @@ func TestEtcdOutage(t *testing.T) {
 	waitFor(t, "recovery reported", func() bool { return e.etcdUp.Load() == 1 && e.ctrl.EtcdUp() })
 	// Resumed: the re-list finds the drift, and new specs are served.
 	waitFor(t, "drift repaired after recovery", func() bool { return e.eng.count("repair db") == 1 })
-	m := e.updateSpec("db", func(s *store.VolumeSpec) { s.Mode = "writethrough" })
-	e.waitStatus("db", "mode applied after recovery", func(s store.VolumeStatus) bool {
+	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
+	e.waitStatus("db", "mode applied after recovery", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
 	})
 	// Stop the controller and its client first: etcd waits for open
@@ -522,7 +523,7 @@ func TestEtcdOutage(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
-	e.waitStatus("db", "created", func(s store.VolumeStatus) bool { return s.State == reconcile.StateActive })
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	problems, err := testutil.GatherAndLint(e.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +594,7 @@ func TestStartWithEtcdDown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	waitFor(t, "store reachable", func() bool { return e.ctrl.EtcdUp() })
 	m := e.createSpec(spec("new"))
-	e.waitStatus("new", "created", func(s store.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	e.waitStatus("new", "created", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
 	// db has no spec: reported, its drift left alone.
 	waitFor(t, "db reported", func() bool { return e.ctrl.Unmanaged()["db"] != "" })
 	if eng.count("repair") != 0 || !eng.exists("db") {
@@ -610,7 +611,7 @@ func TestStartWithEtcdDown(t *testing.T) {
 func TestPolicyTuning(t *testing.T) {
 	e := newEnv(t, nil).start()
 	hi, lo := 30, 20
-	meta, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", HighWatermark: &hi, LowWatermark: &lo}, 0)
+	meta, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", HighWatermark: &hi, LowWatermark: &lo}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,12 +619,12 @@ func TestPolicyTuning(t *testing.T) {
 	waitFor(t, "policy tuning applied at creation", func() bool { return e.eng.count("tune db hw=30 lw=20 jobs=-") == 1 })
 
 	hi2, jobs := 60, uint64(32)
-	if meta, err = e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", HighWatermark: &hi2, LowWatermark: &lo, WritebackJobs: &jobs}, meta.ModRevision); err != nil {
+	if meta, err = e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", HighWatermark: &hi2, LowWatermark: &lo, WritebackJobs: &jobs}, meta.ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "policy change applied", func() bool { return e.eng.count("tune db hw=60 lw=20 jobs=32") == 1 })
 
-	if _, err = e.st.PutPolicy(e.ctx(), store.Policy{Name: "default"}, meta.ModRevision); err != nil {
+	if _, err = e.st.PutPolicy(e.ctx(), api.Policy{Name: "default"}, meta.ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "back to node defaults", func() bool { return e.eng.count("tune db defaults") == 1 })
@@ -640,7 +641,7 @@ func TestPolicyTuning(t *testing.T) {
 func TestPolicyAutocommit(t *testing.T) {
 	e := newEnv(t, nil).start()
 	ac := uint64(100)
-	if _, err := e.st.PutPolicy(e.ctx(), store.Policy{Name: "default", AutocommitTimeMs: &ac}, 0); err != nil {
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", AutocommitTimeMs: &ac}, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.createSpec(spec("db"))
@@ -659,10 +660,10 @@ func TestSpecReadBlockSize(t *testing.T) {
 	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writeback read-block-size=262144"}) {
 		t.Fatalf("engine calls = %q", got)
 	}
-	e.updateSpec("db", func(s *store.VolumeSpec) { s.ReadBlockSize = 1 << 20 })
-	e.waitStatus("db", "read block size mismatch reported", func(st store.VolumeStatus) bool {
+	e.updateSpec("db", func(s *api.VolumeSpec) { s.ReadBlockSize = 1 << 20 })
+	e.waitStatus("db", "read block size mismatch reported", func(st api.VolumeStatus) bool {
 		return slices.ContainsFunc(st.Alerts, func(a string) bool {
-			return strings.Contains(a, "spec_mismatch") && strings.Contains(a, "read block size 262144 bytes, spec asks 1048576")
+			return strings.Contains(a, api.AlertSpecMismatch) && strings.Contains(a, "read block size 262144 bytes, spec asks 1048576")
 		})
 	})
 	if n := e.eng.count("create db"); n != 1 {

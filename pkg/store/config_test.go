@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -117,7 +118,7 @@ func TestMutualTLS(t *testing.T) {
 	if err := s.Healthy(testCtx(t)); err != nil {
 		t.Fatalf("with the right client certificate: %v", err)
 	}
-	if _, err := s.PutPolicy(testCtx(t), store.Policy{Name: "default"}, 0); err != nil {
+	if _, err := s.PutPolicy(testCtx(t), api.Policy{Name: "default"}, 0); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,8 +11,10 @@
 // NodeSpec, Policy. Observed state is written by daemons: VolumeStatus by
 // the node owning the volume, Node by each node under its lease. The two
 // never share a key, so a daemon's status update cannot race a user's edit.
-// Each record is stored as {"apiVersion","kind","spec"|"status"} JSON and
-// validated before every write and after every read.
+// The record types and their Validate live in package api, which has no
+// etcd in it; this package stores them. Each record is stored as
+// {"apiVersion","kind","spec"|"status"} JSON and validated (its api
+// Validate) before every write and after every read.
 //
 // # Revisions and transactions
 //

@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 // Leadership is this node's term as cluster leader, won by Campaign. It is
@@ -40,7 +42,7 @@ type Leadership struct {
 // The caller Resigns the Leadership, or cancels nothing: Store.Close ends
 // it too, leaving the lease to expire.
 func (s *Store) Campaign(ctx context.Context, node string, ttl time.Duration) (*Leadership, error) {
-	if err := ValidateNodeName(node); err != nil {
+	if err := api.ValidateNodeName(node); err != nil {
 		return nil, fmt.Errorf("store: campaign: %w", err)
 	}
 	what := fmt.Sprintf("campaign of node %q", node)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -51,7 +52,7 @@ func Example() {
 	events := s.Watch(wctx, rev+1)
 
 	// A user creates a volume.
-	meta, err := s.CreateVolumeSpec(ctx, store.VolumeSpec{
+	meta, err := s.CreateVolumeSpec(ctx, api.VolumeSpec{
 		Name: "db", Node: "node1", SizeBytes: 100 << 30, WriteCacheBytes: 10 << 30, Mode: "writeback",
 	})
 	if err != nil {
@@ -62,11 +63,11 @@ func Example() {
 		log.Fatal(r.Err)
 	}
 	for _, e := range r.Events {
-		fmt.Println(e.Type, e.Kind, e.Name, e.Value.(store.VolumeSpec).Mode)
+		fmt.Println(e.Type, e.Kind, e.Name, e.Value.(api.VolumeSpec).Mode)
 	}
 
 	// The owning node reports what it built for that revision of the spec.
-	err = s.PutVolumeStatus(ctx, store.VolumeStatus{
+	err = s.PutVolumeStatus(ctx, api.VolumeStatus{
 		Name: "db", Node: "node1", ObservedRevision: meta.ModRevision, Mode: "writeback", State: "ready",
 	})
 	if err != nil {

@@ -11,19 +11,21 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 // ListNodes returns the registered (live) nodes, the revision the list
 // reflects and the invalid records it skipped. A node whose lease expired
 // is not listed: etcd deleted its record.
-func (s *Store) ListNodes(ctx context.Context) ([]Item[Node], int64, []InvalidRecord, error) {
-	return list[Node](ctx, s, nodesDir, KindNode)
+func (s *Store) ListNodes(ctx context.Context) ([]Item[api.Node], int64, []InvalidRecord, error) {
+	return list[api.Node](ctx, s, nodesDir, KindNode)
 }
 
 // GetNode reads one node's record: ErrNotFound if the node is not
 // registered (never was, or its lease expired).
-func (s *Store) GetNode(ctx context.Context, name string) (Node, Meta, error) {
-	return get[Node](ctx, s, s.nodeKey(name), KindNode, name)
+func (s *Store) GetNode(ctx context.Context, name string) (api.Node, Meta, error) {
+	return get[api.Node](ctx, s, s.nodeKey(name), KindNode, name)
 }
 
 // Registration is a node's membership: its record nodes/<name>, attached
@@ -97,7 +99,7 @@ func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) error {
 //
 // ctx bounds the registration; the lease outlives it. The caller Closes
 // the Registration.
-func (s *Store) Register(ctx context.Context, n Node, ttl time.Duration) (*Registration, error) {
+func (s *Store) Register(ctx context.Context, n api.Node, ttl time.Duration) (*Registration, error) {
 	now := time.Now().UTC()
 	if n.StartedAt.IsZero() {
 		n.StartedAt = now
@@ -151,7 +153,7 @@ func (r *Registration) Lost() <-chan struct{} { return r.lost }
 // Update rewrites the node's record under the same lease, if the record is
 // still this registration's; otherwise it fails with ErrLeaseLost and Lost
 // is closed. A zero UpdatedAt is set to now. n.Name must not change.
-func (r *Registration) Update(ctx context.Context, n Node) error {
+func (r *Registration) Update(ctx context.Context, n api.Node) error {
 	if n.Name != r.name {
 		return fmt.Errorf("store: update node %q: registration is for %q", n.Name, r.name)
 	}

@@ -6,15 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func node(name string) store.Node {
+func node(name string) api.Node {
 	wear := 3
-	return store.Node{
+	return api.Node{
 		Name: name, Address: "10.0.0.1:9430", Version: "test",
-		Pools: []store.PoolInventory{{Name: "fast", OriginFreeBytes: 1 << 40, SSDFreeBytes: 100 << 30}},
-		SSDs:  []store.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 400 << 30, WearPercent: &wear}},
+		Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 1 << 40, SSDFreeBytes: 100 << 30}},
+		SSDs:  []api.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 400 << 30, WearPercent: &wear}},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -73,7 +74,7 @@ func TestOutageAndRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.PutPolicy(ctx, store.Policy{Name: "default"}, 0)
+	m, err := s.PutPolicy(ctx, api.Policy{Name: "default"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +85,11 @@ func TestOutageAndRecovery(t *testing.T) {
 		t.Fatalf("health with the network cut: %v, want ErrUnavailable", err)
 	}
 	// Changes made while this node cannot see them.
-	m, err = direct.PutPolicy(ctx, store.Policy{Name: "default", WearThresholdPercent: 80}, m.ModRevision)
+	m, err = direct.PutPolicy(ctx, api.Policy{Name: "default", WearThresholdPercent: 80}, m.ModRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := direct.PutPolicy(ctx, store.Policy{Name: "default", WearThresholdPercent: 70}, m.ModRevision); err != nil {
+	if _, err := direct.PutPolicy(ctx, api.Policy{Name: "default", WearThresholdPercent: 70}, m.ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	// Longer than the TTL: the lease is gone, and the node knows it.
@@ -105,7 +106,7 @@ func TestOutageAndRecovery(t *testing.T) {
 	t.Logf("healthy %v after the network came back", time.Since(t0).Round(time.Millisecond))
 	evs := collect(t, ch, 3)
 	for i, want := range []int{80, 70} {
-		if p, ok := evs[i].Value.(store.Policy); !ok || p.WearThresholdPercent != want {
+		if p, ok := evs[i].Value.(api.Policy); !ok || p.WearThresholdPercent != want {
 			t.Errorf("event %d = %+v, want the policy at %d%%", i, evs[i], want)
 		}
 	}

@@ -6,6 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tidecache/tidecache/pkg/api"
+)
+
+// Record kinds, as written in a record's "kind" field and in Event.Kind.
+const (
+	KindVolumeSpec   = "VolumeSpec"
+	KindVolumeStatus = "VolumeStatus"
+	KindNode         = "Node"
+	KindNodeSpec     = "NodeSpec"
+	KindPolicy       = "Policy"
 )
 
 // APIVersion is the record version this build reads and writes. Adding an
@@ -41,28 +52,38 @@ type envelope struct {
 	Status     json.RawMessage `json:"status,omitempty"`
 }
 
-// record is what every payload type provides.
+// record is a payload: one of the api record types.
 type record interface {
 	Validate() error
-	recordName() string
 }
 
-func (v VolumeSpec) recordName() string   { return v.Name }
-func (v VolumeStatus) recordName() string { return v.Name }
-func (n Node) recordName() string         { return n.Name }
-func (n NodeSpec) recordName() string     { return n.Name }
-func (p Policy) recordName() string       { return p.Name }
+// recordName is the name a payload is stored under.
+func recordName(v record) string {
+	switch r := v.(type) {
+	case api.VolumeSpec:
+		return r.Name
+	case api.VolumeStatus:
+		return r.Name
+	case api.Node:
+		return r.Name
+	case api.NodeSpec:
+		return r.Name
+	case api.Policy:
+		return r.Name
+	}
+	panic(fmt.Sprintf("store: %T is not a record type", v))
+}
 
 func observed(kind string) bool { return kind == KindVolumeStatus || kind == KindNode }
 
 // encode validates v and returns its stored form.
 func encode(kind string, v record) (string, error) {
 	if err := v.Validate(); err != nil {
-		return "", fmt.Errorf("%s %q: %w", noun(kind), v.recordName(), err)
+		return "", fmt.Errorf("%s %q: %w", noun(kind), recordName(v), err)
 	}
 	payload, err := json.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", noun(kind), v.recordName(), err)
+		return "", fmt.Errorf("%s %q: %w", noun(kind), recordName(v), err)
 	}
 	env := envelope{APIVersion: APIVersion, Kind: kind}
 	if observed(kind) {
@@ -72,7 +93,7 @@ func encode(kind string, v record) (string, error) {
 	}
 	b, err := json.Marshal(env)
 	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", noun(kind), v.recordName(), err)
+		return "", fmt.Errorf("%s %q: %w", noun(kind), recordName(v), err)
 	}
 	return string(b), nil
 }
@@ -104,8 +125,8 @@ func decode[T record](key, kind, name string, value []byte) (T, error) {
 	if err := json.Unmarshal(payload, &v); err != nil {
 		return bad("%s: %v", field, err)
 	}
-	if v.recordName() != name {
-		return bad("name %q where the key says %q", v.recordName(), name)
+	if recordName(v) != name {
+		return bad("name %q where the key says %q", recordName(v), name)
 	}
 	if err := v.Validate(); err != nil {
 		return bad("%v", err)
@@ -114,7 +135,7 @@ func decode[T record](key, kind, name string, value []byte) (T, error) {
 }
 
 // Key layout below the prefix. Names never contain '/' (pool.ValidateName,
-// ValidateNodeName), so each is one key segment.
+// api.ValidateNodeName), so each is one key segment.
 const (
 	volumesDir   = "volumes/"
 	nodesDir     = "nodes/"
@@ -172,15 +193,15 @@ func parseKey(rel string) (kind, name string, ok bool, err error) {
 func decodeKind(key, kind, name string, value []byte) (any, error) {
 	switch kind {
 	case KindVolumeSpec:
-		return decode[VolumeSpec](key, kind, name, value)
+		return decode[api.VolumeSpec](key, kind, name, value)
 	case KindVolumeStatus:
-		return decode[VolumeStatus](key, kind, name, value)
+		return decode[api.VolumeStatus](key, kind, name, value)
 	case KindNode:
-		return decode[Node](key, kind, name, value)
+		return decode[api.Node](key, kind, name, value)
 	case KindNodeSpec:
-		return decode[NodeSpec](key, kind, name, value)
+		return decode[api.NodeSpec](key, kind, name, value)
 	case KindPolicy:
-		return decode[Policy](key, kind, name, value)
+		return decode[api.Policy](key, kind, name, value)
 	}
 	return nil, InvalidRecord{Key: key, Err: fmt.Errorf("unknown kind %q", kind)}
 }

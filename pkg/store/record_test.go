@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 func TestParseKey(t *testing.T) {
@@ -42,17 +44,17 @@ func TestParseKey(t *testing.T) {
 // The stored form, byte for byte: an operator's etcdctl output and other
 // releases depend on it.
 func TestEncode(t *testing.T) {
-	got, err := encode(KindVolumeSpec, VolumeSpec{Name: "db", Node: "node1", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 28, Mode: "writeback"})
+	got, err := encode(KindVolumeSpec, api.VolumeSpec{Name: "db", Node: "node1", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 28, Mode: "writeback"})
 	want := `{"apiVersion":"tidecache.io/v1","kind":"VolumeSpec","spec":{"name":"db","node":"node1","sizeBytes":1073741824,"writeCacheBytes":268435456,"mode":"writeback"}}`
 	if err != nil || got != want {
 		t.Errorf("VolumeSpec:\n got %s %v\nwant %s", got, err, want)
 	}
-	got, err = encode(KindVolumeStatus, VolumeStatus{Name: "db", Node: "node1", ObservedRevision: 7, UpdatedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)})
+	got, err = encode(KindVolumeStatus, api.VolumeStatus{Name: "db", Node: "node1", ObservedRevision: 7, UpdatedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)})
 	want = `{"apiVersion":"tidecache.io/v1","kind":"VolumeStatus","status":{"name":"db","node":"node1","observedRevision":7,"dirtyBlocks":0,"dirtyBytes":0,"readHitRatio":0,"writeHitRatio":0,"updatedAt":"2026-11-20T10:00:00Z"}}`
 	if err != nil || got != want {
 		t.Errorf("VolumeStatus:\n got %s %v\nwant %s", got, err, want)
 	}
-	if _, err := encode(KindPolicy, Policy{Name: "p", OnSSDError: "panic"}); err == nil {
+	if _, err := encode(KindPolicy, api.Policy{Name: "p", OnSSDError: "panic"}); err == nil {
 		t.Error("invalid policy encoded")
 	}
 }
@@ -60,12 +62,12 @@ func TestEncode(t *testing.T) {
 // Fields a newer release adds within v1 are ignored, so a rolling upgrade
 // keeps old daemons working.
 func TestDecodeIgnoresUnknownFields(t *testing.T) {
-	v, err := decode[NodeSpec]("k", KindNodeSpec, "node1", []byte(`{"apiVersion":"tidecache.io/v1","kind":"NodeSpec","spec":{"name":"node1","drain":true,"cordon":true},"extra":1}`))
+	v, err := decode[api.NodeSpec]("k", KindNodeSpec, "node1", []byte(`{"apiVersion":"tidecache.io/v1","kind":"NodeSpec","spec":{"name":"node1","drain":true,"cordon":true},"extra":1}`))
 	if err != nil || !v.Drain {
 		t.Fatalf("decode = %+v, %v", v, err)
 	}
 	// Desired state in "status" (or the reverse) is not accepted.
-	if _, err := decode[NodeSpec]("k", KindNodeSpec, "node1", []byte(`{"apiVersion":"tidecache.io/v1","kind":"NodeSpec","status":{"name":"node1"}}`)); err == nil {
+	if _, err := decode[api.NodeSpec]("k", KindNodeSpec, "node1", []byte(`{"apiVersion":"tidecache.io/v1","kind":"NodeSpec","status":{"name":"node1"}}`)); err == nil {
 		t.Fatal("spec record with a status payload accepted")
 	}
 }

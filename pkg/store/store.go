@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store/etcdlog"
 )
@@ -246,7 +247,7 @@ func list[T record](ctx context.Context, s *Store, dir, kind string) ([]Item[T],
 // the key does not exist, else only if its ModRevision still is
 // expectModRevision.
 func put(ctx context.Context, s *Store, key, kind string, v record, expectModRevision int64) (Meta, error) {
-	name := v.recordName()
+	name := recordName(v)
 	val, err := encode(kind, v)
 	if err != nil {
 		return Meta{}, fmt.Errorf("store: %w", err)
@@ -330,7 +331,7 @@ func del(ctx context.Context, s *Store, key, kind, name string, expectModRevisio
 func validName(kind, name string) error {
 	switch kind {
 	case KindNode, KindNodeSpec:
-		return ValidateNodeName(name)
+		return api.ValidateNodeName(name)
 	case KindPolicy:
 		return pool.ValidateName("policy", name)
 	default:

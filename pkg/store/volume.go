@@ -6,12 +6,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 // CreateVolumeSpec stores a new volume spec. It fails with ErrConflict if
 // a spec of that name exists, whatever it says: creating is not an upsert,
 // so two users creating "db" at once do not silently overwrite each other.
-func (s *Store) CreateVolumeSpec(ctx context.Context, spec VolumeSpec) (Meta, error) {
+func (s *Store) CreateVolumeSpec(ctx context.Context, spec api.VolumeSpec) (Meta, error) {
 	return put(ctx, s, s.volumeSpecKey(spec.Name), KindVolumeSpec, spec, 0)
 }
 
@@ -20,7 +22,7 @@ func (s *Store) CreateVolumeSpec(ctx context.Context, spec VolumeSpec) (Meta, er
 // the spec was deleted. Which changes are allowed (size, node) is for the
 // caller and the owning node to decide; the store checks only that the new
 // spec is valid.
-func (s *Store) UpdateVolumeSpec(ctx context.Context, spec VolumeSpec, expectModRevision int64) (Meta, error) {
+func (s *Store) UpdateVolumeSpec(ctx context.Context, spec api.VolumeSpec, expectModRevision int64) (Meta, error) {
 	if expectModRevision <= 0 {
 		return Meta{}, fmt.Errorf("store: update volume %q: expectModRevision %d: want the revision read (CreateVolumeSpec creates)", spec.Name, expectModRevision)
 	}
@@ -29,8 +31,8 @@ func (s *Store) UpdateVolumeSpec(ctx context.Context, spec VolumeSpec, expectMod
 
 // GetVolumeSpec reads one spec: ErrNotFound if there is none, an
 // InvalidRecord (ErrInvalidRecord) if it is unusable.
-func (s *Store) GetVolumeSpec(ctx context.Context, name string) (VolumeSpec, Meta, error) {
-	return get[VolumeSpec](ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name)
+func (s *Store) GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec, Meta, error) {
+	return get[api.VolumeSpec](ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name)
 }
 
 // DeleteVolumeSpec deletes the spec if it is still at expectModRevision,
@@ -43,8 +45,8 @@ func (s *Store) DeleteVolumeSpec(ctx context.Context, name string, expectModRevi
 
 // ListVolumeSpecs returns every valid spec, the revision the list reflects
 // (watch from rev+1) and the invalid records it skipped.
-func (s *Store) ListVolumeSpecs(ctx context.Context) (specs []Item[VolumeSpec], rev int64, invalid []InvalidRecord, err error) {
-	return list[VolumeSpec](ctx, s, volumesDir, KindVolumeSpec)
+func (s *Store) ListVolumeSpecs(ctx context.Context) (specs []Item[api.VolumeSpec], rev int64, invalid []InvalidRecord, err error) {
+	return list[api.VolumeSpec](ctx, s, volumesDir, KindVolumeSpec)
 }
 
 // statusRetries bounds PutVolumeStatus's retries when the spec changes
@@ -56,7 +58,7 @@ const statusRetries = 3
 // exists (else ErrNotFound) and names st.Node as its node (else
 // ErrNotOwner), so a node that lost a volume, or whose volume was deleted,
 // cannot write a stale status. A zero UpdatedAt is set to now.
-func (s *Store) PutVolumeStatus(ctx context.Context, st VolumeStatus) error {
+func (s *Store) PutVolumeStatus(ctx context.Context, st api.VolumeStatus) error {
 	if st.UpdatedAt.IsZero() {
 		st.UpdatedAt = time.Now().UTC()
 	}
@@ -93,12 +95,12 @@ func (s *Store) PutVolumeStatus(ctx context.Context, st VolumeStatus) error {
 
 // GetVolumeStatus reads one status: ErrNotFound if the node has written
 // none yet.
-func (s *Store) GetVolumeStatus(ctx context.Context, name string) (VolumeStatus, Meta, error) {
-	return get[VolumeStatus](ctx, s, s.volumeStatusKey(name), KindVolumeStatus, name)
+func (s *Store) GetVolumeStatus(ctx context.Context, name string) (api.VolumeStatus, Meta, error) {
+	return get[api.VolumeStatus](ctx, s, s.volumeStatusKey(name), KindVolumeStatus, name)
 }
 
 // ListVolumeStatuses returns every valid status, the revision the list
 // reflects and the invalid records it skipped.
-func (s *Store) ListVolumeStatuses(ctx context.Context) ([]Item[VolumeStatus], int64, []InvalidRecord, error) {
-	return list[VolumeStatus](ctx, s, volumesDir, KindVolumeStatus)
+func (s *Store) ListVolumeStatuses(ctx context.Context) ([]Item[api.VolumeStatus], int64, []InvalidRecord, error) {
+	return list[api.VolumeStatus](ctx, s, volumesDir, KindVolumeStatus)
 }

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func dbSpec() store.VolumeSpec {
-	return store.VolumeSpec{
+func dbSpec() api.VolumeSpec {
+	return api.VolumeSpec{
 		Name: "db", Node: "node1", Pool: "fast",
 		SizeBytes: 100 << 30, WriteCacheBytes: 10 << 30, Mode: "writeback",
 	}
@@ -111,7 +112,7 @@ func TestVolumeSpecRejectsInvalid(t *testing.T) {
 func TestVolumeStatusOwnership(t *testing.T) {
 	ctx := testCtx(t)
 	s := openStore(t)
-	st := store.VolumeStatus{Name: "db", Node: "node1", Mode: "writeback", State: "ready", DirtyBlocks: 7, ReadHitRatio: 0.5}
+	st := api.VolumeStatus{Name: "db", Node: "node1", Mode: "writeback", State: "ready", DirtyBlocks: 7, ReadHitRatio: 0.5}
 
 	if err := s.PutVolumeStatus(ctx, st); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("status without a spec: %v, want ErrNotFound", err)

@@ -39,8 +39,8 @@ type Event struct {
 	// Revision is the record's ModRevision after a Put, the deletion's
 	// revision after a Delete.
 	Revision int64
-	// Value is the record after a Put (a VolumeSpec, VolumeStatus, Node,
-	// NodeSpec or Policy value, not a pointer), nil after a Delete or
+	// Value is the record after a Put (an api.VolumeSpec, VolumeStatus,
+	// Node, NodeSpec or Policy value, not a pointer), nil after a Delete or
 	// when the record is invalid.
 	Value any
 	// Invalid is set, and Value nil, when a Put wrote an unusable record.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -68,21 +69,21 @@ func TestWatchFromListRevision(t *testing.T) {
 	defer cancel()
 	ch := s.Watch(wctx, rev+1)
 
-	if err := s.PutVolumeStatus(ctx, store.VolumeStatus{Name: "db", Node: "node1", ObservedRevision: m.ModRevision}); err != nil {
+	if err := s.PutVolumeStatus(ctx, api.VolumeStatus{Name: "db", Node: "node1", ObservedRevision: m.ModRevision}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.PutPolicy(ctx, store.Policy{Name: store.DefaultPolicy, Mode: "writethrough"}, 0)
+	p, err := s.PutPolicy(ctx, api.Policy{Name: api.DefaultPolicy, Mode: "writethrough"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutNodeSpec(ctx, store.NodeSpec{Name: "node1", Drain: true}, 0); err != nil {
+	if _, err := s.PutNodeSpec(ctx, api.NodeSpec{Name: "node1", Drain: true}, 0); err != nil {
 		t.Fatal(err)
 	}
 	badRev, err := s.PutRaw(ctx, "policies/broken", `{"apiVersion":"tidecache.io/v1","kind":"Policy","spec":{"name":"broken","onSSDError":"panic"}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeletePolicy(ctx, store.DefaultPolicy, p.ModRevision); err != nil {
+	if err := s.DeletePolicy(ctx, api.DefaultPolicy, p.ModRevision); err != nil {
 		t.Fatal(err)
 	}
 	_, m, _ = s.GetVolumeSpec(ctx, "db")
@@ -111,10 +112,10 @@ func TestWatchFromListRevision(t *testing.T) {
 			t.Errorf("event %d = %v %s %s invalid=%v, want %v %s %s invalid=%v", i, e.Type, e.Kind, e.Name, e.Invalid, w.typ, w.kind, w.name, w.invalid)
 		}
 	}
-	if v, ok := evs[0].Value.(store.VolumeSpec); !ok || v != dbSpec() {
+	if v, ok := evs[0].Value.(api.VolumeSpec); !ok || v != dbSpec() {
 		t.Errorf("spec event value = %#v", evs[0].Value)
 	}
-	if v, ok := evs[2].Value.(store.Policy); !ok || v.Mode != "writethrough" {
+	if v, ok := evs[2].Value.(api.Policy); !ok || v.Mode != "writethrough" {
 		t.Errorf("policy event value = %#v", evs[2].Value)
 	}
 	if bad := evs[4]; bad.Value != nil || bad.Revision != badRev || !errors.Is(*bad.Invalid, store.ErrInvalidRecord) {
@@ -135,7 +136,7 @@ func TestWatchCompacted(t *testing.T) {
 	s := openStore(t)
 	var rev int64
 	for i := range 3 {
-		m, err := s.PutPolicy(ctx, store.Policy{Name: "p", WearThresholdPercent: 80 + i}, rev)
+		m, err := s.PutPolicy(ctx, api.Policy{Name: "p", WearThresholdPercent: 80 + i}, rev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,10 +161,10 @@ func TestWatchCompacted(t *testing.T) {
 		t.Fatalf("re-list: %+v %v", items, err)
 	}
 	ch = s.Watch(ctx, lrev+1)
-	if _, err := s.PutPolicy(ctx, store.Policy{Name: "p", WearThresholdPercent: 90}, rev); err != nil {
+	if _, err := s.PutPolicy(ctx, api.Policy{Name: "p", WearThresholdPercent: 90}, rev); err != nil {
 		t.Fatal(err)
 	}
-	if evs := collect(t, ch, 1); evs[0].Value.(store.Policy).WearThresholdPercent != 90 {
+	if evs := collect(t, ch, 1); evs[0].Value.(api.Policy).WearThresholdPercent != 90 {
 		t.Fatalf("after re-list: %+v", evs)
 	}
 }

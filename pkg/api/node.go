@@ -1,0 +1,112 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// Node is a node's inventory, written by its daemon under its lease: the
+// record disappears when the node stops renewing it.
+type Node struct {
+	Name string `json:"name"`
+	// Address is where peers and tidectl reach the daemon (host:port).
+	Address string `json:"address,omitempty"`
+	// Version is the daemon's version.
+	Version   string          `json:"version,omitempty"`
+	Pools     []PoolInventory `json:"pools,omitempty"`
+	SSDs      []SSDInventory  `json:"ssds,omitempty"`
+	StartedAt time.Time       `json:"startedAt"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// PoolInventory describes one pool on a node.
+type PoolInventory struct {
+	Name string `json:"name"`
+	UUID string `json:"uuid,omitempty"`
+	// Origin is the origin device path.
+	Origin string `json:"origin,omitempty"`
+	// OriginFreeBytes and SSDFreeBytes are the free space the allocator
+	// can still carve (SSDFreeBytes: summed over members).
+	OriginFreeBytes uint64 `json:"originFreeBytes"`
+	SSDFreeBytes    uint64 `json:"ssdFreeBytes"`
+}
+
+// SSDInventory describes one SSD on a node and its health.
+type SSDInventory struct {
+	Path   string `json:"path"`
+	Model  string `json:"model,omitempty"`
+	Serial string `json:"serial,omitempty"`
+	// Pool is the pool the SSD is a member of, empty if none.
+	Pool      string `json:"pool,omitempty"`
+	SizeBytes uint64 `json:"sizeBytes"`
+	// WearPercent is the NVMe "percentage used" (may exceed 100); nil when
+	// the device does not report it.
+	WearPercent     *int   `json:"wearPercent,omitempty"`
+	MediaErrors     uint64 `json:"mediaErrors,omitempty"`
+	CriticalWarning bool   `json:"criticalWarning,omitempty"`
+}
+
+// Validate checks the node record on its own and reports every problem.
+func (n Node) Validate() error {
+	var errs []error
+	if err := ValidateNodeName(n.Name); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range n.Pools {
+		if err := pool.ValidateName("pool", p.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range n.SSDs {
+		if s.Path == "" {
+			errs = append(errs, errors.New("ssd with empty path"))
+		}
+		if s.WearPercent != nil && *s.WearPercent < 0 {
+			errs = append(errs, fmt.Errorf("ssd %s: wearPercent %d: must not be negative", s.Path, *s.WearPercent))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NodeSpec is the desired state of a node, written by users.
+type NodeSpec struct {
+	Name string `json:"name"`
+	// Drain asks the node to bring every volume it owns to passthrough
+	// with clean caches, for maintenance. Clearing it restores the modes
+	// the specs and policies ask for.
+	Drain bool `json:"drain,omitempty"`
+}
+
+// Validate checks the node spec on its own.
+func (n NodeSpec) Validate() error { return ValidateNodeName(n.Name) }
+
+// MaxNodeNameLen is the longest node name.
+const MaxNodeNameLen = 253
+
+// ValidateNodeName checks a node name: 1 to MaxNodeNameLen characters
+// from a-z, 0-9, '-' and '.', starting and ending with a letter or digit.
+// These are lowercase DNS names, which host names and Kubernetes node names
+// already are; the daemon lowercases the host name. No '/' can appear, so a
+// name is always one etcd key segment.
+func ValidateNodeName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("invalid node name %q: %s", name, why) }
+	if name == "" {
+		return bad("empty")
+	}
+	if len(name) > MaxNodeNameLen {
+		return bad(fmt.Sprintf("longer than %d characters", MaxNodeNameLen))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return bad("only a-z, 0-9, '-' and '.' allowed")
+		}
+	}
+	if first, last := name[0], name[len(name)-1]; first == '-' || first == '.' || last == '-' || last == '.' {
+		return bad("must start and end with a letter or digit")
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// Values of VolumeStatus.State (and of the engine's volume state). The
+// first four are the engine's view of the device; the others are written
+// by the reconciler while one of its steps is under way.
+const (
+	// StateActive: the device exists and serves I/O.
+	StateActive = "active"
+	// StateSuspended: the device exists with its I/O suspended.
+	StateSuspended = "suspended"
+	// StateInactive: the volume exists but has no device.
+	StateInactive = "inactive"
+	// StateError: the device or a tier failed; VolumeStatus.Error says how.
+	StateError = "error"
+	// StateCreating: the spec was seen and the volume is being created.
+	StateCreating = "creating"
+	// StateDraining: the write tier is being emptied for a mode change.
+	StateDraining = "draining"
+	// StateFlushing: a flush (scheduled, or before a delete) is running.
+	StateFlushing = "flushing"
+	// StateDeleting: the spec is gone and the volume waits to be deleted
+	// (in use, or its write tier is being flushed).
+	StateDeleting = "deleting"
+	// StateDrift: the live tables differ from the layout and the drift
+	// policy is "report"; no mode change or flush is made until it is
+	// resolved.
+	StateDrift = "drift"
+)
+
+// Alert names, the second word of each VolumeStatus.Alerts entry
+// ("severity name: message"); stable for alerting rules.
+const (
+	// AlertSSDError: an SSD under the volume reported an error.
+	AlertSSDError = "ssd_error"
+	// AlertSSDWear: an SSD under the volume is at or above the policy's
+	// wear threshold.
+	AlertSSDWear = "ssd_wear"
+	// AlertOriginDegraded: the pool's HDD array has lost redundancy.
+	AlertOriginDegraded = "origin_degraded"
+	// AlertDrift: live tables differ from the layout and are not repaired
+	// (drift policy report).
+	AlertDrift = "drift"
+	// AlertSpecMismatch: the volume's pool or sizes differ from its spec;
+	// they are not changed in place.
+	AlertSpecMismatch = "spec_mismatch"
+)
+
+// VolumeSpec is the desired state of one volume, written by users through
+// tidectl. Only the owning node acts on it.
+type VolumeSpec struct {
+	// Name is the volume name (pool.ValidateName rules); the device is
+	// /dev/mapper/tc-<Name>.
+	Name string `json:"name"`
+	// Node is the node that holds the volume. Empty means "not placed
+	// yet": the leader picks a node with room and updates the spec.
+	Node string `json:"node,omitempty"`
+	// Pool is the pool on Node the volume is carved from. Empty means the
+	// node picks (it has one pool, or the leader chose when placing).
+	Pool string `json:"pool,omitempty"`
+	// SizeBytes is the volume size on the origin.
+	SizeBytes uint64 `json:"sizeBytes"`
+	// WriteCacheBytes is the write tier (dm-writecache) slice; 0 means
+	// none, and then Mode cannot be writeback.
+	WriteCacheBytes uint64 `json:"writeCacheBytes,omitempty"`
+	// ReadCacheBytes is the read tier (dm-cache) slice; 0 means none.
+	ReadCacheBytes uint64 `json:"readCacheBytes,omitempty"`
+	// Mode is writeback, writethrough or passthrough. Empty means the
+	// policy's Mode, else writeback when there is a write tier, else
+	// writethrough.
+	Mode string `json:"mode,omitempty"`
+	// BlockSize is the dm-writecache block size; 0 means
+	// pool.DefaultBlockSize.
+	BlockSize uint32 `json:"blockSize,omitempty"`
+	// ReadBlockSize is the read tier's dm-cache block size in bytes, a
+	// power of two from 32 KiB to 1 MiB; 0 means the node's default. It
+	// needs ReadCacheBytes and is fixed once the volume exists.
+	ReadBlockSize uint32 `json:"readBlockSize,omitempty"`
+	// AllowFUAWindow builds the write tier without tidecache's fuaflush
+	// kernel target (tidectl volume create --allow-fua-window): FUA writes
+	// can then be lost on power failure. It needs WriteCacheBytes and is
+	// fixed once the volume exists.
+	AllowFUAWindow bool `json:"allowFUAWindow,omitempty"`
+	// Policy names a Policy record; empty means DefaultPolicy.
+	Policy string `json:"policy,omitempty"`
+}
+
+// Validate checks the spec on its own and reports every problem, not just
+// the first. The minimum sizes of package pool are not enforced here but
+// when the node creates the volume (the error then shows in the status): a
+// stored spec must stay valid if they change.
+func (v VolumeSpec) Validate() error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if err := pool.ValidateName("volume", v.Name); err != nil {
+		add(err)
+	}
+	if v.Node != "" {
+		if err := ValidateNodeName(v.Node); err != nil {
+			add(err)
+		}
+	}
+	if v.Pool != "" {
+		if err := pool.ValidateName("pool", v.Pool); err != nil {
+			add(err)
+		}
+	}
+	if v.SizeBytes == 0 {
+		add(errors.New("sizeBytes must be greater than 0"))
+	}
+	if v.Mode != "" {
+		if m, err := pool.ParseMode(v.Mode); err != nil {
+			add(err)
+		} else if m == pool.ModeWriteback && v.WriteCacheBytes == 0 {
+			add(errors.New("mode writeback needs writeCacheBytes greater than 0"))
+		}
+	}
+	if v.BlockSize != 0 && !pool.ValidBlockSize(v.BlockSize) {
+		add(fmt.Errorf("blockSize %d: want a power of two from 512 to 4096", v.BlockSize))
+	}
+	if v.ReadBlockSize != 0 {
+		switch {
+		case v.ReadCacheBytes == 0:
+			add(fmt.Errorf("readBlockSize %d needs readCacheBytes greater than 0", v.ReadBlockSize))
+		case !pool.ValidReadBlockSize(v.ReadBlockSize):
+			add(fmt.Errorf("readBlockSize %d: want a power of two from %d to %d", v.ReadBlockSize, pool.MinReadBlockSize, pool.MaxReadBlockSize))
+		}
+	}
+	if v.AllowFUAWindow && v.WriteCacheBytes == 0 {
+		add(errors.New("allowFUAWindow needs writeCacheBytes greater than 0"))
+	}
+	if v.Policy != "" {
+		if err := pool.ValidateName("policy", v.Policy); err != nil {
+			add(err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// VolumeStatus is the observed state of one volume, written only by the
+// daemon of the node that owns it (VolumeSpec.Node).
+type VolumeStatus struct {
+	Name string `json:"name"`
+	Node string `json:"node"`
+	// ObservedRevision is the ModRevision of the spec this status reflects.
+	// A status whose ObservedRevision is below the spec's ModRevision is
+	// for an older spec: the change has not been applied yet.
+	ObservedRevision int64 `json:"observedRevision"`
+	// Mode is the mode the kernel tables are in now.
+	Mode string `json:"mode,omitempty"`
+	// State is the reconciler's one-word summary (one of the State
+	// constants); Error the last error, empty when healthy.
+	State string `json:"state,omitempty"`
+	Error string `json:"error,omitempty"`
+	// DirtyBlocks and DirtyBytes are what the write tier holds that the
+	// origin does not.
+	DirtyBlocks uint64 `json:"dirtyBlocks"`
+	DirtyBytes  uint64 `json:"dirtyBytes"`
+	// ReadHitRatio and WriteHitRatio are in [0, 1].
+	ReadHitRatio  float64 `json:"readHitRatio"`
+	WriteHitRatio float64 `json:"writeHitRatio"`
+	// Alerts are raised conditions in words ("SSD wear 92% >= 90%").
+	Alerts    []string  `json:"alerts,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Validate checks the status on its own and reports every problem.
+func (v VolumeStatus) Validate() error {
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	if err := pool.ValidateName("volume", v.Name); err != nil {
+		add(err)
+	}
+	if err := ValidateNodeName(v.Node); err != nil {
+		add(err)
+	}
+	if v.ObservedRevision < 0 {
+		add(fmt.Errorf("observedRevision %d: must not be negative", v.ObservedRevision))
+	}
+	if v.Mode != "" {
+		if _, err := pool.ParseMode(v.Mode); err != nil {
+			add(err)
+		}
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"readHitRatio", v.ReadHitRatio}, {"writeHitRatio", v.WriteHitRatio}} {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > 1 {
+			add(fmt.Errorf("%s %v: want a ratio in [0, 1]", r.name, r.v))
+		}
+	}
+	return errors.Join(errs...)
+}
