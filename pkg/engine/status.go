@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
@@ -37,9 +38,10 @@ type VolumeInfo struct {
 	LegacyStack bool `json:"legacy_stack,omitempty"`
 	// FUAFlush is the fuaflush target's status, when it runs.
 	FUAFlush *dm.FUAFlushStatus `json:"fua_flush,omitempty"`
-	// State is "active", "suspended", "inactive" (no device) or "error".
+	// State is api.StateActive, StateSuspended, StateInactive (no
+	// device) or StateError.
 	State string `json:"state"`
-	// Error holds the reason when State is "error".
+	// Error holds the reason when State is api.StateError.
 	Error      string            `json:"error,omitempty"`
 	WriteCache *WriteCacheStatus `json:"write_cache,omitempty"`
 	ReadCache  *ReadCacheStatus  `json:"read_cache,omitempty"`
@@ -108,24 +110,24 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	di, err := e.dm.Info(ctx, top)
 	switch {
 	case errors.Is(err, dm.ErrNotFound):
-		info.State = "inactive"
+		info.State = api.StateInactive
 		return info
 	case err != nil:
-		info.State, info.Error = "error", err.Error()
+		info.State, info.Error = api.StateError, err.Error()
 		return info
 	case di.Suspended:
-		info.State = "suspended"
+		info.State = api.StateSuspended
 	default:
-		info.State = "active"
+		info.State = api.StateActive
 	}
 	wtier, wc, ok, err := e.writeTier(ctx, v.Name)
 	if err != nil {
-		info.State, info.Error = "error", err.Error()
+		info.State, info.Error = api.StateError, err.Error()
 		return info
 	}
 	info.LegacyStack = ok && wtier == top
 	if ff, fok, err := e.fuaFlushStatus(ctx, top); err != nil {
-		info.State, info.Error = "error", err.Error()
+		info.State, info.Error = api.StateError, err.Error()
 		return info
 	} else if fok {
 		info.FUAFlush = &ff
@@ -138,18 +140,18 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 		s.WriteHitRatio = ratio(wc.WriteHitsUncommitted+wc.WriteHitsCommitted, wc.Writes)
 		info.WriteCache = &s
 		if wc.Error != 0 {
-			info.State, info.Error = "error", fmt.Sprintf("dm-writecache reports error %d: the SSD failed; writes are refused until the volume is repaired", wc.Error)
+			info.State, info.Error = api.StateError, fmt.Sprintf("dm-writecache reports error %d: the SSD failed; writes are refused until the volume is repaired", wc.Error)
 		}
 	}
 	rc, ok, err := e.cacheStatus(ctx, stack.DeviceName(v.Name, stack.RoleReadTier))
 	if err != nil {
-		info.State, info.Error = "error", err.Error()
+		info.State, info.Error = api.StateError, err.Error()
 		return info
 	}
 	if ok {
 		info.ReadCache = &ReadCacheStatus{CacheStatus: rc, ReadHitRatio: ratio(rc.ReadHits, rc.ReadHits+rc.ReadMisses)}
 		if rc.Failed {
-			info.State, info.Error = "error", "dm-cache read tier failed"
+			info.State, info.Error = api.StateError, "dm-cache read tier failed"
 		}
 	}
 	return info

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/stack"
@@ -49,7 +50,7 @@ func (c *collector) collectLatency(ctx context.Context, ch chan<- prometheus.Met
 	defer c.statsMu.Unlock()
 	var errs []error
 	for _, v := range vols {
-		if v.State == "inactive" {
+		if v.State == api.StateInactive {
 			continue
 		}
 		name := stack.DeviceName(v.Name, stack.RoleTop)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sys/unix"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -71,22 +72,22 @@ func readCache(t *testing.T, line string) *engine.ReadCacheStatus {
 func testVolumes(t *testing.T) []engine.VolumeInfo {
 	return []engine.VolumeInfo{
 		{
-			Name: "db", Pool: "fast", Mode: pool.ModeWriteback, State: "active", Device: "/dev/mapper/tc-db",
+			Name: "db", Pool: "fast", Mode: pool.ModeWriteback, State: api.StateActive, Device: "/dev/mapper/tc-db",
 			SizeBytes: 64 << 30, WriteCacheBytes: 34 << 20, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, writecacheLine, 4096), ReadCache: readCache(t, cacheLine),
 			FUAFlush: &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
 		},
 		{
-			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: "active", Device: "/dev/mapper/tc-logs",
+			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: api.StateActive, Device: "/dev/mapper/tc-logs",
 			SizeBytes: 8 << 30, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			ReadCache: readCache(t, cacheLine),
 		},
 		{
-			Name: "old", Pool: "slow", Mode: pool.ModePassthrough, State: "inactive", Device: "/dev/mapper/tc-old",
+			Name: "old", Pool: "slow", Mode: pool.ModePassthrough, State: api.StateInactive, Device: "/dev/mapper/tc-old",
 			SizeBytes: 1 << 40, BlockSize: 4096,
 		},
 		{
-			Name: "broken", Pool: "slow", Mode: pool.ModeWriteback, State: "error", Device: "/dev/mapper/tc-broken",
+			Name: "broken", Pool: "slow", Mode: pool.ModeWriteback, State: api.StateError, Device: "/dev/mapper/tc-broken",
 			Error:     "dm-writecache reports error -5",
 			FUAWindow: true,
 			SizeBytes: 1 << 30, WriteCacheBytes: 34 << 20, BlockSize: 4096,
