@@ -124,18 +124,8 @@ func (e *Engine) migrateLegacyTop(ctx context.Context, p *poolState, v pool.Volu
 		return err
 	}
 	lower := dm.Table{dm.LinearParams{Device: wc.Origin}.Target(0, oldTable[0].Length)}
-	for round := 1; ; round++ {
-		if err := e.drain(ctx, v, top, oldTable, progress); err != nil {
-			return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
-		}
-		err = e.reload(ctx, top, lower, check)
-		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
-		}
-		break
+	if err := e.drainAndReload(ctx, v, top, oldTable, top, lower, check, progress); err != nil {
+		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
 	}
 	if err := e.zeroCacheHeads(p, v, true, false); err != nil {
 		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)

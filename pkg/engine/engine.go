@@ -112,13 +112,25 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	client, err := dm.Open()
+	if err != nil {
+		return nil, err // dm.Open names the control device and the module to load
+	}
+	return NewWithClient(cfg, client)
+}
+
+// NewWithClient returns an Engine that drives device-mapper through
+// client, for instance one on the fake kernel of package dm/dmtest in host
+// tests. The Engine owns client: Close closes it, also when cfg is
+// refused here.
+func NewWithClient(cfg Config, client *dm.Client) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	client, err := dm.Open()
-	if err != nil {
-		return nil, fmt.Errorf("device-mapper: %w (is the dm-mod module loaded?)", err)
 	}
 	runner := command.Runner{Logger: log}
 	return &Engine{

@@ -120,20 +120,11 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 		}
 		return e.writeLayout(p, origin, next)
 	}
-	for round := 1; ; round++ {
-		if hadWrite && !getsWrite {
-			if err := e.drain(ctx, *v, wtier.Name, wtier.Table, progress); err != nil {
-				return err
-			}
-		}
-		err = e.reload(ctx, top, want.Top().Table, check)
-		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
-			e.log.Info("drain: cache dirtied again before suspend, draining again", "volume", name, "round", round)
-			continue
-		}
-		break
+	drainTier := "" // the write tier to empty first, if the new mode drops it
+	if hadWrite && !getsWrite {
+		drainTier = wtier.Name
 	}
-	if err != nil {
+	if err := e.drainAndReload(ctx, *v, drainTier, wtier.Table, top, want.Top().Table, check, progress); err != nil {
 		if p.Layout.Generation == next.Generation {
 			// The new mode was recorded but the table was refused: record
 			// the old mode again so layout and kernel agree.
@@ -156,6 +147,28 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	e.log.Info("mode changed", "volume", name, "from", v.Mode, "to", mode)
 	return nil
+}
+
+// drainAndReload swaps the table of the live device top for table (see
+// reload), after draining the write tier wtier unless wtier is "" (see
+// drain; restore is its normal table). check runs while top is suspended;
+// when it finds the write tier dirty again (errRedirtied: writes landed
+// between the drain and the suspend), the drain and the swap are repeated,
+// up to maxDrainRounds times in all.
+func (e *Engine) drainAndReload(ctx context.Context, v pool.Volume, wtier string, restore dm.Table, top string, table dm.Table, check func(context.Context) error, progress ProgressFunc) error {
+	for round := 1; ; round++ {
+		if wtier != "" {
+			if err := e.drain(ctx, v, wtier, restore, progress); err != nil {
+				return err
+			}
+		}
+		err := e.reload(ctx, top, table, check)
+		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
+			e.log.Info("drain: cache dirtied again before suspend, draining again", "volume", v.Name, "round", round)
+			continue
+		}
+		return err
+	}
 }
 
 // provenClean checks, while the device above it is suspended, that the
