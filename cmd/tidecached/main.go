@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/tidecache/tidecache/pkg/cli"
+	"github.com/tidecache/tidecache/pkg/daemoncli"
 )
 
 func main() { os.Exit(run()) }
@@ -17,5 +18,5 @@ func main() { os.Exit(run()) }
 func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return cli.Main(ctx, cli.NewTidecached)
+	return cli.Main(ctx, daemoncli.NewTidecached)
 }

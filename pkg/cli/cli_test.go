@@ -66,7 +66,12 @@ func TestCommandValidation(t *testing.T) {
 		{[]string{"volume", "set-mode", "db", "fast"}, "fast"},
 		{[]string{"pool", "create", "p", "--ssd", "/dev/x", "--raid10", "/dev/a,/dev/b,/dev/c"}, "even number of disks, at least 4"},
 		{[]string{"pool", "create", "p", "--ssd", "/dev/x", "--origin", "/dev/y", "--raid10", "/dev/a,/dev/b,/dev/c,/dev/d"}, "none of the others can be"},
-		{[]string{"-o", "yaml", "volume", "list"}, `invalid --output "yaml"`},
+		{[]string{"-o", "xml", "volume", "list"}, `invalid --output "xml"`},
+		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--block-size", "3000"}, "invalid --block-size 3000"},
+		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--pool", "Bad_Pool"}, `--pool: invalid pool name "Bad_Pool"`},
+		{[]string{"pool", "create", "p", "--origin", "/dev/y"}, "give at least one --ssd"},
+		{[]string{"pool", "create", "p", "--ssd", "/dev/x"}, "give --origin DEV"},
+		{[]string{"pool", "create", "p", "--ssd", "nvme0n1", "--origin", "/dev/y"}, `device "nvme0n1": give an absolute path`},
 		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--read-block-size", "128K"}, "--read-block-size needs --read-cache"},
 		{[]string{"volume", "create", "db", "--size", "1G", "--read-cache", "1G", "--mode", "writethrough", "--read-block-size", "96K"},
 			`invalid --read-block-size "96K": want a power of two from 32K to 1M`},
@@ -162,23 +167,38 @@ func TestTuneFlags(t *testing.T) {
 	flags := tuneFlags{high: 40, low: 30, jobs: 8, autocommit: 100}
 	u := func(v uint64) *uint64 { return &v }
 	i := func(v int) *int { return &v }
+	tuned := &pool.Tuning{HighWatermark: i(60), WritebackJobs: u(4)}
 	cases := []struct {
 		name    string
 		flags   tuneFlags
 		changed func(string) bool
+		cur     *pool.Tuning
 		want    *pool.Tuning
 		err     string
 	}{
-		{"autocommit only", flags, set("autocommit-ms"), &pool.Tuning{AutocommitTimeMs: u(100)}, ""},
-		{"all", flags, set("high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"),
+		{"autocommit only", flags, set("autocommit-ms"), nil, &pool.Tuning{AutocommitTimeMs: u(100)}, ""},
+		{"all", flags, set("high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"), nil,
 			&pool.Tuning{HighWatermark: i(40), LowWatermark: i(30), WritebackJobs: u(8), AutocommitTimeMs: u(100)}, ""},
-		{"reset", tuneFlags{reset: true}, set("reset"), nil, ""},
-		{"nothing", flags, set(), nil, "nothing to set"},
-		{"autocommit out of range", tuneFlags{autocommit: 60001}, set("autocommit-ms"), nil, "autocommit time 60001 ms: want 1 to 60000 ms"},
+		{"unnamed knobs are kept", flags, set("autocommit-ms"), tuned,
+			&pool.Tuning{HighWatermark: i(60), WritebackJobs: u(4), AutocommitTimeMs: u(100)}, ""},
+		{"named knob replaces the current one", tuneFlags{high: 55}, set("high-watermark"), tuned,
+			&pool.Tuning{HighWatermark: i(55), WritebackJobs: u(4)}, ""},
+		{"kept high below the new low is refused", tuneFlags{low: 70}, set("low-watermark"), tuned, nil, "low watermark 70"},
+		{"reset", tuneFlags{reset: true}, set("reset"), tuned, nil, ""},
+		{"nothing", flags, set(), tuned, nil, "nothing to set"},
+		{"autocommit out of range", tuneFlags{autocommit: 60001}, set("autocommit-ms"), nil, nil, "autocommit time 60001 ms: want 1 to 60000 ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.flags.tuning(tc.changed)
+			var before *pool.Tuning
+			if tc.cur != nil {
+				c := *tc.cur
+				before = &c
+			}
+			got, err := tc.flags.tuning(tc.changed, tc.cur)
+			if !tc.cur.Equal(before) {
+				t.Errorf("tuning changed the current tuning in place: %+v, was %+v", tc.cur, before)
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("tuning = %+v, %v; want error containing %q", got, err, tc.err)
@@ -214,7 +234,7 @@ func TestPrintVolume(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := printVolume(&globals{output: "table", stdout: &out}, tc.v); err != nil {
+			if err := printVolume(&Globals{Output: "table", Stdout: &out}, localVolume(tc.v)); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tc.want {
@@ -231,7 +251,7 @@ func TestPrintVolume(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := printVolume(&globals{output: "json", stdout: &out}, tuned); err != nil {
+	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(tuned)); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -244,7 +264,7 @@ func TestPrintVolume(t *testing.T) {
 		t.Errorf("json = %+v, %v from\n%s", got, err, out.String())
 	}
 	out.Reset()
-	if err := printVolume(&globals{output: "json", stdout: &out}, plain); err != nil {
+	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(plain)); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "read_block_size") || strings.Contains(out.String(), "autocommit") {

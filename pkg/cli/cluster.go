@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -24,10 +26,10 @@ type clusterFlags struct {
 	timeout               time.Duration
 }
 
-func (g *globals) cluster() bool { return g.cl.endpoints != "" }
+func (g *Globals) cluster() bool { return g.cl.endpoints != "" }
 
 // store opens the cluster store. The caller closes it.
-func (g *globals) store(ctx context.Context) (*store.Store, error) {
+func (g *Globals) store(ctx context.Context) (*store.Store, error) {
 	cfg := store.DefaultConfig()
 	cfg.Endpoints = strings.Split(g.cl.endpoints, ",")
 	cfg.CertFile, cfg.KeyFile, cfg.CAFile = g.cl.cert, g.cl.key, g.cl.ca
@@ -45,184 +47,283 @@ func (g *globals) store(ctx context.Context) (*store.Store, error) {
 	return st, nil
 }
 
-func addClusterFlags(cmd *cobra.Command, g *globals) {
+// needCluster refuses a cluster-only command run without --etcd-endpoints.
+func (g *Globals) needCluster(what string) error {
+	if g.cluster() {
+		return nil
+	}
+	return usageErrorf("%s works on the cluster: give --etcd-endpoints (e.g. http://127.0.0.1:2379 for the local daemon's embedded etcd)", what)
+}
+
+func addClusterFlags(cmd *cobra.Command, g *Globals) {
 	f := cmd.PersistentFlags()
 	f.StringVar(&g.cl.endpoints, "etcd-endpoints", "", "work on the cluster through etcd (e.g. http://127.0.0.1:2379, the local daemon's embedded etcd) instead of this node's devices")
 	f.StringVar(&g.cl.cert, "etcd-cert", "", "client certificate for etcd mutual TLS")
 	f.StringVar(&g.cl.key, "etcd-key", "", "client key for etcd mutual TLS")
 	f.StringVar(&g.cl.ca, "etcd-ca", "", "CA of the etcd server certificate")
 	f.StringVar(&g.cl.prefix, "etcd-prefix", "", "key prefix of tidecache's records (default /tidecache/v1/)")
-	f.BoolVar(&g.cl.wait, "wait", false, "cluster mode: wait until the owning node reports the change applied")
-	f.DurationVar(&g.cl.timeout, "timeout", 5*time.Minute, "cluster mode: how long --wait waits")
+	f.BoolVar(&g.cl.wait, "wait", false, "cluster mode: wait until the owning node reports the change applied, showing drain progress")
+	f.DurationVar(&g.cl.timeout, "timeout", 5*time.Minute, "cluster mode: how long --wait waits without progress (a drain that keeps writing back is followed to its end)")
 }
 
-// clusterCreate writes a new volume spec.
-func clusterCreate(cmd *cobra.Command, g *globals, spec store.VolumeSpec) error {
-	ctx := cmd.Context()
-	st, err := g.store(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	meta, err := st.CreateVolumeSpec(ctx, spec)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(g.stderr, "volume %s: spec written (revision %d)\n", spec.Name, meta.ModRevision)
-	return waitApplied(ctx, g, st, spec.Name, meta.ModRevision, spec.Mode)
+// clusterBackend works on volume specs in etcd; each node's daemon applies
+// the specs that name it and writes back a status.
+type clusterBackend struct {
+	g  *Globals
+	st *store.Store
 }
 
-// clusterSetMode changes the mode in a volume's spec.
-func clusterSetMode(cmd *cobra.Command, g *globals, name string, mode pool.Mode) error {
-	ctx := cmd.Context()
-	st, err := g.store(ctx)
-	if err != nil {
-		return err
+func (b *clusterBackend) Close() error { return b.st.Close() }
+
+func (b *clusterBackend) CreateVolume(ctx context.Context, req pool.VolumeRequest, poolName, node string) (Volume, error) {
+	if err := b.checkPlacement(ctx, node, poolName); err != nil {
+		return Volume{}, err
 	}
-	defer st.Close()
-	spec, meta, err := st.GetVolumeSpec(ctx, name)
-	if err != nil {
-		return err
+	spec := api.VolumeSpec{
+		Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
+		WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
+		Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize,
+		AllowFUAWindow: req.FUAWindow,
 	}
-	spec.Mode = string(mode)
-	meta, err = st.UpdateVolumeSpec(ctx, spec, meta.ModRevision)
+	meta, err := b.st.CreateVolumeSpec(ctx, spec)
 	if err != nil {
-		return err
+		return Volume{}, err
 	}
-	fmt.Fprintf(g.stderr, "volume %s: mode %s written (revision %d)\n", name, mode, meta.ModRevision)
-	return waitApplied(ctx, g, st, name, meta.ModRevision, spec.Mode)
+	fmt.Fprintf(b.g.Stderr, "volume %s: spec written (revision %d)\n", spec.Name, meta.ModRevision)
+	if err := b.waitApplied(ctx, spec.Name, meta.ModRevision, spec.Mode); err != nil {
+		return Volume{}, err
+	}
+	return b.Volume(ctx, spec.Name)
 }
 
-// clusterDelete removes a volume's spec; its node deletes the volume once
-// the write cache is clean.
-func clusterDelete(cmd *cobra.Command, g *globals, name string) error {
-	ctx := cmd.Context()
-	st, err := g.store(ctx)
+// checkPlacement refuses a --node that is not a live node and a --pool no
+// live node (or not the named one) has, before anything is written: the
+// spec would otherwise wait for ever.
+func (b *clusterBackend) checkPlacement(ctx context.Context, node, poolName string) error {
+	if node == "" && poolName == "" {
+		return nil
+	}
+	nodes, _, _, err := b.st.ListNodes(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	_, meta, err := st.GetVolumeSpec(ctx, name)
-	if err != nil {
-		return err
+	var names []string
+	nodeFound, poolFound := node == "", poolName == ""
+	for _, it := range nodes {
+		n := it.Value
+		names = append(names, n.Name)
+		if node != "" && n.Name != node {
+			continue
+		}
+		nodeFound = true
+		if slices.ContainsFunc(n.Pools, func(p api.PoolInventory) bool { return p.Name == poolName }) {
+			poolFound = true
+		}
 	}
-	if err := st.DeleteVolumeSpec(ctx, name, meta.ModRevision); err != nil {
-		return err
+	sort.Strings(names)
+	live := strings.Join(names, ", ")
+	if live == "" {
+		live = "none"
 	}
-	fmt.Fprintf(g.stdout, "volume %s: spec deleted; its node removes the volume once its cache is clean\n", name)
+	switch {
+	case !nodeFound:
+		return usageErrorf("--node %s: no such live node (live nodes: %s)", node, live)
+	case !poolFound && node != "":
+		return usageErrorf("--pool %s: node %s has no pool of that name (see `tidectl node list`)", poolName, node)
+	case !poolFound:
+		return usageErrorf("--pool %s: no live node has a pool of that name (see `tidectl node list`)", poolName)
+	}
 	return nil
 }
 
-// waitApplied polls the volume's status until its node reports the spec
-// revision applied (in the wanted mode), printing progress.
-func waitApplied(ctx context.Context, g *globals, st *store.Store, name string, rev int64, mode string) error {
-	if !g.cl.wait {
+func (b *clusterBackend) Volumes(ctx context.Context) ([]Volume, error) {
+	specs, _, invalid, err := b.st.ListVolumeSpecs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, bad := range invalid {
+		fmt.Fprintf(b.g.Stderr, "warning: skipping invalid record %s: %v\n", bad.Key, bad.Err)
+	}
+	stats, _, _, err := b.st.ListVolumeStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]api.VolumeStatus{}
+	for _, s := range stats {
+		byName[s.Value.Name] = s.Value
+	}
+	out := make([]Volume, 0, len(specs))
+	for _, s := range specs {
+		var status *api.VolumeStatus
+		if st, ok := byName[s.Value.Name]; ok {
+			status = &st
+		}
+		out = append(out, clusterVolume(s.Value, s.Meta.ModRevision, status))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (b *clusterBackend) Volume(ctx context.Context, name string) (Volume, error) {
+	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return Volume{}, volumeNotFound(name)
+	}
+	if err != nil {
+		return Volume{}, err
+	}
+	var status *api.VolumeStatus
+	switch st, _, err := b.st.GetVolumeStatus(ctx, name); {
+	case err == nil:
+		status = &st
+	case !errors.Is(err, store.ErrNotFound):
+		return Volume{}, err
+	}
+	return clusterVolume(spec, meta.ModRevision, status), nil
+}
+
+func (b *clusterBackend) DeleteVolume(ctx context.Context, name string, force bool) error {
+	if force {
+		return usageErrorf("--force is not available in cluster mode: the owning node deletes the volume only once its cache is clean")
+	}
+	_, meta, err := b.st.GetVolumeSpec(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return volumeNotFound(name)
+	}
+	if err != nil {
+		return err
+	}
+	if err := b.st.DeleteVolumeSpec(ctx, name, meta.ModRevision); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.g.Stderr, "volume %s: spec deleted; its node removes the volume once its cache is clean\n", name)
+	return nil
+}
+
+func (b *clusterBackend) SetMode(ctx context.Context, name string, mode pool.Mode) (Volume, error) {
+	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return Volume{}, volumeNotFound(name)
+	}
+	if err != nil {
+		return Volume{}, err
+	}
+	spec.Mode = string(mode)
+	meta, err = b.st.UpdateVolumeSpec(ctx, spec, meta.ModRevision)
+	if err != nil {
+		return Volume{}, err
+	}
+	fmt.Fprintf(b.g.Stderr, "volume %s: mode %s written (revision %d)\n", name, mode, meta.ModRevision)
+	if err := b.waitApplied(ctx, name, meta.ModRevision, spec.Mode); err != nil {
+		return Volume{}, err
+	}
+	return b.Volume(ctx, name)
+}
+
+// waitApplied follows the volume's status until its node reports the spec
+// revision applied (in the wanted mode), printing progress with the share
+// written back and an ETA while a drain runs. --timeout bounds the time
+// without progress, so a long drain that keeps moving is followed to its
+// end.
+func (b *clusterBackend) waitApplied(ctx context.Context, name string, rev int64, mode string) error {
+	if !b.g.cl.wait {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.cl.timeout)
-	defer cancel()
-	last := ""
+	var (
+		last, lastKey string
+		progress      drainTracker
+		moved         = time.Now()
+	)
 	for {
-		s, _, err := st.GetVolumeStatus(ctx, name)
+		s, _, err := b.st.GetVolumeStatus(ctx, name)
+		var line, key string
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			if last != "pending" {
-				fmt.Fprintf(g.stderr, "volume %s: waiting for a node to pick it up\n", name)
-				last = "pending"
-			}
+			line = fmt.Sprintf("volume %s: waiting for a node to pick it up", name)
+			key = line
 		case err != nil:
 			return err
 		default:
-			line := fmt.Sprintf("volume %s on %s: %s, %s, revision %d/%d, %d dirty blocks", name, s.Node, s.Mode, s.State, s.ObservedRevision, rev, s.DirtyBlocks)
+			if s.ObservedRevision >= rev && s.State == api.StateActive && (mode == "" || s.Mode == mode) {
+				fmt.Fprintf(b.g.Stdout, "volume %s applied on %s: %s\n", name, s.Node, s.Mode)
+				return nil
+			}
+			line = fmt.Sprintf("volume %s on %s: %s, %s, revision %d/%d", name, s.Node, s.Mode, s.State, s.ObservedRevision, rev)
+			key = fmt.Sprintf("%s|%d|%s", line, s.DirtyBlocks, s.Error)
+			if s.DirtyBlocks > 0 || progress.started() {
+				progress.observe(time.Now(), s.DirtyBlocks)
+				line += ", " + progress.String()
+			}
 			if s.Error != "" {
 				line += ", error: " + s.Error
 			}
-			if line != last {
-				fmt.Fprintln(g.stderr, line)
-				last = line
-			}
-			if s.ObservedRevision >= rev && s.State == "active" && (mode == "" || s.Mode == mode) {
-				fmt.Fprintf(g.stdout, "volume %s applied on %s: %s\n", name, s.Node, s.Mode)
-				return nil
-			}
+		}
+		// Any change of the status (a dirty count that fell, a new state)
+		// is progress; a new rate or ETA alone is not.
+		if key != lastKey {
+			moved, lastKey = time.Now(), key
+		}
+		if line != last {
+			fmt.Fprintln(b.g.Stderr, line)
+			last = line
+		}
+		if time.Since(moved) > b.g.cl.timeout {
+			return fmt.Errorf("volume %s: no progress for %s (last: %s); the change stays in etcd and its node goes on applying it: "+
+				"follow it with `tidectl volume show %s --etcd-endpoints …`, or wait again with a longer --timeout", name, b.g.cl.timeout, last, name)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("volume %s: not applied after %s (last: %s): %w", name, g.cl.timeout, last, ctx.Err())
+			return fmt.Errorf("volume %s: stopped waiting (%w); the change stays in etcd and its node goes on applying it", name, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
-// clusterVolume is the spec and status of one volume, side by side.
-type clusterVolume struct {
-	Spec   store.VolumeSpec    `json:"spec"`
-	Status *store.VolumeStatus `json:"status,omitempty"`
+// drainTracker turns a series of dirty-block counts into the share
+// written back, a rate and an ETA.
+type drainTracker struct {
+	start, now uint64
+	t0, tNow   time.Time
+	seen       bool
 }
 
-func clusterVolumes(ctx context.Context, g *globals) ([]clusterVolume, error) {
-	st, err := g.store(ctx)
-	if err != nil {
-		return nil, err
+func (d *drainTracker) started() bool { return d.seen }
+
+// observe records a dirty-block count seen at t. A count above the first
+// one (writes still arriving) starts the measurement again.
+func (d *drainTracker) observe(t time.Time, dirty uint64) {
+	if !d.seen || dirty > d.start {
+		d.start, d.now, d.t0, d.tNow, d.seen = dirty, dirty, t, t, true
+		return
 	}
-	defer st.Close()
-	specs, _, invalid, err := st.ListVolumeSpecs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, bad := range invalid {
-		fmt.Fprintf(g.stderr, "warning: skipping invalid record %s: %v\n", bad.Key, bad.Err)
-	}
-	stats, _, _, err := st.ListVolumeStatuses(ctx)
-	if err != nil {
-		return nil, err
-	}
-	byName := map[string]store.VolumeStatus{}
-	for _, s := range stats {
-		byName[s.Value.Name] = s.Value
-	}
-	out := []clusterVolume{}
-	for _, s := range specs {
-		cv := clusterVolume{Spec: s.Value}
-		if st, ok := byName[s.Value.Name]; ok {
-			cv.Status = &st
-		}
-		out = append(out, cv)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
-	return out, nil
+	d.now, d.tNow = dirty, t
 }
 
-func printClusterVolumes(g *globals, vols []clusterVolume) error {
-	if g.output == "json" {
-		return printJSON(g.stdout, vols)
+func (d *drainTracker) String() string {
+	if d.start == 0 {
+		return "0 dirty blocks"
 	}
-	t := newTable(g.stdout, "NAME", "NODE", "SIZE", "MODE (SPEC)", "MODE (NOW)", "STATE", "DIRTY", "HIT (W/R)", "ERROR")
-	for _, v := range vols {
-		now, state, dirty, hits, errs := "-", "pending", "-", "-", ""
-		if s := v.Status; s != nil {
-			now, state, dirty = s.Mode, s.State, size(s.DirtyBytes)
-			hits = fmt.Sprintf("%s/%s", percent(s.WriteHitRatio), percent(s.ReadHitRatio))
-			errs = s.Error
-		}
-		node := v.Spec.Node
-		if node == "" {
-			node = "(unplaced)"
-		}
-		t.row(v.Spec.Name, node, size(v.Spec.SizeBytes), v.Spec.Mode, now, state, dirty, hits, errs)
+	done := d.start - min(d.now, d.start)
+	s := fmt.Sprintf("%d dirty blocks left, %.0f%% written back", d.now, 100*float64(done)/float64(d.start))
+	elapsed := d.tNow.Sub(d.t0)
+	if done == 0 || elapsed <= 0 {
+		return s + ", ETA unknown"
 	}
-	return t.flush()
+	rate := float64(done) / elapsed.Seconds()
+	eta := time.Duration(float64(d.now) / rate * float64(time.Second))
+	return s + fmt.Sprintf(", %.0f blocks/s, ETA %s", rate, eta.Round(time.Second))
 }
 
-func newNodeCmd(g *globals) *cobra.Command {
+func newNodeCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Cluster nodes: list, drain for maintenance (needs --etcd-endpoints)"}
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List live nodes with their pools, free space and SSD health",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List live nodes with their pools, free space and SSD health",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !g.cluster() {
-				return errors.New("node list needs --etcd-endpoints")
+			if err := g.needCluster("node list"); err != nil {
+				return err
 			}
 			st, err := g.store(cmd.Context())
 			if err != nil {
@@ -234,14 +335,18 @@ func newNodeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			leader, _ := st.Leader(cmd.Context())
-			if g.output == "json" {
-				out := []store.Node{}
+			if g.JSON() {
+				out := []api.Node{}
 				for _, n := range nodes {
 					out = append(out, n.Value)
 				}
-				return printJSON(g.stdout, map[string]any{"leader": leader, "nodes": out})
+				v, err := snakeCase(map[string]any{"leader": leader, "nodes": out})
+				if err != nil {
+					return err
+				}
+				return g.Print(v)
 			}
-			t := newTable(g.stdout, "NODE", "LEADER", "VERSION", "POOLS", "ORIGIN FREE", "SSD FREE", "SSD WEAR", "UPDATED")
+			t := newTable(g.Stdout, "NODE", "LEADER", "VERSION", "POOLS", "ORIGIN FREE", "SSD FREE", "SSD WEAR", "UPDATED")
 			for _, it := range nodes {
 				n := it.Value
 				var pools []string
@@ -268,26 +373,43 @@ func newNodeCmd(g *globals) *cobra.Command {
 	}
 	drain := func(use, short string, on bool) *cobra.Command {
 		return &cobra.Command{
-			Use:   use + " NODE",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Use:               use + " NODE",
+			Short:             short,
+			Args:              cobra.ExactArgs(1),
+			ValidArgsFunction: g.completeNodeArg,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if !g.cluster() {
-					return fmt.Errorf("node %s needs --etcd-endpoints", use)
+				if err := g.needCluster("node " + use); err != nil {
+					return err
 				}
-				st, err := g.store(cmd.Context())
+				if err := api.ValidateNodeName(args[0]); err != nil {
+					return usageError{err}
+				}
+				ctx := cmd.Context()
+				st, err := g.store(ctx)
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				_, meta, err := st.GetNodeSpec(cmd.Context(), args[0])
+				_, meta, err := st.GetNodeSpec(ctx, args[0])
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
-				if _, err := st.PutNodeSpec(cmd.Context(), store.NodeSpec{Name: args[0], Drain: on}, meta.ModRevision); err != nil {
+				// A node with a spec already is known, live or not (undrain
+				// of a node that is down is fine); else it must be live.
+				if errors.Is(err, store.ErrNotFound) {
+					if _, _, err := st.GetNode(ctx, args[0]); errors.Is(err, store.ErrNotFound) {
+						return usageErrorf("node %s: no such node (see `tidectl node list`)", args[0])
+					} else if err != nil {
+						return err
+					}
+				}
+				if _, err := st.PutNodeSpec(ctx, api.NodeSpec{Name: args[0], Drain: on}, meta.ModRevision); err != nil {
 					return err
 				}
-				fmt.Fprintf(g.stdout, "node %s: drain=%v written; its volumes follow (watch with `tidectl volume list`)\n", args[0], on)
+				if g.JSON() {
+					return g.Print(map[string]any{"node": args[0], "drain": on})
+				}
+				fmt.Fprintf(g.Stdout, "node %s: drain=%v written; its volumes follow (watch with `tidectl volume list`)\n", args[0], on)
 				return nil
 			},
 		}
@@ -296,45 +418,4 @@ func newNodeCmd(g *globals) *cobra.Command {
 		drain("drain", "Put every volume of a node in passthrough with clean caches (maintenance)", true),
 		drain("undrain", "Return a drained node's volumes to their spec modes", false))
 	return cmd
-}
-
-// showClusterVolume prints one volume's spec next to its observed status.
-func showClusterVolume(ctx context.Context, g *globals, name string) error {
-	vols, err := clusterVolumes(ctx, g)
-	if err != nil {
-		return err
-	}
-	for _, v := range vols {
-		if v.Spec.Name != name {
-			continue
-		}
-		if g.output == "json" {
-			return printJSON(g.stdout, v)
-		}
-		w := g.stdout
-		fmt.Fprintf(w, "Volume:        %s\n", name)
-		readBlock := ""
-		if v.Spec.ReadBlockSize != 0 {
-			readBlock = ", read block size " + size(uint64(v.Spec.ReadBlockSize))
-		}
-		fmt.Fprintf(w, "Spec:          node %q, pool %q, %s, mode %s, write cache %s, read cache %s%s\n",
-			v.Spec.Node, v.Spec.Pool, size(v.Spec.SizeBytes), v.Spec.Mode, size(v.Spec.WriteCacheBytes), size(v.Spec.ReadCacheBytes), readBlock)
-		s := v.Status
-		if s == nil {
-			fmt.Fprintln(w, "Status:        none yet (no node has applied it)")
-			return nil
-		}
-		fmt.Fprintf(w, "Status:        on %s, mode %s, state %s, spec revision %d applied, updated %s\n",
-			s.Node, s.Mode, s.State, s.ObservedRevision, s.UpdatedAt.Format(time.RFC3339))
-		fmt.Fprintf(w, "Dirty:         %d blocks (%s)\n", s.DirtyBlocks, size(s.DirtyBytes))
-		fmt.Fprintf(w, "Hit ratios:    reads %s, writes %s\n", percent(s.ReadHitRatio), percent(s.WriteHitRatio))
-		if s.Error != "" {
-			fmt.Fprintf(w, "Last error:    %s\n", s.Error)
-		}
-		for _, a := range s.Alerts {
-			fmt.Fprintf(w, "Alert:         %s\n", a)
-		}
-		return nil
-	}
-	return fmt.Errorf("volume %s: %w", name, store.ErrNotFound)
 }

@@ -9,15 +9,27 @@ import (
 	"time"
 
 	units "github.com/docker/go-units"
+	"sigs.k8s.io/yaml"
 
 	"github.com/tidecache/tidecache/pkg/engine"
 )
 
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
+// PrintJSON writes v as indented JSON.
+func PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printYAML writes v as YAML with the same field names as its JSON, so
+// both formats share one schema.
+func printYAML(w io.Writer, v any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("yaml: %w", err)
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // table writes aligned columns.
@@ -43,6 +55,10 @@ type progressPrinter struct {
 	w    io.Writer
 	tty  bool
 	last time.Time
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	return &progressPrinter{w: w, tty: isTerminal(w)}
 }
 
 func (p *progressPrinter) print(pr engine.Progress) {

@@ -3,14 +3,16 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func newPolicyCmd(g *globals) *cobra.Command {
+func newPolicyCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "Cluster policies: watermarks, scheduled flush, SSD wear/error rules (needs --etcd-endpoints)",
@@ -22,8 +24,8 @@ default's. Daemons pick changes up immediately.`,
 	return cmd
 }
 
-func newPolicySetCmd(g *globals) *cobra.Command {
-	var p store.Policy
+func newPolicySetCmd(g *Globals) *cobra.Command {
+	var p api.Policy
 	var high, low, wear int
 	var jobs, autocommit uint64
 	var flush time.Duration
@@ -41,10 +43,16 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 		Example: `  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --high-watermark 40 --low-watermark 30 --flush-interval 1h --wear-threshold 90
   tidectl --etcd-endpoints http://127.0.0.1:2379 policy set oltp --autocommit-ms 100
   tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --clear-watermarks`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePolicies,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !g.cluster() {
-				return errors.New("policy set needs --etcd-endpoints")
+			if err := g.needCluster("policy set"); err != nil {
+				return err
+			}
+			// The flags alone, before etcd is dialled.
+			probe := api.Policy{Name: args[0], Mode: p.Mode, OnSSDError: p.OnSSDError, FlushInterval: api.Duration(flush), WearThresholdPercent: wear}
+			if err := probe.Validate(); err != nil {
+				return usageError{policyFlagError(err)}
 			}
 			ctx := cmd.Context()
 			st, err := g.store(ctx)
@@ -57,7 +65,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 				return err
 			}
 			if errors.Is(err, store.ErrNotFound) {
-				cur = store.Policy{Name: args[0]}
+				cur = api.Policy{Name: args[0]}
 			}
 			f := cmd.Flags()
 			if f.Changed("mode") {
@@ -79,7 +87,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 				cur.AutocommitTimeMs = optionalMs(autocommit)
 			}
 			if f.Changed("flush-interval") {
-				cur.FlushInterval = store.Duration(flush)
+				cur.FlushInterval = api.Duration(flush)
 			}
 			if f.Changed("wear-threshold") {
 				cur.WearThresholdPercent = wear
@@ -88,16 +96,16 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 				cur.OnSSDError = p.OnSSDError
 			}
 			if err := cur.Validate(); err != nil {
-				return err
+				return usageError{policyFlagError(err)}
 			}
 			m, err := st.PutPolicy(ctx, cur, meta.ModRevision)
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(g.stdout, cur)
+			if g.JSON() {
+				return printPolicy(g, cur)
 			}
-			fmt.Fprintf(g.stdout, "policy %s written (revision %d)\n", cur.Name, m.ModRevision)
+			fmt.Fprintf(g.Stdout, "policy %s written (revision %d)\n", cur.Name, m.ModRevision)
 			return nil
 		},
 	}
@@ -111,7 +119,46 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	f.DurationVar(&flush, "flush-interval", 0, "write every dirty block back on this schedule (0: off)")
 	f.IntVar(&wear, "wear-threshold", 0, "SSD wear percent at which volumes go writethrough with an alert (0: off)")
 	f.StringVar(&p.OnSSDError, "on-ssd-error", "", "on an SSD I/O error: writethrough (default) or none")
+	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
+	_ = cmd.RegisterFlagCompletionFunc("on-ssd-error", cobra.FixedCompletions([]string{api.OnSSDErrorWritethrough, api.OnSSDErrorNone}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// policyFlags names, for each field of a stored policy, the flag of
+// `policy set` that sets it, so errors speak of flags.
+var policyFlags = map[string]string{
+	"highWatermark":        "--high-watermark",
+	"lowWatermark":         "--low-watermark",
+	"writebackJobs":        "--writeback-jobs",
+	"autocommitTimeMs":     "--autocommit-ms",
+	"flushInterval":        "--flush-interval",
+	"wearThresholdPercent": "--wear-threshold",
+	"onSSDError":           "--on-ssd-error",
+}
+
+// policyFlagError rewrites the field names of api.Policy.Validate's
+// messages ("wearThresholdPercent 150: ...") as flag names.
+func policyFlagError(err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		for field, flag := range policyFlags {
+			l = strings.ReplaceAll(l, field, flag)
+		}
+		if strings.HasPrefix(l, "invalid mode") {
+			l = "--mode: " + l
+		}
+		lines[i] = l
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// printPolicy prints a policy record with tidectl's snake_case keys.
+func printPolicy(g *Globals, v any) error {
+	out, err := snakeCase(v)
+	if err != nil {
+		return err
+	}
+	return g.Print(out)
 }
 
 // optionalMs maps a --autocommit-ms value to the policy field: 0 removes
@@ -123,15 +170,15 @@ func optionalMs(ms uint64) *uint64 {
 	return &ms
 }
 
-func newPolicyListCmd(g *globals) *cobra.Command {
+func newPolicyListCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List policies",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !g.cluster() {
-				return errors.New("policy list needs --etcd-endpoints")
+			if err := g.needCluster("policy list"); err != nil {
+				return err
 			}
 			st, err := g.store(cmd.Context())
 			if err != nil {
@@ -142,12 +189,12 @@ func newPolicyListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := []store.Policy{}
+			out := []api.Policy{}
 			for _, it := range items {
 				out = append(out, it.Value)
 			}
-			if g.output == "json" {
-				return printJSON(g.stdout, out)
+			if g.JSON() {
+				return printPolicy(g, out)
 			}
 			opt := func(p *int) string {
 				if p == nil {
@@ -155,7 +202,7 @@ func newPolicyListCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Sprintf("%d%%", *p)
 			}
-			t := newTable(g.stdout, "NAME", "MODE", "HIGH", "LOW", "WB JOBS", "AUTOCOMMIT", "FLUSH EVERY", "WEAR LIMIT", "ON SSD ERROR")
+			t := newTable(g.Stdout, "NAME", "MODE", "HIGH", "LOW", "WB JOBS", "AUTOCOMMIT", "FLUSH EVERY", "WEAR LIMIT", "ON SSD ERROR")
 			for _, p := range out {
 				jobs, autocommit := "-", "-"
 				if p.WritebackJobs != nil {

@@ -8,9 +8,10 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/mdraid"
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
-func newPoolCmd(g *globals) *cobra.Command {
+func newPoolCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pool",
 		Short: "Create and inspect pools (an HDD array plus SSDs)",
@@ -19,7 +20,7 @@ func newPoolCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newPoolCreateCmd(g *globals) *cobra.Command {
+func newPoolCreateCmd(g *Globals) *cobra.Command {
 	var req engine.CreatePoolRequest
 	cmd := &cobra.Command{
 		Use:   "create NAME --ssd DEV [--ssd DEV...] (--origin DEV | --raid10 DISK...)",
@@ -54,10 +55,13 @@ pool layout is written to the first 4 MiB of every SSD and of the origin.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
-			if len(req.RAID10) > 0 && len(req.RAID10)%2 != 0 || len(req.RAID10) > 0 && len(req.RAID10) < 4 {
-				return fmt.Errorf("--raid10 needs an even number of disks, at least 4 (got %d)", len(req.RAID10))
+			if err := validatePoolRequest(req); err != nil {
+				return usageError{err}
 			}
-			e, err := g.engine()
+			if g.cluster() {
+				return usageErrorf("pool create works on this node's devices and does not take --etcd-endpoints: run it on the node whose disks it takes; its daemon then publishes the pool (`tidectl node list`)")
+			}
+			e, err := g.Engine()
 			if err != nil {
 				return err
 			}
@@ -80,14 +84,48 @@ pool layout is written to the first 4 MiB of every SSD and of the origin.`,
 	return cmd
 }
 
-func newPoolShowCmd(g *globals) *cobra.Command {
+// validatePoolRequest checks what `pool create` can check without a
+// device, so a typo is reported before anything is opened.
+func validatePoolRequest(req engine.CreatePoolRequest) error {
+	if err := pool.ValidateName("pool", req.Name); err != nil {
+		return err
+	}
+	if len(req.SSDs) == 0 {
+		return fmt.Errorf("give at least one --ssd: the SSDs hold the pool's cache slices")
+	}
+	if req.Origin == "" && len(req.RAID10) == 0 {
+		return fmt.Errorf("give --origin DEV (an existing HDD array) or --raid10 DISK... (four or more disks to assemble)")
+	}
+	if n := len(req.RAID10); n > 0 && (n%2 != 0 || n < 4) {
+		return fmt.Errorf("--raid10 needs an even number of disks, at least 4 (got %d)", n)
+	}
+	for _, group := range [][]string{req.SSDs, req.RAID10, {req.Origin}} {
+		for _, dev := range group {
+			if dev != "" && !strings.HasPrefix(dev, "/") {
+				return fmt.Errorf("device %q: give an absolute path such as /dev/nvme0n1", dev)
+			}
+		}
+	}
+	return nil
+}
+
+func newPoolShowCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "show [NAME]",
 		Aliases: []string{"list", "ls"},
 		Short:   "Show pools found on this node's devices",
-		Args:    cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.engine()
+			if len(args) == 1 {
+				if err := pool.ValidateName("pool", args[0]); err != nil {
+					return usageError{err}
+				}
+			}
+			if g.cluster() {
+				return usageErrorf("pool show works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool; `tidectl node list --etcd-endpoints …` lists every node's pools and free space")
+			}
+			e, err := g.Engine()
 			if err != nil {
 				return err
 			}
@@ -102,20 +140,20 @@ func newPoolShowCmd(g *globals) *cobra.Command {
 			} else if pools, err = e.Pools(cmd.Context()); err != nil {
 				return err
 			}
-			if g.output == "json" {
+			if g.JSON() {
 				views := []poolView{}
 				for _, p := range pools {
 					views = append(views, newPoolView(p))
 				}
-				return printJSON(g.stdout, views)
+				return g.Print(views)
 			}
 			if len(pools) == 0 {
-				fmt.Fprintln(g.stdout, "no pools found; create one with `tidectl pool create`")
+				fmt.Fprintln(g.Stdout, "no pools found; create one with `tidectl pool create`")
 				return nil
 			}
 			for i, p := range pools {
 				if i > 0 {
-					fmt.Fprintln(g.stdout)
+					fmt.Fprintln(g.Stdout)
 				}
 				if err := printPool(g, p); err != nil {
 					return err
@@ -188,17 +226,17 @@ func arrayState(o originView) string {
 	return strings.Join(parts, "; ")
 }
 
-func printPool(g *globals, info engine.PoolInfo) error {
+func printPool(g *Globals, info engine.PoolInfo) error {
 	p := newPoolView(info)
-	if g.output == "json" {
-		return printJSON(g.stdout, p)
+	if g.JSON() {
+		return g.Print(p)
 	}
-	fmt.Fprintf(g.stdout, "Pool %s (uuid %s, layout generation %d)\n", p.Name, p.UUID, p.Generation)
+	fmt.Fprintf(g.Stdout, "Pool %s (uuid %s, layout generation %d)\n", p.Name, p.UUID, p.Generation)
 	origin := p.Origin.Path
 	if p.Origin.MDUUID != "" {
 		origin += " (md " + p.Origin.MDUUID + ")"
 	}
-	t := newTable(g.stdout, "DEVICE", "ROLE", "SIZE", "FREE", "STATE")
+	t := newTable(g.Stdout, "DEVICE", "ROLE", "SIZE", "FREE", "STATE")
 	t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), arrayState(p.Origin))
 	for _, m := range p.Members {
 		state := "ok"
@@ -216,6 +254,6 @@ func printPool(g *globals, info engine.PoolInfo) error {
 	if len(p.Volumes) > 0 {
 		vols = strings.Join(p.Volumes, ", ")
 	}
-	fmt.Fprintf(g.stdout, "Volumes: %s\n", vols)
+	fmt.Fprintf(g.Stdout, "Volumes: %s\n", vols)
 	return nil
 }

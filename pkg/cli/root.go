@@ -1,7 +1,15 @@
-// Package cli holds the command trees of tidectl and tidecached: flag
-// parsing, input validation that needs no device, human and JSON output,
-// and progress display. The work itself is done by pkg/engine; this
-// package only translates between a terminal and the engine.
+// Package cli holds the tidectl command tree and what every tidecache
+// command tree shares: the common flags, output formats, exit codes and
+// progress display.
+//
+// Each tidectl command validates its input first, then picks one backend
+// (see backend.go): this node's engine, or the cluster's etcd store when
+// --etcd-endpoints is given. A command that cannot work in cluster mode
+// says so instead of silently acting on the local node. Records are
+// printed in one JSON schema per object whatever the backend (schema.go).
+//
+// tidecached's command tree lives in pkg/daemoncli, so that tidectl links
+// no etcd server, raft or bbolt code.
 package cli
 
 import (
@@ -17,41 +25,67 @@ import (
 	"github.com/tidecache/tidecache/pkg/version"
 )
 
-// globals are the flags every command shares.
-type globals struct {
-	output  string
-	verbose bool
-	lock    string
-	stdout  io.Writer
-	stderr  io.Writer
-	cl      clusterFlags
+// Globals are the flags and streams every command of a tree shares.
+type Globals struct {
+	// Output is the output format: table, json or yaml.
+	Output string
+	// Verbose logs every step at debug level to Stderr.
+	Verbose bool
+	// Lock overrides the engine's lock file.
+	Lock           string
+	Stdout, Stderr io.Writer
+
+	cl clusterFlags
+	// openNode opens the local backend's engine; nil means Engine. Host
+	// tests set it to run local-mode commands without device-mapper.
+	openNode func() (nodeEngine, error)
 }
 
-// engine opens the engine with the shared flags applied. The caller closes it.
-func (g *globals) engine() (*engine.Engine, error) {
+// Engine opens this node's engine with the shared flags applied. The
+// caller closes it.
+func (g *Globals) Engine() (*engine.Engine, error) {
 	cfg := engine.DefaultConfig()
-	level := slog.LevelWarn
-	if g.verbose {
-		level = slog.LevelDebug
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-	if g.lock != "" {
-		cfg.LockPath = g.lock
+	cfg.Logger = g.Logger(slog.LevelWarn)
+	if g.Lock != "" {
+		cfg.LockPath = g.Lock
 	}
 	return engine.New(cfg)
 }
 
-func (g *globals) validateOutput() error {
-	switch g.output {
-	case "table", "json":
-		return nil
+// Logger returns a text logger on Stderr at level, or at debug level with
+// --verbose.
+func (g *Globals) Logger(level slog.Level) *slog.Logger {
+	if g.Verbose {
+		level = slog.LevelDebug
 	}
-	return fmt.Errorf("invalid --output %q: use table or json", g.output)
+	return slog.New(slog.NewTextHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// newRoot returns a binary's root command with the flags every tidecache
-// command shares (output format, verbosity, lock file).
-func newRoot(g *globals, use, short, long string) *cobra.Command {
+// JSON reports whether records are printed as data (json or yaml) rather
+// than as a table for people.
+func (g *Globals) JSON() bool { return g.Output == "json" || g.Output == "yaml" }
+
+// Print writes v in the chosen data format; callers use it when JSON()
+// is true.
+func (g *Globals) Print(v any) error {
+	if g.Output == "yaml" {
+		return printYAML(g.Stdout, v)
+	}
+	return PrintJSON(g.Stdout, v)
+}
+
+func (g *Globals) validateOutput() error {
+	switch g.Output {
+	case "table", "json", "yaml":
+		return nil
+	}
+	return usageErrorf("invalid --output %q: use table, json or yaml", g.Output)
+}
+
+// NewRoot returns a binary's root command with the flags every tidecache
+// command shares (output format, verbosity, lock file) and usage errors
+// marked for their exit code.
+func NewRoot(g *Globals, use, short, long string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           use,
 		Short:         short,
@@ -63,18 +97,23 @@ func newRoot(g *globals, use, short, long string) *cobra.Command {
 			return g.validateOutput()
 		},
 	}
-	root.SetOut(g.stdout)
-	root.SetErr(g.stderr)
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log every step (debug level) to stderr")
-	root.PersistentFlags().StringVar(&g.lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
+	root.SetOut(g.Stdout)
+	root.SetErr(g.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVarP(&g.Output, "output", "o", "table", "output format: table, json or yaml (one schema per object, docs/cli.md)")
+	root.PersistentFlags().BoolVarP(&g.Verbose, "verbose", "v", false, "log every step (debug level) to stderr")
+	root.PersistentFlags().StringVar(&g.Lock, "lock-file", "", "lock file serialising changes (default /run/tidecache/engine.lock)")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 	return root
 }
 
 // NewTidectl returns the tidectl command tree writing to the given streams.
 func NewTidectl(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
-	root := newRoot(g, "tidectl", "Manage tidecache pools and SSD-cached volumes on this node", `tidectl manages tidecache: SSDs in front of an HDD RAID10 as a write-back
+	return newTidectl(&Globals{Stdout: stdout, Stderr: stderr})
+}
+
+func newTidectl(g *Globals) *cobra.Command {
+	root := NewRoot(g, "tidectl", "Manage tidecache pools and SSD-cached volumes", `tidectl manages tidecache: SSDs in front of an HDD RAID10 as a write-back
 cache built from the kernel's device-mapper targets (dm-writecache for
 writes, dm-cache for reads).
 
@@ -82,32 +121,34 @@ A pool is one HDD array (the origin) plus one or more SSDs. Volumes are
 carved from a pool; each appears as /dev/mapper/tc-<name> and can be
 switched live between writeback, writethrough and passthrough.
 
-Run as root: tidectl talks to device-mapper and writes superblocks.
+Without --etcd-endpoints, tidectl works on this node's devices: run it as
+root, it talks to device-mapper and writes superblocks. With
+--etcd-endpoints, the volume commands work on the cluster instead: they
+write volume specs to etcd, the tidecached daemon of the owning node
+applies them, and --wait follows its progress. 'tidectl node' and
+'tidectl policy' work on the cluster only; 'tidectl pool' and the volume
+commands that act on one node's devices (flush, check, repair, tune)
+work locally only, and say so when given --etcd-endpoints.
 
-With --etcd-endpoints, the volume commands work on the cluster instead:
-they write volume specs to etcd, the tidecached daemon of the owning node
-applies them, and --wait follows its progress. 'tidectl node' lists and
-drains nodes.`)
+Exit status: 0 success, 1 error, 2 usage error (bad flag or argument,
+nothing was touched), 3 'volume check' found drift.
+
+Shell completion (volume, pool, node and policy names, modes):
+  source <(tidectl completion bash)`)
 	addClusterFlags(root, g)
 	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g), newPolicyCmd(g))
+	MarkUsageErrors(root)
 	return root
 }
 
-// NewTidecached returns the tidecached command tree.
-func NewTidecached(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{stdout: stdout, stderr: stderr}
-	root := newRoot(g, "tidecached", "tidecache node daemon: boot assembly, cluster reconcile, metrics", "")
-	root.AddCommand(newAssembleCmd(g), newRunCmd(g), newEtcdCmd(g))
-	return root
-}
-
-// Execute runs a command tree and turns its error into an exit status.
+// Execute runs a command tree and turns its error into an exit status
+// (see ExitCode).
 func Execute(ctx context.Context, cmd *cobra.Command, stderr io.Writer) int {
-	if err := cmd.ExecuteContext(ctx); err != nil {
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
 	}
-	return 0
+	return ExitCode(err)
 }
 
 // Main is the body of a binary's main: it runs the tree with os streams.

@@ -1,20 +1,22 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store"
 )
 
-func newVolumeCmd(g *globals) *cobra.Command {
+func newVolumeCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "volume",
 		Aliases: []string{"vol"},
@@ -79,6 +81,9 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 	if req.Mode, err = pool.ParseMode(c.mode); err != nil {
 		return pool.VolumeRequest{}, err
 	}
+	if req.BlockSize < 512 || req.BlockSize > 4096 || req.BlockSize&(req.BlockSize-1) != 0 {
+		return pool.VolumeRequest{}, fmt.Errorf("invalid --block-size %d: want a power of two from 512 to 4096 bytes", req.BlockSize)
+	}
 	if req.Mode == pool.ModeWriteback && req.WriteCache == 0 {
 		return pool.VolumeRequest{}, fmt.Errorf("mode writeback needs --write-cache")
 	}
@@ -89,7 +94,7 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 	return req, nil
 }
 
-func newVolumeCreateCmd(g *globals) *cobra.Command {
+func newVolumeCreateCmd(g *Globals) *cobra.Command {
 	var poolName, node string
 	var cf createFlags
 	cmd := &cobra.Command{
@@ -104,7 +109,7 @@ The new cache slices are zeroed and the layout is recorded on every pool
 device before the volume goes live.
 
 --read-block-size is the read cache's dm-cache block size, a power of two
-from 32K to 1M (default: the node's, 64K). It is fixed for the life of the
+from 32K to 1M (default: the node's, 256K). It is fixed for the life of the
 volume. Small blocks suit the small random reads of a database: promoting a
 hot 16K page copies little besides it. Large blocks suit scans and need
 less kernel memory and metadata per GiB of cache, but every promotion
@@ -125,29 +130,35 @@ time; volume show, a metric and an alert keep reporting it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := cf.request(args[0])
 			if err != nil {
-				return err
+				return usageError{err}
 			}
-			if g.cluster() {
-				return clusterCreate(cmd, g, store.VolumeSpec{
-					Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
-					WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
-					Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize,
-					AllowFUAWindow: req.FUAWindow,
-				})
+			if poolName != "" {
+				if err := pool.ValidateName("pool", poolName); err != nil {
+					return usageError{fmt.Errorf("--pool: %w", err)}
+				}
 			}
 			if node != "" {
-				return fmt.Errorf("--node needs --etcd-endpoints (cluster mode)")
+				if err := api.ValidateNodeName(node); err != nil {
+					return usageError{fmt.Errorf("--node: %w", err)}
+				}
 			}
-			e, err := g.engine()
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			info, err := e.CreateVolume(cmd.Context(), poolName, req)
+			defer b.Close()
+			v, err := b.CreateVolume(cmd.Context(), req, poolName, node)
 			if err != nil {
 				return err
 			}
-			return printVolume(g, info)
+			if g.cluster() && !g.cl.wait {
+				if g.JSON() {
+					return g.Print(v)
+				}
+				fmt.Fprintf(g.Stdout, "volume %s: spec written; add --wait to follow its node applying it\n", v.Name)
+				return nil
+			}
+			return printVolume(g, v)
 		},
 	}
 	f := cmd.Flags()
@@ -159,96 +170,132 @@ time; volume show, a metric and an alert keep reporting it.`,
 	f.StringVar(&cf.mode, "mode", string(pool.ModeWriteback), "initial mode: writeback, writethrough or passthrough")
 	f.Uint32Var(&cf.blockSize, "block-size", 4096, "write-cache block size in bytes (512-4096, power of two)")
 	f.StringVar(&node, "node", "", "cluster mode: node to create the volume on (default: the leader places it)")
+	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
+	_ = cmd.RegisterFlagCompletionFunc("node", g.completeNodes)
+	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
 	f.BoolVar(&cf.allowFUAWindow, "allow-fua-window", false, "build the write cache without the fuaflush kernel target: FUA writes (O_DSYNC, journal commits) can be lost on power failure; recorded and alerted on")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
 }
 
-func newVolumeListCmd(g *globals) *cobra.Command {
+func newVolumeListCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List volumes with their mode, state and dirty data",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.cluster() {
-				vols, err := clusterVolumes(cmd.Context(), g)
-				if err != nil {
-					return err
-				}
-				return printClusterVolumes(g, vols)
-			}
-			e, err := g.engine()
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			vols, err := e.Volumes(cmd.Context())
+			defer b.Close()
+			vols, err := b.Volumes(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				if vols == nil {
-					vols = []engine.VolumeInfo{}
-				}
-				return printJSON(g.stdout, vols)
+			if g.JSON() {
+				return g.Print(vols)
 			}
-			t := newTable(g.stdout, "NAME", "POOL", "SIZE", "MODE", "STATE", "DIRTY", "WRITE-CACHE", "READ-CACHE", "DEVICE")
+			t := newTable(g.Stdout, "NAME", "NODE", "POOL", "SIZE", "MODE", "STATE", "DIRTY", "WRITE-CACHE", "READ-CACHE", "HIT (W/R)", "ERROR")
 			for _, v := range vols {
-				dirty, used := "-", "-"
-				if v.WriteCache != nil {
-					dirty = size(v.WriteCache.DirtyBytes)
-					used = fmt.Sprintf("%s (%.0f%% used)", size(v.WriteCacheBytes), v.WriteCache.UsedPercent)
-				} else if v.WriteCacheBytes > 0 {
-					used = size(v.WriteCacheBytes) + " (off)"
+				mode := v.Mode
+				switch {
+				case mode == "":
+					mode = "(" + v.DesiredMode + ")"
+				case v.DesiredMode != "" && v.DesiredMode != mode:
+					mode += " -> " + v.DesiredMode
 				}
-				read := "-"
+				node := v.Node
+				if node == "" {
+					node = "(unplaced)"
+				}
+				wc, rc := "-", "-"
+				if v.WriteCacheBytes > 0 {
+					wc = size(v.WriteCacheBytes)
+					if v.WriteCache != nil {
+						wc += fmt.Sprintf(" (%.0f%% used)", v.WriteCache.UsedPercent)
+					}
+				}
 				if v.ReadCacheBytes > 0 {
-					read = size(v.ReadCacheBytes)
+					rc = size(v.ReadCacheBytes)
 				}
-				t.row(v.Name, v.Pool, size(v.SizeBytes), string(v.Mode), v.State, dirty, used, read, v.Device)
+				hits := fmt.Sprintf("%s/%s", percent(v.WriteHitRatio), percent(v.ReadHitRatio))
+				t.row(v.Name, node, orDash(v.Pool), size(v.SizeBytes), mode, v.State, size(v.DirtyBytes), wc, rc, hits, v.Error)
 			}
 			return t.flush()
 		},
 	}
 }
 
-func newVolumeShowCmd(g *globals) *cobra.Command {
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newVolumeShowCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show a volume: layout, kernel state, hit ratios, dirty blocks",
-		Args:  cobra.ExactArgs(1),
+		Use:               "show NAME",
+		Short:             "Show a volume: layout, kernel state, hit ratios, dirty blocks",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.cluster() {
-				return showClusterVolume(cmd.Context(), g, args[0])
-			}
-			e, err := g.engine()
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			info, err := e.Volume(cmd.Context(), args[0])
+			defer b.Close()
+			v, err := b.Volume(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			return printVolume(g, info)
+			return printVolume(g, v)
 		},
 	}
 }
 
-func printVolume(g *globals, v engine.VolumeInfo) error {
-	if g.output == "json" {
-		return printJSON(g.stdout, v)
+// printVolume prints one volume: the record with -o json/yaml, else the
+// same fields for people.
+func printVolume(g *Globals, v Volume) error {
+	if g.JSON() {
+		return g.Print(v)
 	}
-	w := g.stdout
-	fmt.Fprintf(w, "Volume:       %s (uuid %s)\n", v.Name, v.UUID)
-	fmt.Fprintf(w, "Pool:         %s\n", v.Pool)
+	w := g.Stdout
+	if v.UUID != "" {
+		fmt.Fprintf(w, "Volume:       %s (uuid %s)\n", v.Name, v.UUID)
+	} else {
+		fmt.Fprintf(w, "Volume:       %s\n", v.Name)
+	}
+	fmt.Fprintf(w, "Node:         %s\n", orDash(v.Node))
+	fmt.Fprintf(w, "Pool:         %s\n", orDash(v.Pool))
+	if v.Policy != "" {
+		fmt.Fprintf(w, "Policy:       %s\n", v.Policy)
+	}
 	fmt.Fprintf(w, "Device:       %s\n", v.Device)
 	fmt.Fprintf(w, "Size:         %s\n", size(v.SizeBytes))
-	fmt.Fprintf(w, "Mode:         %s\n", v.Mode)
+	switch {
+	case v.Mode == "":
+		fmt.Fprintf(w, "Mode:         (not applied yet; wanted %s)\n", orDash(v.DesiredMode))
+	case v.DesiredMode != "" && v.DesiredMode != v.Mode:
+		fmt.Fprintf(w, "Mode:         %s, changing to %s\n", v.Mode, v.DesiredMode)
+	default:
+		fmt.Fprintf(w, "Mode:         %s\n", v.Mode)
+	}
 	fmt.Fprintf(w, "State:        %s\n", v.State)
+	if v.SpecRevision != 0 {
+		status := "none yet (no node has applied it)"
+		if v.UpdatedAt != nil {
+			status = fmt.Sprintf("spec revision %d applied of %d, updated %s", v.ObservedRevision, v.SpecRevision, v.UpdatedAt.Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "Status:       %s\n", status)
+	}
 	if v.Error != "" {
 		fmt.Fprintf(w, "Error:        %s\n", v.Error)
+	}
+	for _, a := range v.Alerts {
+		fmt.Fprintf(w, "Alert:        %s\n", a)
 	}
 	fmt.Fprintf(w, "Write cache:  %s, block size %d\n", size(v.WriteCacheBytes), v.BlockSize)
 	if v.WriteCacheBytes > 0 {
@@ -262,6 +309,8 @@ func printVolume(g *globals, v engine.VolumeInfo) error {
 		fmt.Fprintf(w, "  reads:      %d, hits %d (%s)\n", wc.Reads, wc.ReadHits, percent(wc.ReadHitRatio))
 		fmt.Fprintf(w, "  writes:     %d, hits %d (%s), bypassed %d, blocked on free space %d\n", wc.Writes, wc.WriteHitsCommitted+wc.WriteHitsUncommitted, percent(wc.WriteHitRatio), wc.WritesAround, wc.WritesBlocked)
 		fmt.Fprintf(w, "  flushes:    %d, discards %d, error %d\n", wc.Flushes, wc.Discards, wc.Error)
+	} else if v.WriteCacheBytes > 0 {
+		fmt.Fprintf(w, "  dirty:      %d blocks (%s)\n", v.DirtyBlocks, size(v.DirtyBytes))
 	}
 	if v.ReadCacheBytes > 0 {
 		if v.ReadBlockSize > 0 {
@@ -275,12 +324,13 @@ func printVolume(g *globals, v engine.VolumeInfo) error {
 		fmt.Fprintf(w, "  reads:      hits %d, misses %d (%s hit)\n", rc.ReadHits, rc.ReadMisses, percent(rc.ReadHitRatio))
 		fmt.Fprintf(w, "  writes:     hits %d, misses %d; promotions %d, demotions %d, dirty %d\n", rc.WriteHits, rc.WriteMisses, rc.Promotions, rc.Demotions, rc.Dirty)
 	}
+	fmt.Fprintf(w, "Hit ratios:   reads %s, writes %s\n", percent(v.ReadHitRatio), percent(v.WriteHitRatio))
 	return nil
 }
 
 // durability says whether the volume's FUA writes are durable when
 // acknowledged.
-func durability(v engine.VolumeInfo) string {
+func durability(v Volume) string {
 	switch {
 	case v.FUAWindow:
 		return "FUA WINDOW ACCEPTED (--allow-fua-window): O_DSYNC writes and journal commits acknowledged within the autocommit time can be lost on power failure"
@@ -314,7 +364,7 @@ func formatTuning(t *pool.Tuning) string {
 	return strings.Join(parts, ", ") + " (others: node defaults)"
 }
 
-func newVolumeDeleteCmd(g *globals) *cobra.Command {
+func newVolumeDeleteCmd(g *Globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
@@ -324,38 +374,38 @@ and SSD slices. The volume must not be open (unmount it first).
 
 A volume whose write cache still holds dirty blocks (writes acknowledged
 but not yet on the HDDs) is refused: run 'tidectl volume flush NAME' first.
---force deletes anyway and discards those blocks.`,
-		Args: cobra.ExactArgs(1),
+--force deletes anyway and discards those blocks.
+
+In cluster mode the spec is deleted; the owning node deletes the volume
+once its write cache is clean (--force is refused there).`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.cluster() {
-				if force {
-					return fmt.Errorf("--force is not available in cluster mode: the owning node deletes the volume only once its cache is clean")
-				}
-				return clusterDelete(cmd, g, args[0])
-			}
-			e, err := g.engine()
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			if err := e.DeleteVolume(cmd.Context(), args[0], force); err != nil {
+			defer b.Close()
+			if err := b.DeleteVolume(cmd.Context(), args[0], force); err != nil {
 				return err
 			}
 			if force {
-				fmt.Fprintf(g.stderr, "warning: volume %s deleted with --force; any dirty cache blocks were discarded\n", args[0])
+				fmt.Fprintf(g.Stderr, "warning: volume %s deleted with --force; any dirty cache blocks were discarded\n", args[0])
 			}
-			if g.output == "json" {
-				return printJSON(g.stdout, map[string]string{"deleted": args[0]})
+			if g.JSON() {
+				return g.Print(map[string]string{"deleted": args[0]})
 			}
-			fmt.Fprintf(g.stdout, "volume %s deleted\n", args[0])
+			if !g.cluster() {
+				fmt.Fprintf(g.Stdout, "volume %s deleted\n", args[0])
+			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "delete even if the write cache holds dirty blocks (they are lost)")
+	cmd.Flags().BoolVar(&force, "force", false, "delete even if the write cache holds dirty blocks (they are lost); local mode only")
 	return cmd
 }
 
-func newVolumeSetModeCmd(g *globals) *cobra.Command {
+func newVolumeSetModeCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-mode NAME writeback|writethrough|passthrough",
 		Short: "Switch a volume's cache mode live, without unmounting",
@@ -370,61 +420,63 @@ func newVolumeSetModeCmd(g *globals) *cobra.Command {
 Leaving writeback first writes every dirty block back to the HDDs
 (progress and ETA are shown), then swaps the table while the device is
 briefly suspended. The mode is recorded on disk so boot assembly rebuilds
-the same stack.`,
-		Args: cobra.ExactArgs(2),
+the same stack.
+
+In cluster mode the spec's mode is written and the owning node switches;
+--wait follows it, with the drain's progress and ETA.`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: g.completeVolumeThenMode,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mode, err := pool.ParseMode(args[1])
 			if err != nil {
-				return err
+				return usageError{err}
 			}
-			if g.cluster() {
-				return clusterSetMode(cmd, g, args[0], mode)
-			}
-			e, err := g.engine()
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			pp := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
-			err = e.SetMode(cmd.Context(), args[0], mode, pp.print)
-			pp.end()
+			defer b.Close()
+			v, err := b.SetMode(cmd.Context(), args[0], mode)
 			if err != nil {
 				return err
 			}
-			info, err := e.Volume(cmd.Context(), args[0])
-			if err != nil {
-				return err
+			if g.JSON() {
+				return g.Print(v)
 			}
-			if g.output == "json" {
-				return printJSON(g.stdout, info)
+			if !g.cluster() {
+				fmt.Fprintf(g.Stdout, "volume %s is now %s (%s)\n", v.Name, v.Mode, v.State)
+			} else if !g.cl.wait {
+				fmt.Fprintf(g.Stdout, "volume %s: mode %s written; add --wait to follow its node applying it\n", v.Name, mode)
 			}
-			fmt.Fprintf(g.stdout, "volume %s is now %s (%s)\n", info.Name, info.Mode, info.State)
 			return nil
 		},
 	}
 }
 
-func newVolumeFlushCmd(g *globals) *cobra.Command {
+func newVolumeFlushCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "flush NAME",
-		Short: "Write every dirty cache block back to the HDDs and wait",
-		Args:  cobra.ExactArgs(1),
+		Short: "Write every dirty cache block back to the HDDs and wait (this node)",
+		Long: `Write every dirty block of the volume's write cache back to the HDDs and
+wait until none is left, showing progress and an ETA. The volume stays in
+use and in its mode. Works on this node's devices; in a cluster, run it on
+the node that holds the volume, or give its policy a --flush-interval.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.engine()
+			b, err := g.local("volume flush", "run it on the node that holds the volume (`tidectl volume list --etcd-endpoints …` shows it), or give its policy a --flush-interval")
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			pp := &progressPrinter{w: g.stderr, tty: isTerminal(g.stderr)}
-			left, err := e.Flush(cmd.Context(), args[0], pp.print)
-			pp.end()
+			defer b.Close()
+			left, err := b.Flush(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if g.output == "json" {
-				return printJSON(g.stdout, map[string]any{"volume": args[0], "dirty_blocks": left})
+			if g.JSON() {
+				return g.Print(map[string]any{"volume": args[0], "dirty_blocks": left})
 			}
-			fmt.Fprintf(g.stdout, "volume %s flushed: %d dirty blocks left\n", args[0], left)
+			fmt.Fprintf(g.Stdout, "volume %s flushed: %d dirty blocks left\n", args[0], left)
 			return nil
 		},
 	}
@@ -440,52 +492,101 @@ func isTerminal(w any) bool {
 	return err == nil
 }
 
-func newVolumeCheckCmd(g *globals) *cobra.Command {
+// checkResult is what `volume check -o json` prints.
+type checkResult struct {
+	Volume  string       `json:"volume"`
+	Drifted bool         `json:"drifted"`
+	Drift   []driftEntry `json:"drift"`
+}
+
+type driftEntry struct {
+	Device string `json:"device"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+}
+
+func newVolumeCheckCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "check NAME",
 		Short: "Compare a volume's live device-mapper tables with its recorded layout",
 		Long: `Compare every device of a volume with the stack its layout describes and
 report each difference (a table changed by hand, a missing device). Changes
-nothing; exits non-zero when the volume has drifted. 'volume repair' fixes it.`,
-		Args: cobra.ExactArgs(1),
+nothing. Exit status 0: it matches; 3: it has drifted ('volume repair'
+fixes it); 1: the check could not run. Works on this node's devices.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.engine()
+			b, err := g.local("volume check", "run it on the node that holds the volume; its daemon also checks every volume each --resync-interval and reports drift in the volume's status")
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			if err := e.CheckVolume(cmd.Context(), args[0]); err != nil {
-				return fmt.Errorf("volume %s has drifted:\n%w", args[0], err)
+			defer b.Close()
+			err = b.Check(cmd.Context(), args[0])
+			if err != nil && !isDrift(err) {
+				return err
 			}
-			fmt.Fprintf(g.stdout, "volume %s matches its layout\n", args[0])
+			res := checkResult{Volume: args[0], Drifted: err != nil, Drift: driftEntries(err)}
+			if g.JSON() {
+				if perr := g.Print(res); perr != nil {
+					return perr
+				}
+			} else if !res.Drifted {
+				fmt.Fprintf(g.Stdout, "volume %s matches its layout\n", args[0])
+			}
+			if res.Drifted {
+				return Found(fmt.Errorf("volume %s has drifted:\n%w", args[0], err))
+			}
 			return nil
 		},
 	}
 }
 
-func newVolumeRepairCmd(g *globals) *cobra.Command {
+// driftEntries lists the *engine.DriftError values in err.
+func driftEntries(err error) []driftEntry {
+	out := []driftEntry{}
+	var errs []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	} else if err != nil {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		var d *engine.DriftError
+		if errors.As(e, &d) {
+			out = append(out, driftEntry{Device: d.Device, Want: d.Want, Got: d.Got})
+		}
+	}
+	return out
+}
+
+func newVolumeRepairCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "repair NAME",
 		Short: "Bring a volume's devices back to its recorded layout",
 		Long: `Create missing devices of a volume and reload every device whose table
 differs from the layout (suspend, load, resume). A write tier is only ever
-reloaded as a write tier, so its dirty blocks stay reachable.`,
-		Args: cobra.ExactArgs(1),
+reloaded as a write tier, so its dirty blocks stay reachable. Works on this
+node's devices.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.engine()
+			b, err := g.local("volume repair", "run it on the node that holds the volume; a daemon with --drift-policy repair repairs drift itself")
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			changed, err := e.RepairVolume(cmd.Context(), args[0])
+			defer b.Close()
+			changed, err := b.Repair(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			if g.JSON() {
+				return g.Print(map[string]any{"volume": args[0], "repaired": append([]string{}, changed...)})
 			}
 			if len(changed) == 0 {
-				fmt.Fprintf(g.stdout, "volume %s: nothing to repair\n", args[0])
+				fmt.Fprintf(g.Stdout, "volume %s: nothing to repair\n", args[0])
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "volume %s: repaired %s\n", args[0], strings.Join(changed, ", "))
+			fmt.Fprintf(g.Stdout, "volume %s: repaired %s\n", args[0], strings.Join(changed, ", "))
 			return nil
 		},
 	}
@@ -499,12 +600,43 @@ type tuneFlags struct {
 	reset            bool
 }
 
-// tuning returns the tuning the flags ask for: nil for --reset (node
-// defaults), else only the knobs given (changed reports whether a flag was
-// on the command line), checked like the engine will.
-func (o tuneFlags) tuning(changed func(flag string) bool) (*pool.Tuning, error) {
+// tuning returns the tuning the flags make of the volume's current one
+// (cur, nil for node defaults): the knobs given on the command line
+// (changed reports which) replace the current values, the others are
+// kept, as `policy set` does; --reset returns nil (node defaults). The
+// result is checked like the engine will.
+func (o tuneFlags) tuning(changed func(flag string) bool, cur *pool.Tuning) (*pool.Tuning, error) {
+	if err := o.check(changed); err != nil || o.reset {
+		return nil, err
+	}
+	t := &pool.Tuning{}
+	if cur != nil {
+		c := *cur
+		t = &c
+	}
+	if changed("high-watermark") {
+		t.HighWatermark = &o.high
+	}
+	if changed("low-watermark") {
+		t.LowWatermark = &o.low
+	}
+	if changed("writeback-jobs") {
+		t.WritebackJobs = &o.jobs
+	}
+	if changed("autocommit-ms") {
+		t.AutocommitTimeMs = &o.autocommit
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// check checks the flags on their own, before the current tuning is
+// known: something to set, each value in its range.
+func (o tuneFlags) check(changed func(flag string) bool) error {
 	if o.reset {
-		return nil, nil
+		return nil
 	}
 	t := &pool.Tuning{}
 	if changed("high-watermark") {
@@ -520,15 +652,20 @@ func (o tuneFlags) tuning(changed func(flag string) bool) (*pool.Tuning, error) 
 		t.AutocommitTimeMs = &o.autocommit
 	}
 	if t.Empty() {
-		return nil, fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs, --autocommit-ms or --reset")
+		return fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs, --autocommit-ms or --reset")
 	}
-	if err := t.Validate(); err != nil {
-		return nil, err
+	// The watermarks' order is checked against the current tuning later.
+	ranges := *t
+	ranges.HighWatermark, ranges.LowWatermark = nil, nil
+	for _, w := range []*int{t.HighWatermark, t.LowWatermark} {
+		if w != nil && (*w < 0 || *w > 100) {
+			return fmt.Errorf("watermark %d%%: want 0 to 100", *w)
+		}
 	}
-	return t, nil
+	return ranges.Validate()
 }
 
-func newVolumeTuneCmd(g *globals) *cobra.Command {
+func newVolumeTuneCmd(g *Globals) *cobra.Command {
 	var o tuneFlags
 	cmd := &cobra.Command{
 		Use:   "tune NAME [--high-watermark N] [--low-watermark N] [--writeback-jobs N] [--autocommit-ms N] | --reset",
@@ -536,44 +673,53 @@ func newVolumeTuneCmd(g *globals) *cobra.Command {
 		Long: `Set dm-writecache's knobs for one volume: write-back starts when the cache is
 --high-watermark percent full and stops at --low-watermark; --writeback-jobs
 bounds the blocks written back at once (lower values leave the HDDs more
-room for reads). --reset returns to the node defaults. Each call sets the
-knobs it names; the others return to the node defaults.
+room for reads). Each call changes the knobs it names and keeps the
+others, like 'policy set'; --reset returns every knob to the node defaults.
 
 --autocommit-ms is how often dm-writecache commits its metadata on its own
-(kernel default 1000 ms; 1 to 60000). An fsync or any other flush commits
-at once whatever this says, but a write with FUA and no flush (O_DSYNC
-writes on ext4 and XFS, a journal's commit blocks) is acknowledged before
-it is durable and only becomes durable at the next commit. A shorter
-autocommit shortens that window; the cost is more metadata writes to the
-SSD (more write amplification and wear, a little less throughput under
-heavy writes). A longer one does the opposite.
+(kernel default 1000 ms; 1 to 60000). Every acknowledged write is durable
+whatever this says (fuaflush commits before a FUA write completes, and an
+fsync commits at once); a volume created with --allow-fua-window has no
+fuaflush, and there this is the longest a FUA write (O_DSYNC on ext4 and
+XFS, a journal's commit blocks) stays acknowledged but not durable. The
+cost of a shorter time is more metadata writes to the SSD.
 
 The change is recorded on disk (boot assembly keeps it) and applied by
 reloading the writecache table in place: no drain, no dirty block lost.
-In cluster mode the daemon sets these from the volume's policy.`,
+Works on this node's devices; in a cluster the daemon sets these from the
+volume's policy ('tidectl policy set'), which would undo a local tune.`,
 		Example: `  tidectl volume tune mysql --high-watermark 40 --low-watermark 30
   tidectl volume tune mysql --autocommit-ms 100
   tidectl volume tune mysql --reset`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := o.tuning(cmd.Flags().Changed)
+			// Check the flags alone before any device is opened.
+			if err := o.check(cmd.Flags().Changed); err != nil {
+				return usageError{err}
+			}
+			b, err := g.local("volume tune", "in a cluster a volume's tuning comes from its policy, which would undo a local tune: use `tidectl policy set`")
 			if err != nil {
 				return err
 			}
-			e, err := g.engine()
+			defer b.Close()
+			var applied *pool.Tuning
+			changed, err := b.Tune(cmd.Context(), args[0], func(cur *pool.Tuning) (*pool.Tuning, error) {
+				t, err := o.tuning(cmd.Flags().Changed, cur)
+				applied = t
+				return t, err
+			})
 			if err != nil {
 				return err
 			}
-			defer e.Close()
-			changed, err := e.SetTuning(cmd.Context(), args[0], t)
-			if err != nil {
-				return err
+			if g.JSON() {
+				return g.Print(map[string]any{"volume": args[0], "changed": changed, "tuning": applied})
 			}
 			if !changed {
-				fmt.Fprintf(g.stdout, "volume %s: tuning unchanged\n", args[0])
+				fmt.Fprintf(g.Stdout, "volume %s: tuning unchanged (%s)\n", args[0], formatTuning(applied))
 				return nil
 			}
-			fmt.Fprintf(g.stdout, "volume %s: tuning applied\n", args[0])
+			fmt.Fprintf(g.Stdout, "volume %s: tuning applied: %s\n", args[0], formatTuning(applied))
 			return nil
 		},
 	}
@@ -581,8 +727,8 @@ In cluster mode the daemon sets these from the volume's policy.`,
 	f.IntVar(&o.high, "high-watermark", 50, "percent of the write cache in use at which write-back starts")
 	f.IntVar(&o.low, "low-watermark", 45, "percent at which write-back stops")
 	f.Uint64Var(&o.jobs, "writeback-jobs", 0, "blocks written back at once, at most")
-	f.Uint64Var(&o.autocommit, "autocommit-ms", 1000, "milliseconds between dm-writecache's own metadata commits (1-60000): shorter makes FUA-only writes durable sooner, at more SSD metadata writes")
-	f.BoolVar(&o.reset, "reset", false, "return to the node defaults")
+	f.Uint64Var(&o.autocommit, "autocommit-ms", 1000, "milliseconds between dm-writecache's own metadata commits (1-60000)")
+	f.BoolVar(&o.reset, "reset", false, "return every knob to the node defaults")
 	for _, knob := range []string{"high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"} {
 		cmd.MarkFlagsMutuallyExclusive("reset", knob)
 	}

@@ -1,4 +1,4 @@
-package cli
+package daemoncli
 
 import (
 	"errors"
@@ -7,10 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/engine"
 )
 
-func newAssembleCmd(g *globals) *cobra.Command {
+func newAssembleCmd(g *cli.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "assemble",
 		Short: "Rebuild every cached volume from the SSD superblocks (boot time)",
@@ -22,11 +23,12 @@ mounted.
 Volumes already running with the right tables are left alone, so running
 it again is harmless. A pool with a missing SSD or a damaged superblock is
 not assembled: its cache may hold writes the HDDs do not have, and the
-origin is never exposed without them. The exit status is non-zero when
-anything was refused; the report says what and why.`,
+origin is never exposed without them. The exit status is 3 when anything
+was refused or failed (the report says what and why), 1 when the scan
+itself failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := g.engine()
+			e, err := g.Engine()
 			if err != nil {
 				return err
 			}
@@ -36,37 +38,37 @@ anything was refused; the report says what and why.`,
 				return perr
 			}
 			if errors.Is(err, engine.ErrAssembleIncomplete) {
-				return fmt.Errorf("%w: see the report above", err)
+				return cli.Found(fmt.Errorf("%w: see the report above", err))
 			}
 			return err
 		},
 	}
 }
 
-func printAssemble(g *globals, rep engine.AssembleReport) error {
-	if g.output == "json" {
-		return printJSON(g.stdout, rep)
+func printAssemble(g *cli.Globals, rep engine.AssembleReport) error {
+	if g.JSON() {
+		return g.Print(rep)
 	}
 	for _, c := range rep.Corrupt {
 		// A joined error (both slots) spans lines: keep it indented.
-		fmt.Fprintf(g.stdout, "DAMAGED  %s: %s\n", c.Device, strings.ReplaceAll(c.Error, "\n", "\n         "))
+		fmt.Fprintf(g.Stdout, "DAMAGED  %s: %s\n", c.Device, strings.ReplaceAll(c.Error, "\n", "\n         "))
 	}
 	if len(rep.Pools) == 0 {
-		fmt.Fprintln(g.stdout, "no tidecache pools found")
+		fmt.Fprintln(g.Stdout, "no tidecache pools found")
 	}
 	for _, p := range rep.Pools {
 		if p.Error != "" {
-			fmt.Fprintf(g.stdout, "pool %s: REFUSED: %s\n", p.Name, strings.TrimPrefix(p.Error, "pool "+p.Name+": "))
+			fmt.Fprintf(g.Stdout, "pool %s: REFUSED: %s\n", p.Name, strings.TrimPrefix(p.Error, "pool "+p.Name+": "))
 			continue
 		}
-		fmt.Fprintf(g.stdout, "pool %s:\n", p.Name)
+		fmt.Fprintf(g.Stdout, "pool %s:\n", p.Name)
 		for _, v := range p.Volumes {
 			if v.Error != "" {
-				fmt.Fprintf(g.stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)
+				fmt.Fprintf(g.Stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)
 			} else if v.Migrated {
-				fmt.Fprintf(g.stdout, "  %-20s %-12s %s (migrated to the fuaflush stack)\n", v.Name, v.Mode, v.Device)
+				fmt.Fprintf(g.Stdout, "  %-20s %-12s %s (migrated to the fuaflush stack)\n", v.Name, v.Mode, v.Device)
 			} else {
-				fmt.Fprintf(g.stdout, "  %-20s %-12s %s\n", v.Name, v.Mode, v.Device)
+				fmt.Fprintf(g.Stdout, "  %-20s %-12s %s\n", v.Name, v.Mode, v.Device)
 			}
 		}
 	}

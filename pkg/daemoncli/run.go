@@ -1,4 +1,4 @@
-package cli
+package daemoncli
 
 import (
 	"log/slog"
@@ -6,10 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/daemon"
 )
 
-func newRunCmd(g *globals) *cobra.Command {
+func newRunCmd(g *cli.Globals) *cobra.Command {
 	cfg := daemon.Default()
 	var endpoints string
 	cmd := &cobra.Command{
@@ -36,15 +37,15 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelInfo
-			if g.verbose {
+			if g.Verbose {
 				level = slog.LevelDebug
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = slog.New(slog.NewTextHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
 			if endpoints != "" {
 				cfg.Store.Endpoints = strings.Split(endpoints, ",")
 			}
-			if g.lock != "" {
-				cfg.Engine.LockPath = g.lock
+			if g.Lock != "" {
+				cfg.Engine.LockPath = g.Lock
 			}
 			cfg.Reconcile.Node = cfg.Node
 			return daemon.Run(cmd.Context(), cfg)

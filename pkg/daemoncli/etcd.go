@@ -1,4 +1,4 @@
-package cli
+package daemoncli
 
 import (
 	"fmt"
@@ -6,10 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 )
 
-func newEtcdCmd(g *globals) *cobra.Command {
+func newEtcdCmd(g *cli.Globals) *cobra.Command {
 	cfg := etcdserver.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "etcd",
@@ -21,16 +22,16 @@ production cluster should run a real three-member etcd.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelWarn
-			if g.verbose {
+			if g.Verbose {
 				level = slog.LevelDebug
 			}
-			cfg.Logger = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Logger = slog.New(slog.NewTextHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
 			srv, err := etcdserver.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			defer srv.Close()
-			fmt.Fprintf(g.stderr, "etcd serving %v (data in %s)\n", srv.Endpoints(), cfg.DataDir)
+			fmt.Fprintf(g.Stderr, "etcd serving %v (data in %s)\n", srv.Endpoints(), cfg.DataDir)
 			select {
 			case <-cmd.Context().Done():
 				return nil

@@ -1,0 +1,489 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
+	"sigs.k8s.io/yaml"
+)
+
+// etcdEndpoint is a real single-member etcd for the cluster-mode tests;
+// each test uses its own key prefix.
+var etcdEndpoint string
+
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{
+		DataDir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.Close()
+	etcdEndpoint = srv.Endpoints()[0]
+	return m.Run()
+}
+
+var prefixSeq atomic.Int64
+
+// cluster is one test's view of the shared etcd: a store under a prefix of
+// its own, and the tidectl flags that select it.
+type cluster struct {
+	st    *store.Store
+	flags []string
+}
+
+func newCluster(t *testing.T) cluster {
+	t.Helper()
+	prefix := fmt.Sprintf("/cli-test/%d/v1/", prefixSeq.Add(1))
+	cfg := store.DefaultConfig()
+	cfg.Endpoints = []string{etcdEndpoint}
+	cfg.Prefix = prefix
+	st, err := store.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return cluster{st: st, flags: []string{"--etcd-endpoints", etcdEndpoint, "--etcd-prefix", prefix}}
+}
+
+// fakeNode is the engine of a node with volumes, for local-mode commands
+// on a host without device-mapper. It records tuning changes.
+type fakeNode struct {
+	vols     []engine.VolumeInfo
+	checkErr error
+	tuned    *pool.Tuning
+}
+
+func (f *fakeNode) CreateVolume(context.Context, string, pool.VolumeRequest) (engine.VolumeInfo, error) {
+	return engine.VolumeInfo{}, errors.New("fake: create not supported")
+}
+func (f *fakeNode) Volumes(context.Context) ([]engine.VolumeInfo, error) { return f.vols, nil }
+func (f *fakeNode) Volume(_ context.Context, name string) (engine.VolumeInfo, error) {
+	for _, v := range f.vols {
+		if v.Name == name {
+			return v, nil
+		}
+	}
+	return engine.VolumeInfo{}, volumeNotFound(name)
+}
+func (f *fakeNode) DeleteVolume(context.Context, string, bool) error { return errors.New("fake") }
+func (f *fakeNode) SetMode(context.Context, string, pool.Mode, engine.ProgressFunc) error {
+	return errors.New("fake")
+}
+func (f *fakeNode) Flush(context.Context, string, engine.ProgressFunc) (uint64, error) { return 0, nil }
+func (f *fakeNode) CheckVolume(context.Context, string) error                          { return f.checkErr }
+func (f *fakeNode) RepairVolume(context.Context, string) ([]string, error)             { return nil, nil }
+func (f *fakeNode) SetTuning(_ context.Context, _ string, t *pool.Tuning) (bool, error) {
+	f.tuned = t
+	return true, nil
+}
+func (f *fakeNode) Close() error { return nil }
+
+// result is one tidectl run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// tidectl runs the tidectl tree in process; node, if not nil, stands in
+// for this node's engine.
+func tidectl(t *testing.T, node *fakeNode, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	g := &Globals{Stdout: &out, Stderr: &errb}
+	if node != nil {
+		g.openNode = func() (nodeEngine, error) { return node, nil }
+	} else {
+		g.openNode = func() (nodeEngine, error) { return nil, errors.New("no engine in this test") }
+	}
+	cmd := newTidectl(g)
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	code := Execute(ctx, cmd, &errb)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func u64(v uint64) *uint64 { return &v }
+func i(v int) *int         { return &v }
+
+// dbVolume is a writeback volume as a node's engine reports it.
+func dbVolume() engine.VolumeInfo {
+	wc := &engine.WriteCacheStatus{DirtyBlocks: 10, DirtyBytes: 40960, UsedPercent: 3, ReadHitRatio: 0.5, WriteHitRatio: 0.25}
+	wc.Writes, wc.Reads = 100, 50
+	return engine.VolumeInfo{Name: "db", UUID: "u-db", Pool: "fast", Mode: pool.ModeWriteback, Device: "/dev/mapper/tc-db",
+		SizeBytes: 1 << 30, WriteCacheBytes: 256 << 20, BlockSize: 4096, State: api.StateActive,
+		Tuning:     &pool.Tuning{HighWatermark: i(60), AutocommitTimeMs: u64(100)},
+		WriteCache: wc, FUAFlush: &dm.FUAFlushStatus{FUAWrites: 3, Flushes: 2}}
+}
+
+// TestVolumeJSONOneSchema runs `volume show` and `volume list` with -o json
+// in local mode (a node's engine) and in cluster mode (spec and status in
+// a real etcd) and checks that they print the same keys: the Volume
+// record's, with only the documented omitempty ones missing.
+func TestVolumeJSONOneSchema(t *testing.T) {
+	c := newCluster(t)
+	spec := api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 256 << 20, Mode: "writeback"}
+	if _, err := c.st.CreateVolumeSpec(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.PutVolumeStatus(t.Context(), api.VolumeStatus{Name: "db", Node: "n1", ObservedRevision: 1, Mode: "writeback",
+		State: api.StateActive, DirtyBlocks: 10, DirtyBytes: 40960, ReadHitRatio: 0.5, WriteHitRatio: 0.25, UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume()}}
+
+	// Every key the record can print; the ones without omitempty must be
+	// in every output.
+	all, required := volumeKeys(t)
+	for _, format := range []string{"json", "yaml"} {
+		for _, args := range [][]string{{"volume", "show", "db"}, {"volume", "list"}} {
+			local := tidectl(t, node, append([]string{"-o", format}, args...)...)
+			remote := tidectl(t, nil, append(append([]string{"-o", format}, c.flags...), args...)...)
+			for name, r := range map[string]result{"local": local, "cluster": remote} {
+				if r.code != ExitOK {
+					t.Fatalf("%s %v -o %s: exit %d: %s", name, args, format, r.code, r.stderr)
+				}
+				keys := topKeys(t, format, r.stdout)
+				for _, k := range keys {
+					if !all[k] {
+						t.Errorf("%s %v -o %s prints key %q that is not in the Volume schema", name, args, format, k)
+					}
+				}
+				for k := range required {
+					if !slices.Contains(keys, k) {
+						t.Errorf("%s %v -o %s lacks required key %q", name, args, format, k)
+					}
+				}
+			}
+		}
+	}
+	// Same values where both modes know them.
+	var l, r Volume
+	mustJSON(t, tidectl(t, node, "-o", "json", "volume", "show", "db").stdout, &l)
+	mustJSON(t, tidectl(t, nil, append(append([]string{"-o", "json"}, c.flags...), "volume", "show", "db")...).stdout, &r)
+	if l.Name != r.Name || l.Mode != r.Mode || l.DirtyBlocks != r.DirtyBlocks || l.SizeBytes != r.SizeBytes || l.ReadHitRatio != r.ReadHitRatio || l.WriteHitRatio != r.WriteHitRatio {
+		t.Errorf("local %+v\ncluster %+v", l, r)
+	}
+	if r.SpecRevision == 0 || r.ObservedRevision != 1 || r.Node != "n1" || l.WriteCache == nil {
+		t.Errorf("mode-specific fields: local write_cache %v, cluster revisions %d/%d node %q", l.WriteCache, r.ObservedRevision, r.SpecRevision, r.Node)
+	}
+}
+
+func volumeKeys(t *testing.T) (all, required map[string]bool) {
+	all, required = map[string]bool{}, map[string]bool{}
+	rt := reflect.TypeOf(Volume{})
+	for n := range rt.NumField() {
+		f := rt.Field(n)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		all[name] = true
+		if opts != "omitempty" {
+			required[name] = true
+		}
+	}
+	if len(required) < 15 {
+		t.Fatalf("only %d required keys found: %v", len(required), required)
+	}
+	return all, required
+}
+
+// topKeys returns the keys of the first volume in out (an object or a
+// list of objects, JSON or YAML).
+func topKeys(t *testing.T, format, out string) []string {
+	t.Helper()
+	var v any
+	if format == "yaml" {
+		b, err := yaml.YAMLToJSON([]byte(out))
+		if err != nil {
+			t.Fatalf("yaml: %v\n%s", err, out)
+		}
+		out = string(b)
+	}
+	mustJSON(t, out, &v)
+	if list, ok := v.([]any); ok {
+		if len(list) == 0 {
+			t.Fatalf("empty list")
+		}
+		v = list[0]
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("not an object: %s", out)
+	}
+	var keys []string
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func mustJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("parse %q: %v", s, err)
+	}
+}
+
+// TestExitCodes checks the documented exit statuses: usage errors are 2
+// and touch nothing, a drifted volume is 3, a check that cannot run is 1.
+func TestExitCodes(t *testing.T) {
+	c := newCluster(t)
+	drift := errors.Join(&engine.DriftError{Device: "tc-db", Want: "0 8 fuaflush 252:1", Got: "0 8 linear 252:1 0"})
+	cases := []struct {
+		name  string
+		node  *fakeNode
+		args  []string
+		code  int
+		about string
+	}{
+		{"ok", &fakeNode{vols: []engine.VolumeInfo{dbVolume()}}, []string{"volume", "check", "db"}, ExitOK, "matches its layout"},
+		{"drift found", &fakeNode{vols: []engine.VolumeInfo{dbVolume()}, checkErr: drift}, []string{"volume", "check", "db"}, ExitFound, "has drifted"},
+		{"check cannot run", &fakeNode{checkErr: errors.New("scan: permission denied")}, []string{"volume", "check", "db"}, ExitError, "permission denied"},
+		{"unknown command", nil, []string{"volume", "frobnicate"}, ExitUsage, "unknown command"},
+		{"unknown flag", nil, []string{"volume", "list", "--colour"}, ExitUsage, "unknown flag: --colour"},
+		{"missing argument", nil, []string{"volume", "show"}, ExitUsage, "accepts 1 arg(s), received 0"},
+		{"required flag", nil, []string{"volume", "create", "db"}, ExitUsage, `required flag(s) "size" not set`},
+		{"bad value", nil, []string{"volume", "create", "db", "--size", "lots"}, ExitUsage, "invalid --size"},
+		{"bad flag type", nil, []string{"volume", "create", "db", "--size", "1G", "--block-size", "big"}, ExitUsage, "invalid argument"},
+		{"bad mode", nil, []string{"volume", "set-mode", "db", "fast"}, ExitUsage, `invalid mode "fast"`},
+		{"exclusive flags", nil, []string{"volume", "tune", "db", "--reset", "--autocommit-ms", "5"}, ExitUsage, "none of the others can be"},
+		{"local-only command in cluster mode", nil, append(append([]string{}, c.flags...), "volume", "flush", "db"), ExitUsage, "volume flush works on this node's devices and does not take --etcd-endpoints"},
+		{"tune in cluster mode", nil, append(append([]string{}, c.flags...), "volume", "tune", "db", "--autocommit-ms", "100"), ExitUsage, "use `tidectl policy set`"},
+		{"pool in cluster mode", nil, append(append([]string{}, c.flags...), "pool", "show"), ExitUsage, "pool show works on this node's devices"},
+		{"cluster-only command locally", nil, []string{"node", "list"}, ExitUsage, "node list works on the cluster: give --etcd-endpoints"},
+		{"unknown volume", nil, append(append([]string{}, c.flags...), "volume", "show", "nosuch"), ExitError, "volume nosuch"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, tc.node, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.about) {
+				t.Fatalf("tidectl %s: exit %d, want %d with %q\nstdout %s\nstderr %s", strings.Join(tc.args, " "), r.code, tc.code, tc.about, r.stdout, r.stderr)
+			}
+		})
+	}
+
+	t.Run("check -o json lists the drift", func(t *testing.T) {
+		r := tidectl(t, &fakeNode{vols: []engine.VolumeInfo{dbVolume()}, checkErr: drift}, "-o", "json", "volume", "check", "db")
+		var res checkResult
+		mustJSON(t, r.stdout, &res)
+		if r.code != ExitFound || !res.Drifted || len(res.Drift) != 1 || res.Drift[0].Device != "tc-db" {
+			t.Fatalf("exit %d, %+v", r.code, res)
+		}
+	})
+}
+
+// TestClusterInputErrors checks that unknown nodes and pools are refused
+// before a spec is written, and that policy errors name flags.
+func TestClusterInputErrors(t *testing.T) {
+	c := newCluster(t)
+	reg, err := c.st.Register(t.Context(), api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "fast"}}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(context.Background())
+	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown node", cl("volume", "create", "db", "--size", "1G", "--write-cache", "64M", "--node", "nosuch"), ExitUsage, "--node nosuch: no such live node (live nodes: n1)"},
+		{"unknown pool on a node", cl("volume", "create", "db", "--size", "1G", "--write-cache", "64M", "--node", "n1", "--pool", "slow"), ExitUsage, "--pool slow: node n1 has no pool of that name"},
+		{"unknown pool anywhere", cl("volume", "create", "db", "--size", "1G", "--write-cache", "64M", "--pool", "slow"), ExitUsage, "--pool slow: no live node has a pool"},
+		{"drain of an unknown node", cl("node", "drain", "nosuch"), ExitUsage, "node nosuch: no such node"},
+		{"policy error names the flag", cl("policy", "set", "p", "--wear-threshold", "150"), ExitUsage, "--wear-threshold 150: want 1 to 100"},
+		{"policy watermarks name the flags", cl("policy", "set", "p", "--high-watermark", "20", "--low-watermark", "30"), ExitUsage, "--low-watermark 30 is above --high-watermark 20"},
+		{"policy mode", cl("policy", "set", "p", "--mode", "fast"), ExitUsage, `--mode: invalid mode "fast"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\nstderr %s", r.code, tc.code, tc.want, r.stderr)
+			}
+			for _, internal := range []string{"wearThresholdPercent", "highWatermark", "lowWatermark", "onSSDError"} {
+				if strings.Contains(r.stderr, internal) {
+					t.Errorf("error uses the internal name %s: %s", internal, r.stderr)
+				}
+			}
+		})
+	}
+	specs, _, _, err := c.st.ListVolumeSpecs(t.Context())
+	if err != nil || len(specs) != 0 {
+		t.Fatalf("refused creates wrote specs: %v, %v", specs, err)
+	}
+
+	// The placement that exists is accepted, and drain of a live node too.
+	if r := tidectl(t, nil, cl("volume", "create", "db", "--size", "1G", "--write-cache", "64M", "--node", "n1", "--pool", "fast")...); r.code != ExitOK {
+		t.Fatalf("create on n1/fast: exit %d: %s", r.code, r.stderr)
+	}
+	if r := tidectl(t, nil, cl("node", "drain", "n1")...); r.code != ExitOK {
+		t.Fatalf("drain n1: exit %d: %s", r.code, r.stderr)
+	}
+	ns, _, err := c.st.GetNodeSpec(t.Context(), "n1")
+	if err != nil || !ns.Drain {
+		t.Fatalf("node spec after drain: %+v, %v", ns, err)
+	}
+}
+
+// TestTuneKeepsUnnamedKnobs runs `volume tune` on a volume with its own
+// tuning and checks the engine gets the named knob changed and the others
+// kept, like `policy set`.
+func TestTuneKeepsUnnamedKnobs(t *testing.T) {
+	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume()}}
+	if r := tidectl(t, node, "volume", "tune", "db", "--low-watermark", "40"); r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	want := &pool.Tuning{HighWatermark: i(60), LowWatermark: i(40), AutocommitTimeMs: u64(100)}
+	if !node.tuned.Equal(want) {
+		t.Fatalf("engine got %+v, want %+v", node.tuned, want)
+	}
+	if r := tidectl(t, node, "volume", "tune", "db", "--reset"); r.code != ExitOK || node.tuned != nil {
+		t.Fatalf("--reset: exit %d, engine got %+v", r.code, node.tuned)
+	}
+}
+
+// TestCompletion runs cobra's completion entry point the way a shell does
+// and checks modes, and volume, node and policy names from etcd and from
+// the node's engine.
+func TestCompletion(t *testing.T) {
+	c := newCluster(t)
+	for _, name := range []string{"db", "logs"} {
+		if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: name, SizeBytes: 1 << 30, Mode: "writethrough"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := c.st.Register(t.Context(), api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "fast"}}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(context.Background())
+	if _, err := c.st.PutPolicy(t.Context(), api.Policy{Name: "oltp"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume()}}
+	cl := func(args ...string) []string { return append(append([]string{"__complete"}, c.flags...), args...) }
+	cases := []struct {
+		name string
+		node *fakeNode
+		args []string
+		want []string
+	}{
+		{"modes", nil, []string{"__complete", "volume", "set-mode", "db", ""}, []string{"writeback", "writethrough", "passthrough"}},
+		{"modes by prefix", nil, []string{"__complete", "volume", "set-mode", "db", "write"}, []string{"writeback", "writethrough"}},
+		{"mode flag", nil, []string{"__complete", "volume", "create", "db", "--mode", "p"}, []string{"passthrough"}},
+		{"output flag", nil, []string{"__complete", "-o", ""}, []string{"table", "json", "yaml"}},
+		{"local volumes", node, []string{"__complete", "volume", "show", ""}, []string{"db"}},
+		{"cluster volumes", nil, cl("volume", "delete", ""), []string{"db", "logs"}},
+		{"cluster volumes by prefix", nil, cl("volume", "set-mode", "l"), []string{"logs"}},
+		{"nodes", nil, cl("node", "drain", ""), []string{"n1"}},
+		{"node flag", nil, cl("volume", "create", "x", "--node", ""), []string{"n1"}},
+		{"pool flag", nil, cl("volume", "create", "x", "--pool", ""), []string{"fast"}},
+		{"policies", nil, cl("policy", "set", ""), []string{"oltp"}},
+		{"nothing after the name", nil, cl("volume", "show", "db", ""), nil},
+		{"shells", nil, []string{"__complete", "completion", ""}, []string{"bash", "fish", "powershell", "zsh"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, tc.node, tc.args...)
+			if r.code != ExitOK {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				if line == "" || strings.HasPrefix(line, ":") {
+					continue // the directive line
+				}
+				got = append(got, strings.SplitN(line, "\t", 2)[0])
+			}
+			sort.Strings(got)
+			want := slices.Clone(tc.want)
+			sort.Strings(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("completions %q, want %q\n%s", got, want, r.stdout)
+			}
+		})
+	}
+}
+
+// TestDrainTracker checks the --wait progress line: share written back,
+// rate and ETA.
+func TestDrainTracker(t *testing.T) {
+	var d drainTracker
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d.observe(t0, 1000)
+	if s := d.String(); s != "1000 dirty blocks left, 0% written back, ETA unknown" {
+		t.Errorf("start: %s", s)
+	}
+	d.observe(t0.Add(10*time.Second), 600)
+	if s := d.String(); s != "600 dirty blocks left, 40% written back, 40 blocks/s, ETA 15s" {
+		t.Errorf("after 10 s: %s", s)
+	}
+	d.observe(t0.Add(12*time.Second), 1500) // writes arrived: measure again
+	if s := d.String(); !strings.HasPrefix(s, "1500 dirty blocks left, 0% written back") {
+		t.Errorf("after a rise: %s", s)
+	}
+}
+
+// TestTidectlLinksNoEtcdServer checks that the tidectl binary's packages
+// include no etcd server, raft or bbolt code (tidecached's do), and that
+// the pure packages pull in no etcd at all.
+func TestTidectlLinksNoEtcdServer(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not in PATH")
+	}
+	deps := func(pkg string) []string {
+		out, err := exec.Command(gobin, "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	server := func(p string) bool {
+		return strings.HasPrefix(p, "go.etcd.io/etcd/server") || strings.HasPrefix(p, "go.etcd.io/raft") ||
+			strings.HasPrefix(p, "go.etcd.io/bbolt") || strings.HasSuffix(p, "/pkg/etcdserver")
+	}
+	var linked []string
+	for _, p := range deps("github.com/tidecache/tidecache/cmd/tidectl") {
+		if server(p) {
+			linked = append(linked, p)
+		}
+	}
+	if len(linked) > 0 {
+		t.Errorf("tidectl links etcd server code: %v", linked)
+	}
+	if !slices.ContainsFunc(deps("github.com/tidecache/tidecache/cmd/tidecached"), server) {
+		t.Errorf("tidecached links no etcd server: the check above cannot tell")
+	}
+}

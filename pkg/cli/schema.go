@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// Volume is how tidectl prints a volume with -o json or -o yaml, in local
+// and cluster mode alike: one schema, documented in docs/cli.md. Fields a
+// backend cannot know are empty (the kernel counters of a remote volume,
+// the revisions of a local one), never renamed.
+type Volume struct {
+	Name string `json:"name"`
+	// Node holds the volume: the spec's node in cluster mode, this host's
+	// name locally; empty while the cluster has not placed it.
+	Node   string `json:"node"`
+	Pool   string `json:"pool"`
+	UUID   string `json:"uuid,omitempty"`
+	Device string `json:"device"`
+	// Policy is the cluster policy the volume follows (cluster mode).
+	Policy string `json:"policy,omitempty"`
+
+	SizeBytes       uint64 `json:"size_bytes"`
+	WriteCacheBytes uint64 `json:"write_cache_bytes"`
+	ReadCacheBytes  uint64 `json:"read_cache_bytes"`
+	BlockSize       uint32 `json:"block_size"`
+	ReadBlockSize   uint32 `json:"read_block_size,omitempty"`
+
+	// Mode is the mode the kernel tables are in now; empty for a cluster
+	// volume no node has applied yet. DesiredMode is the mode asked for:
+	// the spec's in cluster mode, the layout's locally (then equal to
+	// Mode once a change has finished).
+	Mode        string `json:"mode"`
+	DesiredMode string `json:"desired_mode"`
+	// State is one of the api.State* words; Error the last error.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+
+	DirtyBlocks   uint64  `json:"dirty_blocks"`
+	DirtyBytes    uint64  `json:"dirty_bytes"`
+	ReadHitRatio  float64 `json:"read_hit_ratio"`
+	WriteHitRatio float64 `json:"write_hit_ratio"`
+
+	// FUAWindow: the operator accepted losing FUA writes (see volume
+	// create --allow-fua-window). LegacyStack: the volume still runs the
+	// stack from before the fuaflush target.
+	FUAWindow   bool         `json:"fua_window"`
+	LegacyStack bool         `json:"legacy_stack,omitempty"`
+	Tuning      *pool.Tuning `json:"tuning,omitempty"`
+	Alerts      []string     `json:"alerts,omitempty"`
+
+	// SpecRevision and ObservedRevision are the etcd revision of the spec
+	// and the one the node last applied (cluster mode).
+	SpecRevision     int64      `json:"spec_revision,omitempty"`
+	ObservedRevision int64      `json:"observed_revision,omitempty"`
+	UpdatedAt        *time.Time `json:"updated_at,omitempty"`
+
+	// The kernel's own counters, read on the node that holds the volume.
+	WriteCache *engine.WriteCacheStatus `json:"write_cache,omitempty"`
+	ReadCache  *engine.ReadCacheStatus  `json:"read_cache,omitempty"`
+	FUAFlush   *dm.FUAFlushStatus       `json:"fua_flush,omitempty"`
+}
+
+// statePending is the State of a cluster volume whose node has not
+// written a status yet (not placed, node down, or just created).
+const statePending = "pending"
+
+// localVolume is a volume as this node's engine sees it.
+func localVolume(v engine.VolumeInfo) Volume {
+	host, _ := os.Hostname()
+	out := Volume{
+		Name: v.Name, Node: host, Pool: v.Pool, UUID: v.UUID, Device: v.Device,
+		SizeBytes: v.SizeBytes, WriteCacheBytes: v.WriteCacheBytes, ReadCacheBytes: v.ReadCacheBytes,
+		BlockSize: v.BlockSize, ReadBlockSize: v.ReadBlockSize,
+		Mode: string(v.Mode), DesiredMode: string(v.Mode), State: v.State, Error: v.Error,
+		FUAWindow: v.FUAWindow, LegacyStack: v.LegacyStack, Tuning: v.Tuning,
+		WriteCache: v.WriteCache, ReadCache: v.ReadCache, FUAFlush: v.FUAFlush,
+	}
+	if wc := v.WriteCache; wc != nil {
+		out.DirtyBlocks, out.DirtyBytes = wc.DirtyBlocks, wc.DirtyBytes
+		out.WriteHitRatio, out.ReadHitRatio = wc.WriteHitRatio, wc.ReadHitRatio
+	}
+	if rc := v.ReadCache; rc != nil {
+		out.ReadHitRatio = rc.ReadHitRatio
+	}
+	return out
+}
+
+// clusterVolume is a volume as the cluster store records it: the spec,
+// with the status its node last wrote (nil before any).
+func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume {
+	out := Volume{
+		Name: spec.Name, Node: spec.Node, Pool: spec.Pool, Device: "/dev/mapper/tc-" + spec.Name,
+		Policy:    spec.Policy,
+		SizeBytes: spec.SizeBytes, WriteCacheBytes: spec.WriteCacheBytes, ReadCacheBytes: spec.ReadCacheBytes,
+		BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
+		DesiredMode: spec.Mode, State: statePending, FUAWindow: spec.AllowFUAWindow,
+		SpecRevision: rev,
+	}
+	if out.BlockSize == 0 && spec.WriteCacheBytes > 0 {
+		out.BlockSize = pool.DefaultBlockSize
+	}
+	if st == nil {
+		return out
+	}
+	out.Node = st.Node
+	out.Mode, out.State, out.Error = st.Mode, st.State, st.Error
+	out.DirtyBlocks, out.DirtyBytes = st.DirtyBlocks, st.DirtyBytes
+	out.ReadHitRatio, out.WriteHitRatio = st.ReadHitRatio, st.WriteHitRatio
+	out.Alerts = st.Alerts
+	out.ObservedRevision = st.ObservedRevision
+	updated := st.UpdatedAt
+	out.UpdatedAt = &updated
+	return out
+}
+
+// snakeCase prints a record stored in etcd (camelCase keys, the store's
+// format) with the snake_case keys of every other tidectl output, so one
+// script reads every object the same way.
+func snakeCase(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, fmt.Errorf("decode %T: %w", v, err)
+	}
+	return snakeKeys(generic), nil
+}
+
+func snakeKeys(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			out[snakeName(k)] = snakeKeys(val)
+		}
+		return out
+	case []any:
+		for i := range x {
+			x[i] = snakeKeys(x[i])
+		}
+		return x
+	}
+	return v
+}
+
+// snakeName turns "wearThresholdPercent" into "wear_threshold_percent"
+// and "observedRevision" into "observed_revision".
+func snakeName(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
