@@ -111,9 +111,9 @@ func validatePoolRequest(req engine.CreatePoolRequest) error {
 
 func newPoolShowCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:     "show [NAME]",
-		Aliases: []string{"list", "ls"},
-		Short:   "Show pools found on this node's devices",
+		Use:               "show [NAME]",
+		Aliases:           []string{"list", "ls"},
+		Short:             "Show pools found on this node's devices",
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
