@@ -46,7 +46,7 @@ const (
 // cache). The block count is taken at dm-cache's smallest block size,
 // 32 KiB (MinReadBlockSize), so the slice is large enough for every block
 // size a volume may choose: a larger block only means fewer blocks to
-// track (the node default of 64 KiB leaves a 2x margin, 1 MiB a 32x one).
+// track (the node default of 256 KiB leaves an 8x margin, 1 MiB a 32x one).
 // Sizing for the smallest block also keeps the slice's size independent of
 // the block size, so the two never have to be changed together.
 const (
