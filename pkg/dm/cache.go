@@ -3,6 +3,7 @@ package dm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,6 +45,19 @@ func (p CacheParams) String() string {
 // Target returns a "cache" target over [start, start+length).
 func (p CacheParams) Target(start, length uint64) Target {
 	return Target{Start: start, Length: length, Type: "cache", Params: p.String()}
+}
+
+// Equivalent reports whether p and o build the same cache once canon has
+// resolved the device references. Features compare as a set: the kernel
+// prints them in its own order.
+func (p CacheParams) Equivalent(o CacheParams, canon DeviceCanon) (bool, error) {
+	if err := canonDevices(canon, &p.Metadata, &p.Cache, &p.Origin, &o.Metadata, &o.Cache, &o.Origin); err != nil {
+		return false, err
+	}
+	pf, of := slices.Sorted(slices.Values(p.Features)), slices.Sorted(slices.Values(o.Features))
+	return p.Metadata == o.Metadata && p.Cache == o.Cache && p.Origin == o.Origin &&
+		p.BlockSize == o.BlockSize && slices.Equal(pf, of) &&
+		p.Policy == o.Policy && slices.Equal(p.PolicyArgs, o.PolicyArgs), nil
 }
 
 // ParseCacheParams parses the parameters of a cache target.

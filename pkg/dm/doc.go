@@ -6,10 +6,12 @@
 //     /dev/mapper/control (create, load, suspend, resume, remove, info,
 //     list, status, table, message, target versions);
 //   - Table and Target: dm tables as the kernel and dmsetup print them;
-//   - one file per target type tidecache uses (linear, writecache, cache),
-//     each with a params type that prints and parses back to the same
-//     string and a status parser that checks field counts against the
-//     target version.
+//   - one file per target type tidecache uses (linear, writecache, cache,
+//     fuaflush), each with a params type that prints and parses back to
+//     the same string, an Equivalent method that ignores what the kernel
+//     rewrites when it prints a table back (how the engine detects drift),
+//     and a status parser that checks field counts against the target
+//     version.
 //
 // # Why it exists
 //

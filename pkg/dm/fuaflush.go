@@ -25,6 +25,15 @@ func (p FUAFlushParams) Target(start, length uint64) Target {
 	return Target{Start: start, Length: length, Type: FUAFlushTarget, Params: p.String()}
 }
 
+// Equivalent reports whether p and o pass through to the same device once
+// canon has resolved both device references.
+func (p FUAFlushParams) Equivalent(o FUAFlushParams, canon DeviceCanon) (bool, error) {
+	if err := canonDevices(canon, &p.Device, &o.Device); err != nil {
+		return false, err
+	}
+	return p == o, nil
+}
+
 // Validate checks the parameters before they reach the kernel.
 func (p FUAFlushParams) Validate() error {
 	return validateDevice("fuaflush params", "device", p.Device)

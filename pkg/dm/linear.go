@@ -23,6 +23,15 @@ func (p LinearParams) Target(start, length uint64) Target {
 	return Target{Start: start, Length: length, Type: "linear", Params: p.String()}
 }
 
+// Equivalent reports whether p and o map the same sectors of the same
+// device once canon has resolved both device references.
+func (p LinearParams) Equivalent(o LinearParams, canon DeviceCanon) (bool, error) {
+	if err := canonDevices(canon, &p.Device, &o.Device); err != nil {
+		return false, err
+	}
+	return p == o, nil
+}
+
 // Validate checks the parameters before they reach the kernel.
 func (p LinearParams) Validate() error {
 	return validateDevice("linear params", "device", p.Device)

@@ -39,6 +39,64 @@ func (t Target) String() string {
 	return s
 }
 
+// DeviceCanon turns a device reference of a table, a path or
+// "major:minor", into the "major:minor" form the kernel prints back.
+type DeviceCanon func(ref string) (string, error)
+
+// Equivalent reports whether t and got map the same thing: the same
+// sectors, target type and parameters, ignoring what the kernel rewrites
+// when it prints a table back (device paths become major:minor, options
+// come in the target's own order). canon resolves device references; an
+// error resolving or parsing is returned, not taken for a mismatch.
+// Parameters of a target type this package does not model compare as text.
+func (t Target) Equivalent(got Target, canon DeviceCanon) (bool, error) {
+	if t.Start != got.Start || t.Length != got.Length || t.Type != got.Type {
+		return false, nil
+	}
+	eq, ok := paramsEquivalence[t.Type]
+	if !ok {
+		return t.Params == got.Params, nil
+	}
+	return eq(t.Params, got.Params, canon)
+}
+
+// paramsEquivalence compares the parameters of the target types modelled
+// in this package, each with the Equivalent method of its params type.
+var paramsEquivalence = map[string]func(want, got string, canon DeviceCanon) (bool, error){
+	"linear":       equivalentParams(ParseLinearParams, LinearParams.Equivalent),
+	FUAFlushTarget: equivalentParams(ParseFUAFlushParams, FUAFlushParams.Equivalent),
+	"writecache":   equivalentParams(ParseWritecacheParams, WritecacheParams.Equivalent),
+	"cache":        equivalentParams(ParseCacheParams, CacheParams.Equivalent),
+}
+
+// equivalentParams parses two parameter strings with parse and compares
+// them with eq.
+func equivalentParams[P any](parse func(string) (P, error), eq func(P, P, DeviceCanon) (bool, error)) func(want, got string, canon DeviceCanon) (bool, error) {
+	return func(want, got string, canon DeviceCanon) (bool, error) {
+		w, err := parse(want)
+		if err != nil {
+			return false, err
+		}
+		g, err := parse(got)
+		if err != nil {
+			return false, err
+		}
+		return eq(w, g, canon)
+	}
+}
+
+// canonDevices replaces each device reference with its canonical form.
+func canonDevices(canon DeviceCanon, refs ...*string) error {
+	for _, r := range refs {
+		c, err := canon(*r)
+		if err != nil {
+			return err
+		}
+		*r = c
+	}
+	return nil
+}
+
 // Table is a device-mapper table: targets in sector order.
 type Table []Target
 
@@ -50,6 +108,20 @@ func (t Table) String() string {
 		lines[i] = tg.String()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Equivalent reports whether t and got are target by target Equivalent:
+// got is typically the live table, as the kernel prints it back.
+func (t Table) Equivalent(got Table, canon DeviceCanon) (bool, error) {
+	if len(t) != len(got) {
+		return false, nil
+	}
+	for i := range t {
+		if eq, err := t[i].Equivalent(got[i], canon); err != nil || !eq {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Sectors returns the size the table maps, in 512-byte sectors.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -94,6 +95,16 @@ func (p WritecacheParams) String() string {
 // Target returns a "writecache" target over [start, start+length).
 func (p WritecacheParams) Target(start, length uint64) Target {
 	return Target{Start: start, Length: length, Type: "writecache", Params: p.String()}
+}
+
+// Equivalent reports whether p and o build the same write cache once canon
+// has resolved the device references: mode, devices, block size and every
+// option, cleaner included (a cleaner left on is drift).
+func (p WritecacheParams) Equivalent(o WritecacheParams, canon DeviceCanon) (bool, error) {
+	if err := canonDevices(canon, &p.Origin, &p.Cache, &o.Origin, &o.Cache); err != nil {
+		return false, err
+	}
+	return reflect.DeepEqual(p, o), nil
 }
 
 // ParseWritecacheParams parses the parameters of a writecache target. Option

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/tidecache/tidecache/pkg/blockdev"
@@ -145,25 +143,17 @@ func (e *Engine) removeDevice(ctx context.Context, name string) error {
 
 // sameTable compares the live table of a device with the wanted one,
 // ignoring what the kernel rewrites: device paths become major:minor and
-// option order is the target's own.
+// option order is the target's own (see dm.Target.Equivalent).
 func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table, error) {
 	got, err := e.dm.Table(ctx, d.Name)
 	if err != nil {
 		return false, nil, fmt.Errorf("table of %s: %w", d.Name, err)
 	}
-	if len(got) != len(d.Table) {
-		return false, got, nil
+	same, err := d.Table.Equivalent(got, devNumber)
+	if err != nil {
+		return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
 	}
-	for i := range got {
-		eq, err := equivalent(d.Table[i], got[i], devNumber)
-		if err != nil {
-			return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
-		}
-		if !eq {
-			return false, got, nil
-		}
-	}
-	return true, got, nil
+	return same, got, nil
 }
 
 // devNumber turns a device reference of a table into "major:minor".
@@ -176,81 +166,4 @@ func devNumber(ref string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d:%d", maj, min), nil
-}
-
-// equivalent reports whether two targets map the same thing. canon turns
-// a device reference into its canonical major:minor form.
-func equivalent(want, got dm.Target, canon func(string) (string, error)) (bool, error) {
-	if want.Start != got.Start || want.Length != got.Length || want.Type != got.Type {
-		return false, nil
-	}
-	devs := func(refs ...*string) error {
-		for _, r := range refs {
-			c, err := canon(*r)
-			if err != nil {
-				return err
-			}
-			*r = c
-		}
-		return nil
-	}
-	switch want.Type {
-	case "linear":
-		w, err := dm.ParseLinearParams(want.Params)
-		if err != nil {
-			return false, err
-		}
-		g, err := dm.ParseLinearParams(got.Params)
-		if err != nil {
-			return false, err
-		}
-		if err := devs(&w.Device, &g.Device); err != nil {
-			return false, err
-		}
-		return w == g, nil
-	case dm.FUAFlushTarget:
-		w, err := dm.ParseFUAFlushParams(want.Params)
-		if err != nil {
-			return false, err
-		}
-		g, err := dm.ParseFUAFlushParams(got.Params)
-		if err != nil {
-			return false, err
-		}
-		if err := devs(&w.Device, &g.Device); err != nil {
-			return false, err
-		}
-		return w == g, nil
-	case "writecache":
-		w, err := dm.ParseWritecacheParams(want.Params)
-		if err != nil {
-			return false, err
-		}
-		g, err := dm.ParseWritecacheParams(got.Params)
-		if err != nil {
-			return false, err
-		}
-		if err := devs(&w.Origin, &w.Cache, &g.Origin, &g.Cache); err != nil {
-			return false, err
-		}
-		return reflect.DeepEqual(w, g), nil
-	case "cache":
-		w, err := dm.ParseCacheParams(want.Params)
-		if err != nil {
-			return false, err
-		}
-		g, err := dm.ParseCacheParams(got.Params)
-		if err != nil {
-			return false, err
-		}
-		if err := devs(&w.Metadata, &w.Cache, &w.Origin, &g.Metadata, &g.Cache, &g.Origin); err != nil {
-			return false, err
-		}
-		slices.Sort(w.Features)
-		slices.Sort(g.Features)
-		return w.Metadata == g.Metadata && w.Cache == g.Cache && w.Origin == g.Origin &&
-			w.BlockSize == g.BlockSize && slices.Equal(w.Features, g.Features) &&
-			w.Policy == g.Policy && slices.Equal(w.PolicyArgs, g.PolicyArgs), nil
-	}
-	return want.Params == got.Params, nil
 }
