@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
@@ -149,21 +147,9 @@ func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table,
 	if err != nil {
 		return false, nil, fmt.Errorf("table of %s: %w", d.Name, err)
 	}
-	same, err := d.Table.Equivalent(got, devNumber)
+	same, err := d.Table.Equivalent(got, e.disks.devNumber)
 	if err != nil {
 		return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
 	}
 	return same, got, nil
-}
-
-// devNumber turns a device reference of a table into "major:minor".
-func devNumber(ref string) (string, error) {
-	if !strings.HasPrefix(ref, "/") {
-		return ref, nil
-	}
-	maj, min, err := blockdev.DevNumber(ref)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%d:%d", maj, min), nil
 }

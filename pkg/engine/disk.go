@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -33,6 +34,26 @@ func readSuperblock(path string) (superblock.Superblock, error) {
 	return sb, nil
 }
 
+// disks is how the engine reaches block devices besides device-mapper
+// and reading superblocks: the devices a scan reads, opening a device for
+// writing, and the device numbers of table references. hostDisks is the
+// node's; host tests put files in its place.
+type disks interface {
+	// list returns the paths of every block device on the node.
+	list() ([]string, error)
+	// openForWrite opens a device to write to it (see hostDisks).
+	openForWrite(path string) (*os.File, error)
+	// devNumber turns a device reference of a table (a path or
+	// "major:minor") into "major:minor".
+	devNumber(ref string) (string, error)
+}
+
+// hostDisks are the node's block devices, found through sysfs under
+// sysRoot.
+type hostDisks struct{ sysRoot string }
+
+func (h hostDisks) list() ([]string, error) { return blockdev.ListBlockDevices(h.sysRoot) }
+
 // openForWrite is the only way the engine opens a device to write to it:
 // superblocks (writeSuperblock), their wipe (wipeSuperblock) and the heads
 // of cache slices (zeroHead) all go through it. The device is opened with
@@ -44,15 +65,27 @@ func readSuperblock(path string) (superblock.Superblock, error) {
 // opened shared: dm's claim keeps everyone else out. See
 // blockdev.Checker.OpenForWrite.
 //
-// It reads the real /sys and /proc: the writers it serves have no engine
-// at hand, and no test points them at a fake tree.
-func openForWrite(path string) (*os.File, error) {
+// It reads the real /sys and /proc, whatever sysRoot says: the in-use
+// checks must see the node as it is.
+func (hostDisks) openForWrite(path string) (*os.File, error) {
 	return blockdev.Checker{}.OpenForWrite(context.Background(), path, stack.Owned)
 }
 
+// devNumber resolves a path with stat(2); "major:minor" is returned as is.
+func (hostDisks) devNumber(ref string) (string, error) {
+	if !strings.HasPrefix(ref, "/") {
+		return ref, nil
+	}
+	maj, min, err := blockdev.DevNumber(ref)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d:%d", maj, min), nil
+}
+
 // writeSuperblock writes one superblock copy to a device and syncs it.
-func writeSuperblock(path string, sb superblock.Superblock) error {
-	f, err := openForWrite(path)
+func (e *Engine) writeSuperblock(path string, sb superblock.Superblock) error {
+	f, err := e.disks.openForWrite(path)
 	if err != nil {
 		return fmt.Errorf("write superblock: %w", err)
 	}
@@ -64,8 +97,8 @@ func writeSuperblock(path string, sb superblock.Superblock) error {
 }
 
 // wipeSuperblock removes tidecache's superblock from a device.
-func wipeSuperblock(path string) error {
-	f, err := openForWrite(path)
+func (e *Engine) wipeSuperblock(path string) error {
+	f, err := e.disks.openForWrite(path)
 	if err != nil {
 		return fmt.Errorf("wipe superblock: %w", err)
 	}
@@ -78,18 +111,18 @@ func wipeSuperblock(path string) error {
 
 // zeroHead zeroes the first bytes of an extent on a device and syncs, so a
 // cache target built on it starts with fresh metadata.
-func zeroHead(path string, e pool.Extent) error {
+func (e *Engine) zeroHead(path string, x pool.Extent) error {
 	n := int64(metadataHeadBytes)
-	if max := int64(e.Length) * pool.SectorSize; n > max {
+	if max := int64(x.Length) * pool.SectorSize; n > max {
 		n = max
 	}
-	f, err := openForWrite(path)
+	f, err := e.disks.openForWrite(path)
 	if err != nil {
 		return fmt.Errorf("zero cache metadata: %w", err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt(make([]byte, n), int64(e.Offset)*pool.SectorSize); err != nil {
-		return fmt.Errorf("zero cache metadata on %s at sector %d: %w", path, e.Offset, err)
+	if _, err := f.WriteAt(make([]byte, n), int64(x.Offset)*pool.SectorSize); err != nil {
+		return fmt.Errorf("zero cache metadata on %s at sector %d: %w", path, x.Offset, err)
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)

@@ -101,6 +101,7 @@ type Engine struct {
 	runner  command.Runner // modprobe; other tools go through md and prober
 	prober  blockdev.Prober
 	checker blockdev.Checker
+	disks   disks
 
 	mu       sync.Mutex
 	versions map[string]dm.Version
@@ -141,6 +142,7 @@ func NewWithClient(cfg Config, client *dm.Client) (*Engine, error) {
 		runner:  runner,
 		prober:  blockdev.Prober{Runner: runner},
 		checker: blockdev.Checker{SysRoot: cfg.SysRoot, ProcRoot: cfg.ProcRoot},
+		disks:   hostDisks{sysRoot: cfg.SysRoot},
 	}, nil
 }
 

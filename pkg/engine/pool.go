@@ -180,7 +180,7 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	// left on disks an earlier pool's RAID10 was built from) go first, so
 	// the new pool's first generation is the only record on its devices.
 	for _, dev := range append(slices.Collect(maps.Values(ps.Members)), origin.Path) {
-		if err := wipeSuperblock(dev); err != nil {
+		if err := e.wipeSuperblock(dev); err != nil {
 			return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
 		}
 	}

@@ -243,12 +243,12 @@ func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error 
 		if !ok {
 			return fmt.Errorf("pool %s: member %s is missing; cannot record the change", l.Name, m.UUID)
 		}
-		if err := writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
+		if err := e.writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
 			return fmt.Errorf("pool %s: %w", l.Name, err)
 		}
 		p.Generations[m.UUID] = l.Generation
 	}
-	if err := writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
+	if err := e.writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
 		return fmt.Errorf("pool %s: %w", l.Name, err)
 	}
 	p.Layout = l
@@ -279,7 +279,7 @@ func (e *Engine) findOrigin(ctx context.Context, l *pool.Layout) (string, bool) 
 // included: what an error means is the caller's call. It stops at the
 // first error fn returns, or when ctx ends.
 func (e *Engine) eachSuperblock(ctx context.Context, fn func(path string, sb superblock.Superblock, err error) error) error {
-	devs, err := blockdev.ListBlockDevices(e.cfg.SysRoot)
+	devs, err := e.disks.list()
 	if err != nil {
 		return fmt.Errorf("scan block devices: %w", err)
 	}

@@ -138,7 +138,7 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 		if !ok {
 			return fmt.Errorf("volume %s: SSD member %s missing", v.Name, x.Member)
 		}
-		if err := zeroHead(path, x); err != nil {
+		if err := e.zeroHead(path, x); err != nil {
 			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}
 	}
