@@ -47,11 +47,21 @@ var (
 // millisecond.
 func newHostEngine(t *testing.T, drainTimeout time.Duration) (*Engine, *dmtest.Kernel) {
 	t.Helper()
-	k := dmtest.New()
-	k.SetTarget(dm.FUAFlushTarget, dm.Version{Major: 1})
+	e, k := newFakeDMEngine(t, drainTimeout)
 	k.AddDevice(hostWTier, stack.DeviceUUID("u1", stack.RoleWriteTier), wtierTable)
 	k.AddDevice(hostTop, stack.DeviceUUID("u1", stack.RoleTop), fuaTable)
+	return e, k
+}
+
+// newFakeDMEngine returns an Engine on a fake kernel without devices that
+// knows the fuaflush target, polling every millisecond, with its lock file
+// and sysfs root in a temporary directory.
+func newFakeDMEngine(t *testing.T, drainTimeout time.Duration) (*Engine, *dmtest.Kernel) {
+	t.Helper()
+	k := dmtest.New()
+	k.SetTarget(dm.FUAFlushTarget, dm.Version{Major: 1})
 	cfg := DefaultConfig()
+	cfg.SysRoot = t.TempDir()
 	cfg.LockPath = filepath.Join(t.TempDir(), "engine.lock")
 	cfg.PollInterval = time.Millisecond
 	cfg.DrainTimeout = drainTimeout
