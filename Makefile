@@ -38,6 +38,52 @@ apt-install:
 build: ## Build tidectl and tidecached into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
+# Install layout (Debian's): make install DESTDIR=… PREFIX=/usr.
+PREFIX     ?= /usr
+DESTDIR    ?=
+SHARE      ?= build/share
+DEBROOT    ?= build/deb
+DEB_OUT    ?= build
+DKMS_VER   := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' kernel/dm-fuaflush/dkms.conf)
+DEB_VERSION ?= 0.1.0+git$(shell git rev-list --count HEAD 2>/dev/null || echo 0).$(shell git rev-parse --short HEAD 2>/dev/null || echo local)
+DEB_ARCH   ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+
+.PHONY: install
+install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source under $(DESTDIR)$(PREFIX).
+	rm -rf $(SHARE) && $(GO) run ./internal/cmd/gendocs -out $(SHARE)
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/udev/rules.d \
+		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d \
+		$(DESTDIR)$(PREFIX)/share/doc/tidecache $(DESTDIR)$(PREFIX)/share/tidecache/prometheus $(DESTDIR)$(PREFIX)/share/tidecache/grafana \
+		$(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d \
+		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER) $(DESTDIR)/etc/default
+	install -m 0755 $(BIN)/tidectl $(BIN)/tidecached $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0644 deploy/systemd/tidecached.service deploy/systemd/tidecache-assemble.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+	install -m 0644 deploy/systemd/mariadb.service.d/tidecache.conf $(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d/
+	install -m 0644 deploy/udev/12-tidecache.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
+	for f in $(SHARE)/man/man8/*.8; do gzip -9n < $$f > $(DESTDIR)$(PREFIX)/share/man/man8/$$(basename $$f).gz; done
+	for b in tidectl tidecached; do \
+		install -m 0644 $(SHARE)/completion/bash/$$b $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; \
+		install -m 0644 $(SHARE)/completion/zsh/$$b $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_$$b; \
+		install -m 0644 $(SHARE)/completion/fish/$$b $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/$$b.fish; \
+	done
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tidecache/
+	install -m 0644 deploy/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/
+	install -m 0644 deploy/grafana/*.json $(DESTDIR)$(PREFIX)/share/tidecache/grafana/
+	install -m 0644 kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf \
+		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/
+	test -e $(DESTDIR)/etc/default/tidecache || install -m 0644 deploy/default/tidecache $(DESTDIR)/etc/default/tidecache
+
+.PHONY: deb
+deb: ## Build build/tidecache_<version>_<arch>.deb (dpkg-deb): everything `make install` installs, plus maintainer scripts.
+	rm -rf $(DEBROOT) && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEBROOT)) PREFIX=/usr
+	install -d $(DEBROOT)/DEBIAN $(DEB_OUT)
+	size=$$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1); \
+	sed -e 's/@VERSION@/$(DEB_VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' -e "s/@SIZE@/$$size/" deploy/debian/control.in > $(DEBROOT)/DEBIAN/control
+	install -m 0644 deploy/debian/conffiles $(DEBROOT)/DEBIAN/conffiles
+	for s in postinst prerm; do sed 's/@DKMS_VERSION@/$(DKMS_VER)/' deploy/debian/$$s > $(DEBROOT)/DEBIAN/$$s && chmod 0755 $(DEBROOT)/DEBIAN/$$s; done
+	dpkg-deb --root-owner-group -Zxz --build $(DEBROOT) $(DEB_OUT)/tidecache_$(DEB_VERSION)_$(DEB_ARCH).deb
+
 .PHONY: kmod
 kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER=<version> (needs linux-headers-<version>).
 	$(MAKE) -C kernel/dm-fuaflush $(if $(KVER),KVER=$(KVER))
@@ -99,4 +145,4 @@ fuzz: ## Run the fuzz tests for a short while each.
 
 .PHONY: clean
 clean: ## Remove build output and VM caches.
-	rm -rf $(BIN) .cache
+	rm -rf $(BIN) build .cache

@@ -1,0 +1,159 @@
+package deploy_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tidecache/tidecache/pkg/cli"
+	"github.com/tidecache/tidecache/pkg/daemoncli"
+)
+
+// TestDebianPackage builds the package with `make deb` into a temporary
+// directory and checks what an install relies on: the control fields and
+// dependencies, the conffile, every file the units and the DKMS source
+// need, a man page for every command of both trees, the shell completion
+// scripts, and maintainer scripts that parse.
+func TestDebianPackage(t *testing.T) {
+	for _, tool := range []string{"dpkg-deb", "make", "gzip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	tmp := t.TempDir()
+	make := exec.Command("make", "--no-print-directory", "-C", "../..", "deb",
+		"BIN="+filepath.Join(tmp, "bin"), "SHARE="+filepath.Join(tmp, "share"),
+		"DEBROOT="+filepath.Join(tmp, "root"), "DEB_OUT="+tmp, "DEB_VERSION=1.2.3+test")
+	if out, err := make.CombinedOutput(); err != nil {
+		t.Fatalf("make deb: %v\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(tmp, "tidecache_1.2.3+test_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("want one .deb in %s, got %v", tmp, debs)
+	}
+	deb := debs[0]
+
+	field := func(name string) string {
+		out, err := exec.Command("dpkg-deb", "--field", deb, name).Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb --field %s: %v", name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := field("Package"); got != "tidecache" {
+		t.Errorf("Package %q", got)
+	}
+	if got := field("Version"); got != "1.2.3+test" {
+		t.Errorf("Version %q", got)
+	}
+	for _, dep := range []string{"dmsetup", "mdadm", "util-linux", "dkms", "nvme-cli | smartmontools"} {
+		if !strings.Contains(field("Depends"), dep) {
+			t.Errorf("Depends %q lacks %s", field("Depends"), dep)
+		}
+	}
+
+	out, err := exec.Command("dpkg-deb", "--contents", deb).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --contents: %v", err)
+	}
+	files := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 6 {
+			files[strings.TrimPrefix(f[5], ".")] = true
+		}
+	}
+	want := []string{
+		"/usr/sbin/tidectl", "/usr/sbin/tidecached",
+		"/usr/lib/systemd/system/tidecached.service", "/usr/lib/systemd/system/tidecache-assemble.service",
+		"/usr/lib/udev/rules.d/12-tidecache.rules", "/etc/default/tidecache",
+		"/usr/src/tidecache-fuaflush-1.0.0/dm-fuaflush.c", "/usr/src/tidecache-fuaflush-1.0.0/Kbuild",
+		"/usr/src/tidecache-fuaflush-1.0.0/dkms.conf",
+		"/usr/share/bash-completion/completions/tidectl", "/usr/share/zsh/vendor-completions/_tidectl",
+		"/usr/share/fish/vendor_completions.d/tidectl.fish",
+		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
+	}
+	// Every file:// documentation link of the units must be shipped.
+	units, _ := filepath.Glob("../../deploy/systemd/*.service")
+	docLink := regexp.MustCompile(`file://(\S+)`)
+	for _, u := range units {
+		text, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range docLink.FindAllStringSubmatch(string(text), -1) {
+			want = append(want, m[1])
+		}
+	}
+	// A man page for every command of both trees.
+	for _, root := range []*cobra.Command{cli.NewTidectl(nil, nil), daemoncli.NewTidecached(nil, nil)} {
+		walk(root, func(c *cobra.Command) {
+			if !c.Hidden && c.Name() != "help" {
+				want = append(want, "/usr/share/man/man8/"+strings.ReplaceAll(c.CommandPath(), " ", "-")+".8.gz")
+			}
+		})
+	}
+	for _, f := range want {
+		if !files[f] {
+			t.Errorf("package lacks %s", f)
+		}
+	}
+
+	ctl := filepath.Join(tmp, "control")
+	if err := exec.Command("dpkg-deb", "--control", deb, ctl).Run(); err != nil {
+		t.Fatalf("dpkg-deb --control: %v", err)
+	}
+	conffiles, err := os.ReadFile(filepath.Join(ctl, "conffiles"))
+	if err != nil || strings.TrimSpace(string(conffiles)) != "/etc/default/tidecache" {
+		t.Errorf("conffiles %q, %v", conffiles, err)
+	}
+	for _, script := range []string{"postinst", "prerm"} {
+		path := filepath.Join(ctl, script)
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+		if strings.Contains(string(text), "@") {
+			t.Errorf("%s keeps a placeholder:\n%s", script, text)
+		}
+		if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v\n%s", script, err, out)
+		}
+	}
+}
+
+// TestDaemonDefaults pins how the daemon's arguments reach it: the unit
+// has a default, and /etc/default/tidecache (a conffile) overrides it.
+func TestDaemonDefaults(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/systemd/tidecached.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"Environment=TIDECACHED_RUN_ARGS=--embedded-etcd",
+		"EnvironmentFile=-/etc/default/tidecache",
+		"ExecStart=/usr/sbin/tidecached run $TIDECACHED_RUN_ARGS",
+	} {
+		if !strings.Contains(string(unit), line+"\n") {
+			t.Errorf("tidecached.service lacks %q", line)
+		}
+	}
+	defaults, err := os.ReadFile("../../deploy/default/tidecache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^TIDECACHED_RUN_ARGS="--embedded-etcd"$`).Match(defaults) {
+		t.Errorf("deploy/default/tidecache does not set TIDECACHED_RUN_ARGS:\n%s", defaults)
+	}
+}
+
+func walk(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		walk(sub, f)
+	}
+}
