@@ -414,6 +414,11 @@ func TestHostModeChangeRollback(t *testing.T) {
 			checkErr(t, err, c.wantErr, c.errText)
 			assertResumed(t, k, hostTop, fuaTable)
 			assertResumed(t, k, hostWTier, wtierTable)
+			// The volume stays in writeback: its write tier must cache
+			// writes again, so its table is reloaded without the cleaner.
+			if n := len(k.CallsOf(hostWTier, dmtest.OpLoad)); n != 1 {
+				t.Errorf("write tier table loaded %d times, want once to turn the cleaner off", n)
+			}
 		})
 	}
 }
@@ -460,8 +465,19 @@ func TestHostDrainRetries(t *testing.T) {
 				t.Errorf("%d suspends of %s, want %d", n, hostTop, c.rounds)
 			}
 			assertResumed(t, k, hostTop, c.live)
+			// Cleaner turned off again only when the write tier stays.
+			if n, want := len(k.CallsOf(hostWTier, dmtest.OpLoad)), btoi(c.wantErr != nil); n != want {
+				t.Errorf("write tier table loaded %d times, want %d", n, want)
+			}
 		})
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func TestHostCreateAndRemove(t *testing.T) {

@@ -169,10 +169,13 @@ func TestHostSetModeRollback(t *testing.T) {
 		// when it failed before recording the new mode, 2 when it
 		// recorded it and then the old one again.
 		layoutWrites uint64
+		// cleanerOff: the drained write tier's table was reloaded to turn
+		// its cleaner off, as the volume stays in writeback.
+		cleanerOff bool
 	}{
-		{"new top table refused", dmtest.Failure{Op: dmtest.OpLoad, Device: "tc-db", Errno: unix.EINVAL}, unix.EINVAL, 2},
-		{"top cannot be suspended", dmtest.Failure{Op: dmtest.OpSuspend, Device: "tc-db", Errno: unix.EIO}, unix.EIO, 0},
-		{"cleaner refused", dmtest.Failure{Op: dmtest.OpMessage, Device: "tc-db-wtier", Errno: unix.EIO}, unix.EIO, 0},
+		{"new top table refused", dmtest.Failure{Op: dmtest.OpLoad, Device: "tc-db", Errno: unix.EINVAL}, unix.EINVAL, 2, true},
+		{"top cannot be suspended", dmtest.Failure{Op: dmtest.OpSuspend, Device: "tc-db", Errno: unix.EIO}, unix.EIO, 0, true},
+		{"cleaner refused", dmtest.Failure{Op: dmtest.OpMessage, Device: "tc-db-wtier", Errno: unix.EIO}, unix.EIO, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hp := newHostPool(t)
@@ -191,6 +194,9 @@ func TestHostSetModeRollback(t *testing.T) {
 			}
 			if gen2-gen != c.layoutWrites {
 				t.Errorf("layout generation %d -> %d, want %d writes", gen, gen2, c.layoutWrites)
+			}
+			if reloaded := len(hp.k.CallsOf("tc-db-wtier", dmtest.OpLoad)) > 1; reloaded != c.cleanerOff {
+				t.Errorf("write tier reloaded: %v, want %v", reloaded, c.cleanerOff)
 			}
 		})
 	}

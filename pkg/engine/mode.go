@@ -154,7 +154,8 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 // drain; restore is its normal table). check runs while top is suspended;
 // when it finds the write tier dirty again (errRedirtied: writes landed
 // between the drain and the suspend), the drain and the swap are repeated,
-// up to maxDrainRounds times in all.
+// up to maxDrainRounds times in all. If the swap fails, the drained write
+// tier's cleaner is turned off again, as when the drain itself fails.
 func (e *Engine) drainAndReload(ctx context.Context, v pool.Volume, wtier string, restore dm.Table, top string, table dm.Table, check func(context.Context) error, progress ProgressFunc) error {
 	for round := 1; ; round++ {
 		if wtier != "" {
@@ -166,6 +167,11 @@ func (e *Engine) drainAndReload(ctx context.Context, v pool.Volume, wtier string
 		if errors.Is(err, errRedirtied) && round < maxDrainRounds {
 			e.log.Info("drain: cache dirtied again before suspend, draining again", "volume", v.Name, "round", round)
 			continue
+		}
+		if err != nil && wtier != "" {
+			if cerr := e.cleanerOff(ctx, v, wtier, restore); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
 		}
 		return err
 	}
@@ -212,11 +218,8 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore
 		if err == nil {
 			return
 		}
-		if e.writeTierFailed(context.WithoutCancel(ctx), v, wtier) != nil {
-			return // failed during the drain: keep the running instance
-		}
-		if terr := e.reload(context.WithoutCancel(ctx), wtier, restore, nil); terr != nil {
-			err = errors.Join(err, fmt.Errorf("turn cleaner off again: %w", terr))
+		if cerr := e.cleanerOff(ctx, v, wtier, restore); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	}()
 	if e.cfg.DrainTimeout > 0 {
@@ -225,6 +228,21 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore
 		defer cancel()
 	}
 	return e.waitClean(ctx, v, wtier, "drain", nil, progress)
+}
+
+// cleanerOff turns the cleaner of the write tier wtier off again after a
+// drain that did not lead to its removal, by reloading its normal table
+// (restore), so the cache absorbs writes again. A write tier in error is
+// left as it is (see drain). It runs even if ctx is cancelled.
+func (e *Engine) cleanerOff(ctx context.Context, v pool.Volume, wtier string, restore dm.Table) error {
+	ctx = context.WithoutCancel(ctx)
+	if e.writeTierFailed(ctx, v, wtier) != nil {
+		return nil // failed during the drain: keep the running instance
+	}
+	if err := e.reload(ctx, wtier, restore, nil); err != nil {
+		return fmt.Errorf("turn cleaner off again: %w", err)
+	}
+	return nil
 }
 
 // writeTierFailed returns an error when the writecache device wtier
