@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/stack"
@@ -101,8 +102,8 @@ func (e *Engine) reload(ctx context.Context, name string, table dm.Table, check 
 	}
 	defer func() {
 		// Resume even if ctx is cancelled: a suspended device blocks I/O.
-		if rerr := e.dm.Resume(context.WithoutCancel(ctx), name); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("resume %s: %w", name, rerr))
+		if rerr := e.resume(context.WithoutCancel(ctx), name); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 	}()
 	if check != nil {
@@ -114,6 +115,30 @@ func (e *Engine) reload(ctx context.Context, name string, table dm.Table, check 
 		return fmt.Errorf("load %s with table %q: %w", name, table.String(), err)
 	}
 	return nil
+}
+
+// resumeAttempts bounds the retries of a resume after a reload: the
+// device's I/O waits while it stays suspended, so a transient failure is
+// worth another try, but not for ever.
+var resumeAttempts = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+
+// resume resumes a device suspended for a reload, retrying a failure a
+// few times. If it still fails, the error says that the device is left
+// suspended (its I/O waits, nothing is lost) and how to resume it.
+func (e *Engine) resume(ctx context.Context, name string) error {
+	var err error
+	for i, wait := range resumeAttempts {
+		time.Sleep(wait)
+		if err = e.dm.Resume(ctx, name); err == nil {
+			if i > 0 {
+				e.log.Warn("resume succeeded after retries", "dm_name", name, "attempts", i+1)
+			}
+			return nil
+		}
+		e.log.Warn("resume failed", "dm_name", name, "attempt", i+1, "err", err)
+	}
+	return fmt.Errorf("resume %s: %w (tried %d times; the device stays suspended and its I/O waits: "+
+		"resume it with `dmsetup resume %s` once the cause is fixed)", name, err, len(resumeAttempts), name)
 }
 
 // removeDevice removes a tidecache device if it exists. Devices without

@@ -364,11 +364,29 @@ func TestHostReload(t *testing.T) {
 	}
 }
 
+// TestHostReloadResumeFails checks that a resume failing after a reload
+// is retried (a suspended device blocks its I/O), and that one failing
+// every time is reported with the way out.
 func TestHostReloadResumeFails(t *testing.T) {
-	e, k := newHostEngine(t, 0)
-	k.Fail(dmtest.Failure{Op: dmtest.OpResume, Device: hostTop, Errno: unix.EIO})
-	err := e.reload(context.Background(), hostTop, linearTable, nil)
-	checkErr(t, err, unix.EIO, "resume "+hostTop)
+	t.Run("transient", func(t *testing.T) {
+		e, k := newHostEngine(t, 0)
+		k.Fail(dmtest.Failure{Op: dmtest.OpResume, Device: hostTop, Times: 2, Errno: unix.EIO})
+		if err := e.reload(context.Background(), hostTop, linearTable, nil); err != nil {
+			t.Fatalf("reload: %v", err)
+		}
+		if d, _ := k.Device(hostTop); d.Suspended {
+			t.Fatalf("%s left suspended", hostTop)
+		}
+	})
+	t.Run("persistent", func(t *testing.T) {
+		e, k := newHostEngine(t, 0)
+		k.Fail(dmtest.Failure{Op: dmtest.OpResume, Device: hostTop, Times: -1, Errno: unix.EIO})
+		err := e.reload(context.Background(), hostTop, linearTable, nil)
+		checkErr(t, err, unix.EIO, "dmsetup resume "+hostTop)
+		if got := ops(k.CallsOf(hostTop)); slices.Index(got, dmtest.OpResume) < 0 || len(slices.DeleteFunc(got, func(o dmtest.Op) bool { return o != dmtest.OpResume })) != 4 {
+			t.Errorf("resume attempts: %v, want 4", got)
+		}
+	})
 }
 
 func TestHostReloadRefusesFailedWriteCache(t *testing.T) {
