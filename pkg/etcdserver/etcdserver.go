@@ -8,6 +8,16 @@
 // URL, or a real etcd cluster with mTLS); this package never forms a
 // multi-member cluster.
 //
+// # TLS
+//
+// With CertFile and KeyFile the member serves clients over TLS (an https
+// ClientURL). With CAFile as well it requires every client to present a
+// certificate signed by that CA (mutual TLS): etcd then refuses the TLS
+// handshake of a client without one. pkg/store always connects with a
+// client certificate, so both work for tidecached and tidectl. The peer
+// URL stays plaintext: a single member has no peers, and it listens on
+// loopback by default.
+//
 // # Lifecycle
 //
 // Start returns once the member has elected itself leader and serves client
@@ -75,20 +85,22 @@ type Config struct {
 	// Name is the member name, recorded in the data directory.
 	Name string
 	// ClientURL is where clients connect: http://host:port, or
-	// https://host:port with CertFile, KeyFile and CAFile set. Port 0 picks
-	// a free port (tests); Endpoints reports the port taken. A host other
-	// than loopback exposes the store to the network; without TLS anyone
-	// who can reach the port can change every volume, so Start logs a
-	// warning.
+	// https://host:port with CertFile and KeyFile set. Port 0 picks a free
+	// port (tests); Endpoints reports the port taken. A host other than
+	// loopback exposes the store to the network; without client
+	// certificates (CAFile) anyone who can reach the port can change every
+	// volume, so Start logs a warning.
 	ClientURL string
 	// PeerURL is where other members would connect. A single member never
 	// dials it, but etcd listens on it anyway, so it stays on loopback by
 	// default.
 	PeerURL string
-	// CertFile and KeyFile are the server certificate and key for an
-	// https ClientURL; clients must present a certificate signed by CAFile
-	// (mutual TLS). All three or none.
-	CertFile, KeyFile, CAFile string
+	// CertFile and KeyFile are the server certificate and key (PEM) for
+	// an https ClientURL: both or neither.
+	CertFile, KeyFile string
+	// CAFile, with CertFile and KeyFile, turns on mutual TLS: clients must
+	// present a certificate signed by this CA (PEM), others are refused.
+	CAFile string
 	// Logger receives etcd's warnings and errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -124,10 +136,13 @@ func (c Config) withDefaults() Config {
 // the field at fault.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	tls := c.CertFile != "" || c.KeyFile != "" || c.CAFile != ""
-	if tls && (c.CertFile == "" || c.KeyFile == "" || c.CAFile == "") {
-		return errors.New("etcdserver: CertFile, KeyFile and CAFile must be set together (mutual TLS) or not at all")
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("etcdserver: CertFile and KeyFile must be set together (TLS) or not at all")
 	}
+	if c.CAFile != "" && c.CertFile == "" {
+		return errors.New("etcdserver: CAFile (client certificates) needs CertFile and KeyFile: mutual TLS is TLS first")
+	}
+	tls := c.CertFile != ""
 	if _, err := parseURL("ClientURL", c.ClientURL, tls); err != nil {
 		return err
 	}
@@ -187,9 +202,15 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	tlsOn := cfg.CertFile != ""
 	curl, _ := parseURL("ClientURL", cfg.ClientURL, tlsOn)
 	purl, _ := parseURL("PeerURL", cfg.PeerURL, false)
-	if ip := net.ParseIP(curl.Hostname()); !tlsOn && curl.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		log.Warn("embedded etcd serves clients without TLS on a non-loopback address: anyone who reaches it can change desired state",
-			"url", cfg.ClientURL)
+	if ip := net.ParseIP(curl.Hostname()); curl.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		switch {
+		case !tlsOn:
+			log.Warn("embedded etcd serves clients without TLS on a non-loopback address: anyone who reaches it can change desired state",
+				"url", cfg.ClientURL)
+		case cfg.CAFile == "":
+			log.Warn("embedded etcd serves TLS without requiring client certificates on a non-loopback address: anyone who reaches it can change desired state",
+				"url", cfg.ClientURL)
+		}
 	}
 	// embed creates the directory 0700 itself but only warns about a
 	// looser existing one; refuse nothing, create it right if missing.
@@ -213,8 +234,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if tlsOn {
 		ec.ClientTLSInfo.CertFile = cfg.CertFile
 		ec.ClientTLSInfo.KeyFile = cfg.KeyFile
+		// etcd requires and verifies client certificates when a trusted
+		// CA is set; ClientCertAuth says so explicitly.
 		ec.ClientTLSInfo.TrustedCAFile = cfg.CAFile
-		ec.ClientTLSInfo.ClientCertAuth = true
+		ec.ClientTLSInfo.ClientCertAuth = cfg.CAFile != ""
 	}
 
 	if _, ok := ctx.Deadline(); !ok {

@@ -26,7 +26,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no port", etcdserver.Config{ClientURL: "http://127.0.0.1"}, "ClientURL"},
 		{"https without TLS", etcdserver.Config{ClientURL: "https://127.0.0.1:2379"}, "scheme must be http"},
 		{"TLS without https", etcdserver.Config{CertFile: "c", KeyFile: "k", CAFile: "ca"}, "scheme must be https"},
-		{"cert without CA", etcdserver.Config{ClientURL: "https://127.0.0.1:2379", CertFile: "c", KeyFile: "k"}, "CertFile, KeyFile and CAFile must be set together"},
+		{"TLS without client certificates", etcdserver.Config{ClientURL: "https://127.0.0.1:2379", CertFile: "c", KeyFile: "k"}, ""},
+		{"cert without key", etcdserver.Config{ClientURL: "https://127.0.0.1:2379", CertFile: "c"}, "CertFile and KeyFile must be set together"},
+		{"CA without cert", etcdserver.Config{CAFile: "ca"}, "CAFile"},
 		{"peer URL", etcdserver.Config{PeerURL: "unix:///x"}, "PeerURL"},
 		{"name", etcdserver.Config{Name: "a=b"}, "Name"},
 	}
