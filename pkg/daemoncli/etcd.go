@@ -18,7 +18,16 @@ func newEtcdCmd(g *cli.Globals) *cobra.Command {
 		Long: `Run the same single-member etcd that 'tidecached run --embedded-etcd' embeds,
 as a process of its own. Useful to keep the cluster store up while a
 node's daemon restarts, and for small setups without an etcd package. A
-production cluster should run a real three-member etcd.`,
+production cluster should run a real three-member etcd.
+
+With --cert-file and --key-file it serves clients over TLS (give an
+https:// --client-url); with --client-ca-file as well it requires every
+client to present a certificate signed by that CA (mutual TLS), and refuses
+clients without one. tidectl and tidecached connect with --etcd-cert,
+--etcd-key and --etcd-ca.`,
+		Example: `  tidecached etcd
+  tidecached etcd --client-url https://10.0.0.1:2379 --cert-file /etc/tidecache/etcd.crt \
+      --key-file /etc/tidecache/etcd.key --client-ca-file /etc/tidecache/ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelWarn
@@ -45,5 +54,9 @@ production cluster should run a real three-member etcd.`,
 	f.StringVar(&cfg.Name, "name", cfg.Name, "member name")
 	f.StringVar(&cfg.ClientURL, "client-url", cfg.ClientURL, "client URL to serve")
 	f.StringVar(&cfg.PeerURL, "peer-url", cfg.PeerURL, "peer URL (a single member never dials it)")
+	f.StringVar(&cfg.CertFile, "cert-file", "", "server certificate (PEM): serve clients over TLS")
+	f.StringVar(&cfg.KeyFile, "key-file", "", "server key (PEM)")
+	f.StringVar(&cfg.CAFile, "client-ca-file", "", "CA (PEM) client certificates must be signed by: require them (mutual TLS)")
+	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd
 }

@@ -1,18 +1,27 @@
 package daemoncli
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/daemon"
+	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 func newRunCmd(g *cli.Globals) *cobra.Command {
 	cfg := daemon.Default()
 	var endpoints string
+	// The embedded member's server TLS (CertFile, KeyFile, CAFile).
+	var embeddedTLS etcdserver.Config
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node daemon: reconcile etcd specs into device-mapper, serve metrics",
@@ -24,14 +33,22 @@ flush, SSD wear/error -> writethrough, node drain), and serves Prometheus
 metrics and /healthz on --listen.
 
 One server needs nothing else: --embedded-etcd runs a single-member etcd
-inside the daemon with its data in --etcd-data-dir. A cluster uses an
-external etcd: --etcd-endpoints with --etcd-cert/--etcd-key/--etcd-ca for
-mutual TLS.
+inside the daemon with its data in --etcd-data-dir. It serves TLS with
+--embedded-etcd-cert/--embedded-etcd-key (and an https --etcd-client-url),
+and requires client certificates signed by --embedded-etcd-client-ca
+(mutual TLS); the daemon's own client then needs --etcd-cert/--etcd-key/
+--etcd-ca too. A cluster uses an external etcd: --etcd-endpoints with
+--etcd-cert/--etcd-key/--etcd-ca for mutual TLS. A plaintext (http://)
+endpoint that is not on loopback is logged as a warning at start.
 
 If etcd becomes unreachable, the kernel tables stay as they are and I/O is
 unaffected; the daemon reports the outage (tidecache_etcd_up 0) and catches
 up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 		Example: `  tidecached run --embedded-etcd
+  tidecached run --embedded-etcd --etcd-client-url https://10.0.0.1:2379 \
+      --embedded-etcd-cert /etc/tidecache/etcd.crt --embedded-etcd-key /etc/tidecache/etcd.key \
+      --embedded-etcd-client-ca /etc/tidecache/ca.crt \
+      --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt
   tidecached run --node db1 --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt`,
 		Args: cobra.NoArgs,
@@ -48,6 +65,19 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 				cfg.Engine.LockPath = g.Lock
 			}
 			cfg.Reconcile.Node = cfg.Node
+			tlsFlags := embeddedTLS.CertFile != "" || embeddedTLS.KeyFile != "" || embeddedTLS.CAFile != ""
+			switch {
+			case tlsFlags && !cfg.EmbeddedEtcd:
+				return errors.New("--embedded-etcd-cert, --embedded-etcd-key and --embedded-etcd-client-ca configure the embedded etcd: give --embedded-etcd, or drop them")
+			case cfg.EmbeddedEtcd && tlsFlags:
+				stop, err := startEmbeddedTLS(cmd.Context(), &cfg, embeddedTLS)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			case !cfg.EmbeddedEtcd:
+				warnPlaintext(cfg.Logger, cfg.Store)
+			}
 			return daemon.Run(cmd.Context(), cfg)
 		},
 	}
@@ -57,7 +87,10 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address for /metrics and /healthz")
 	f.BoolVar(&cfg.EmbeddedEtcd, "embedded-etcd", false, "run a single-member etcd inside the daemon (one server, nothing else to install)")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "data directory of the embedded etcd (on a local disk that is not a tidecache volume)")
-	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "client URL the embedded etcd serves")
+	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "client URL the embedded etcd serves (https:// with --embedded-etcd-cert)")
+	f.StringVar(&embeddedTLS.CertFile, "embedded-etcd-cert", "", "server certificate (PEM) of the embedded etcd: serve clients over TLS")
+	f.StringVar(&embeddedTLS.KeyFile, "embedded-etcd-key", "", "server key (PEM) of the embedded etcd")
+	f.StringVar(&embeddedTLS.CAFile, "embedded-etcd-client-ca", "", "CA (PEM) the embedded etcd requires client certificates to be signed by (mutual TLS)")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated")
 	f.StringVar(&cfg.Store.CertFile, "etcd-cert", "", "client certificate for etcd mutual TLS")
 	f.StringVar(&cfg.Store.KeyFile, "etcd-key", "", "client key for etcd mutual TLS")
@@ -67,5 +100,70 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.DurationVar(&cfg.Reconcile.ResyncInterval, "resync-interval", cfg.Reconcile.ResyncInterval, "how often every volume is checked against the kernel's tables")
 	f.StringVar(&cfg.Reconcile.DriftPolicy, "drift-policy", cfg.Reconcile.DriftPolicy, "what to do when a table was changed behind tidecache's back: repair or report")
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
+	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")
 	return cmd
+}
+
+// startEmbeddedTLS starts the embedded member with server TLS and points
+// the daemon's store at it, in place of the daemon's own embedded start,
+// which has no TLS settings (daemon.Config carries only the client URL).
+// The caller runs the daemon, which closes its store before returning, and
+// then calls stop: the same order as the daemon's own shutdown.
+func startEmbeddedTLS(ctx context.Context, cfg *daemon.Config, srvTLS etcdserver.Config) (stop func(), err error) {
+	if cfg.Store.CertFile == "" {
+		return nil, errors.New("--embedded-etcd-cert: the daemon's own client of the embedded etcd needs --etcd-cert, --etcd-key and --etcd-ca (store TLS is always mutual)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{
+		DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL,
+		CertFile: srvTLS.CertFile, KeyFile: srvTLS.KeyFile, CAFile: srvTLS.CAFile,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	cfg.EmbeddedEtcd = false
+	cfg.Store.Endpoints = srv.Endpoints()
+	cfg.Logger.Info("embedded etcd started", "node", cfg.Node, "endpoints", cfg.Store.Endpoints,
+		"data_dir", cfg.EtcdDataDir, "client_cert_auth", srvTLS.CAFile != "")
+	return srv.Close, nil
+}
+
+// warnPlaintext logs a warning for each external etcd endpoint reached
+// without TLS on an address other than loopback: whoever can read or
+// inject that traffic can change every volume's desired state.
+func warnPlaintext(log *slog.Logger, sc store.Config) {
+	for _, ep := range plaintextEndpoints(sc) {
+		log.Warn("etcd endpoint without TLS: desired state crosses the network in clear and unauthenticated; use https:// with --etcd-cert, --etcd-key and --etcd-ca",
+			"endpoint", ep)
+	}
+}
+
+// plaintextEndpoints returns the endpoints of sc that are plaintext
+// (http://, or host:port without TLS files) and not on loopback.
+func plaintextEndpoints(sc store.Config) []string {
+	tlsOn := sc.CertFile != "" || sc.KeyFile != "" || sc.CAFile != ""
+	var out []string
+	for _, ep := range sc.Endpoints {
+		host := ep
+		if strings.Contains(ep, "://") {
+			u, err := url.Parse(ep)
+			if err != nil || u.Scheme != "http" {
+				continue // https, unix sockets; a bad URL fails validation
+			}
+			host = u.Host
+		} else if tlsOn {
+			continue
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			continue
+		}
+		out = append(out, ep)
+	}
+	return out
 }
