@@ -23,9 +23,11 @@ type Engine interface {
 	DeleteVolume(ctx context.Context, name string, force bool) error
 	SetMode(ctx context.Context, name string, mode pool.Mode, progress engine.ProgressFunc) error
 	Flush(ctx context.Context, name string, progress engine.ProgressFunc) (uint64, error)
-	// CheckVolume returns nil, or the differences between the layout and
-	// the live tables as joined *engine.DriftError, or another error.
-	CheckVolume(ctx context.Context, name string) error
+	// Observe reads the node once: its pools and the volumes asked for,
+	// with their kernel status and drift (nil, or the differences between
+	// the layout and the live tables as joined *engine.DriftError, or
+	// another error). A reconcile pass reads the engine through it.
+	Observe(ctx context.Context, req engine.ObserveRequest) (engine.Observation, error)
 	RepairVolume(ctx context.Context, name string) ([]string, error)
 	// SetTuning sets the write tier's watermarks, write-back jobs and
 	// autocommit time (nil: node defaults) and reports whether anything

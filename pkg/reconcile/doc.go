@@ -30,18 +30,26 @@
 //
 // # One reconcile
 //
+// A pass runs in four steps (reconcileVolume): observe reads the desired
+// state from the store and the actual state from one engine read
+// (engine.Observe: the superblocks are scanned once per pass); decide
+// turns them into a plan without I/O (tested on its own, decide_test.go);
+// act carries the plan out through the engine; report writes the status.
+// In order:
+//
 //  1. Read the spec. Another node's spec (or an unplaced one) is not
 //     touched. A malformed spec is reported and the volume left as it is.
 //  2. Read the effective policy (the spec's named policy over "default")
 //     and the node's drain flag. A named policy that does not exist (or is
 //     malformed) is a terminal error: acting without it could undo what it
 //     asks.
-//  3. Read the volume from the engine and decide (policy.Decide) with the
+//  3. Read the volume, its drift and its pool from the engine
+//     (engine.Observe) and decide (policy.Decide) with the
 //     observed facts: dm-writecache's error field and dirty blocks, the
 //     health of the pool's SSDs (Config.SSDs), the time of the last flush.
 //  4. Missing volume: create it from the spec in the decided mode.
-//  5. Check drift (engine.CheckVolume): with DriftPolicy "repair" the
-//     layout's tables are reloaded (engine.RepairVolume, which also brings
+//  5. Drift (found by engine.Observe, as engine.CheckVolume finds it):
+//     with DriftPolicy "repair" the layout's tables are reloaded (engine.RepairVolume, which also brings
 //     up devices that are missing); with "report" the status says so and
 //     nothing else is changed until the drift is gone, since a mode change
 //     starts from the stack the layout describes.

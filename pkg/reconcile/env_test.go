@@ -19,6 +19,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -178,8 +179,8 @@ type env struct {
 	t       *testing.T
 	st      *store.Store
 	fs      *faultStore
-	eng     *fakeEngine
-	ssds    *fakeSSDs
+	eng     *reconciletest.Engine
+	ssds    *reconciletest.SSDs
 	reg     *prometheus.Registry
 	metrics *reconcile.Metrics
 	cfg     reconcile.Config
@@ -202,12 +203,12 @@ func fastConfig() reconcile.Config {
 
 func newEnv(t *testing.T, mod func(*reconcile.Config)) *env {
 	t.Helper()
-	return newEnvAt(t, storeConfig(t, endpoints), newFakeEngine("fast"), mod)
+	return newEnvAt(t, storeConfig(t, endpoints), reconciletest.NewEngine("fast"), mod)
 }
 
-func newEnvAt(t *testing.T, scfg store.Config, eng *fakeEngine, mod func(*reconcile.Config)) *env {
+func newEnvAt(t *testing.T, scfg store.Config, eng *reconciletest.Engine, mod func(*reconcile.Config)) *env {
 	t.Helper()
-	e := &env{t: t, eng: eng, ssds: &fakeSSDs{}, reg: prometheus.NewRegistry()}
+	e := &env{t: t, eng: eng, ssds: &reconciletest.SSDs{}, reg: prometheus.NewRegistry()}
 	e.st = openStore(t, scfg)
 	e.fs = &faultStore{Store: e.st, invalid: map[string]bool{}, compact: make(chan struct{})}
 	m, err := reconcile.NewMetrics(e.reg)

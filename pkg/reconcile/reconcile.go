@@ -16,12 +16,6 @@ import (
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-// StateActive is api.StateActive, kept for tests/bench/controlplane.
-//
-// Deprecated: use api.StateActive; the states and alert names the
-// controller writes are api's State and Alert constants.
-const StateActive = api.StateActive
-
 // Result says when to reconcile a volume again regardless of changes. The
 // zero Result waits for the next change or resync.
 type Result struct {
@@ -144,13 +138,43 @@ func (c *Controller) forget(name string) {
 	delete(c.vols, name)
 }
 
+// reconcileVolume reconciles one volume in four steps, each its own
+// function so it can be read, and changed, on its own:
+//
+//   - observe reads the desired state (spec, effective policy, drain flag)
+//     from the store and the actual state from one engine read;
+//   - decide turns that observation into a plan, without I/O, so every
+//     rule can be tested on the host without etcd or an engine;
+//   - act carries the plan out through the engine, in a fixed order;
+//   - report writes the volume's status from what the engine says last.
+//
+// A step that fails reports the error in the status and ends the pass.
 func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
+	spec, rev, out, ok := c.load(ctx, name)
+	if !ok {
+		return out
+	}
+	st := api.VolumeStatus{Name: name, ObservedRevision: rev}
+	obs, vs, err := c.observe(ctx, spec, rev)
+	if err != nil {
+		return c.fail(ctx, st, err, obs.actualPtr())
+	}
+	p, err := decide(obs, c.cfg.DriftPolicy, c.cfg.ResyncInterval)
+	if err != nil {
+		return c.fail(ctx, st, err, obs.actualPtr())
+	}
+	return c.act(ctx, obs, vs, p, st)
+}
+
+// load reads the volume's spec and settles whether this node manages the
+// volume. ok is false when the pass ends here, with out.
+func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec, rev int64, out outcome, ok bool) {
 	sctx, cancel := c.storeCtx(ctx)
 	spec, meta, err := c.store.GetVolumeSpec(sctx, name)
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return c.reconcileDeleted(ctx, name)
+		return spec, 0, c.reconcileDeleted(ctx, name), false
 	case errors.Is(err, store.ErrInvalidRecord):
 		// A malformed spec: leave the volume as it is and say why, if it
 		// is ours. Its next valid write triggers a reconcile.
@@ -158,13 +182,13 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 		_, mine := c.owned[name]
 		c.mu.Unlock()
 		if !mine {
-			return outcome{done: true}
+			return spec, 0, outcome{done: true}, false
 		}
 		// No status can be written: the store checks ownership against
 		// the spec it cannot read. The log and the error metric report it.
-		return outcome{err: Terminal(fmt.Errorf("volume spec unreadable, volume left as it is: %w", err))}
+		return spec, 0, outcome{err: Terminal(fmt.Errorf("volume spec unreadable, volume left as it is: %w", err))}, false
 	case err != nil:
-		return outcome{err: fmt.Errorf("read volume spec: %w", err)}
+		return spec, 0, outcome{err: fmt.Errorf("read volume spec: %w", err)}, false
 	}
 	if spec.Node != c.cfg.Node {
 		c.mu.Lock()
@@ -176,137 +200,21 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 				"volume", name, "spec_node", spec.Node)
 		}
 		c.forget(name)
-		return outcome{done: true}
+		return spec, 0, outcome{done: true}, false
 	}
 	c.mu.Lock()
 	c.owned[name] = meta.ModRevision
 	c.known[name] = spec.Node
 	c.mu.Unlock()
-
-	st := api.VolumeStatus{Name: name, ObservedRevision: meta.ModRevision}
-	fail := func(err error, actual *engine.VolumeInfo) outcome {
-		err = classify(err)
-		st.State, st.Error = api.StateError, err.Error()
-		return outcome{err: errors.Join(err, c.putStatus(ctx, st, actual))}
-	}
-
-	eff, drain, err := c.desired(ctx, spec)
-	if err != nil {
-		return fail(err, nil)
-	}
-	actual, err := c.engine.Volume(ctx, name)
-	exists := err == nil
-	if err != nil && !errors.Is(err, engine.ErrVolumeNotFound) {
-		return fail(fmt.Errorf("read volume: %w", err), nil)
-	}
-
-	now := time.Now()
-	vs, err := c.state(ctx, name, now)
-	if err != nil {
-		return fail(err, actualPtr(actual, exists))
-	}
-	poolName := spec.Pool
-	if exists {
-		poolName = actual.Pool
-	}
-	acked := vs.latch != nil && meta.ModRevision > vs.latch.Revision
-	facts := policy.Facts{Now: now, LastFlush: vs.lastFlush}
-	facts.SSDs = c.ssdFacts(ctx, name, poolName, vs, acked)
-	facts.Origin = c.originFacts(ctx, name, poolName)
-	if exists && actual.WriteCache != nil {
-		facts.WritecacheError = actual.WriteCache.Error
-		facts.DirtyBlocks = actual.WriteCache.DirtyBlocks
-	}
-	d, err := policy.Decide(policy.Input{Spec: spec, SpecRevision: meta.ModRevision, Policy: eff, Drain: drain, Facts: facts, Latch: vs.latch})
-	if err != nil {
-		return fail(err, actualPtr(actual, exists))
-	}
-	tripped := d.Latch != nil && (vs.latch == nil || vs.latch.Revision != d.Latch.Revision)
-	switch {
-	case tripped:
-		c.log.Error("SSD error: the volume is to run in a safer mode, kept there until its spec is updated (the mode change is logged, or its failure reported, next)",
-			"volume", name, "mode", d.Mode, "revision", meta.ModRevision, "evidence", d.Latch.Reason)
-	case d.Latch == nil && vs.latch != nil:
-		c.log.Info("SSD error acknowledged by a spec update", "volume", name, "revision", meta.ModRevision)
-	}
-	vs.latch = d.Latch
-	st.Alerts = d.AlertStrings()
-	if tripped && exists {
-		// Record the latch (its alert) before acting on it, so a restart
-		// in the middle of the switch still finds it. The switch goes
-		// ahead even if the store refuses the write.
-		if err := c.putStatus(ctx, st, &actual); err != nil {
-			c.log.Warn("SSD error latch not recorded in the status yet", "volume", name, "err", err)
-		}
-	}
-
-	if !exists {
-		return c.create(ctx, spec, d, policyTuning(eff), st)
-	}
-	if m := mismatch(spec, actual); m != "" {
-		st.Alerts = append(st.Alerts, policy.Alert{Name: api.AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String())
-	}
-
-	// Drift first: a mode change starts from the stack the layout
-	// describes and refuses anything else.
-	res, repaired, err := c.drift(ctx, name, &st)
-	if err != nil {
-		return fail(err, &actual)
-	}
-	if st.State == api.StateDrift {
-		return outcome{res: res, err: c.putStatus(ctx, st, &actual)}
-	}
-
-	changed := repaired
-	if actual.Mode != d.Mode {
-		if d.Mode == pool.ModeWriteback && actual.WriteCacheBytes == 0 {
-			return fail(Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason)), &actual)
-		}
-		c.log.Info("changing mode", "volume", name, "from", actual.Mode, "to", d.Mode, "reason", d.Reason, "revision", meta.ModRevision)
-		err := c.withProgress(ctx, st, &actual, api.StateDraining, func(p engine.ProgressFunc) error {
-			return c.engine.SetMode(ctx, name, d.Mode, p)
-		})
-		if err != nil {
-			return fail(fmt.Errorf("set mode %s: %w", d.Mode, err), &actual)
-		}
-		changed = true
-	}
-	if want := policyTuning(eff); !actual.Tuning.Equal(want) {
-		// Watermarks and write-back jobs from the policy: a reload of the
-		// writecache table in place (no drain), recorded in the layout.
-		if _, err := c.engine.SetTuning(ctx, name, want); err != nil {
-			return fail(fmt.Errorf("apply policy tuning: %w", err), &actual)
-		}
-		c.log.Info("policy tuning applied", "volume", name, "policy", eff.Name)
-		changed = true
-	}
-	if d.FlushNow && d.Mode == pool.ModeWriteback {
-		err := c.withProgress(ctx, st, &actual, api.StateFlushing, func(p engine.ProgressFunc) error {
-			_, err := c.engine.Flush(ctx, name, p)
-			return err
-		})
-		if err != nil {
-			return fail(fmt.Errorf("scheduled flush: %w", err), &actual)
-		}
-		vs.lastFlush = time.Now()
-		changed = true
-		if iv := time.Duration(eff.FlushInterval); iv > 0 {
-			d.FlushIn = iv
-		}
-	}
-	if changed {
-		if actual, err = c.engine.Volume(ctx, name); err != nil {
-			return fail(fmt.Errorf("read volume: %w", err), nil)
-		}
-	}
-	return outcome{res: Result{RequeueAfter: d.FlushIn}, err: c.putStatus(ctx, st, &actual)}
+	return spec, meta.ModRevision, outcome{}, true
 }
 
-func actualPtr(v engine.VolumeInfo, ok bool) *engine.VolumeInfo {
-	if !ok {
-		return nil
-	}
-	return &v
+// fail marks err terminal if retrying cannot fix it and reports it in the
+// volume's status (st as far as the pass got), with actual when known.
+func (c *Controller) fail(ctx context.Context, st api.VolumeStatus, err error, actual *engine.VolumeInfo) outcome {
+	err = classify(err)
+	st.State, st.Error = api.StateError, err.Error()
+	return outcome{err: errors.Join(err, c.putStatus(ctx, st, actual))}
 }
 
 // desired reads the effective policy and the node's drain flag for spec.
@@ -380,23 +288,11 @@ func (c *Controller) ssdFacts(ctx context.Context, name, poolName string, vs *vo
 	return out
 }
 
-// poolLister is implemented by engines that describe a pool
-// (*engine.Engine); with one, the controller reads the health of the
-// pool's md origin for the degraded-origin rule.
-type poolLister interface {
-	Pool(ctx context.Context, name string) (engine.PoolInfo, error)
-}
-
 // originFacts returns the health of the pool's md origin array from sysfs;
-// nil when the engine cannot name the origin, the origin is not an md
-// array, or it cannot be read (logged: the decision is taken without it).
-func (c *Controller) originFacts(ctx context.Context, name, poolName string) *policy.Origin {
-	pl, ok := c.engine.(poolLister)
-	if !ok || poolName == "" {
-		return nil
-	}
-	p, err := pl.Pool(ctx, poolName)
-	if err != nil || p.Origin.MDUUID == "" {
+// nil when the pool is not observed, its origin is not an md array, or it
+// cannot be read (logged: the decision is taken without it).
+func (c *Controller) originFacts(name string, p engine.PoolInfo, ok bool) *policy.Origin {
+	if !ok || p.Origin.MDUUID == "" {
 		return nil
 	}
 	h, err := mdraid.Manager{}.Health(p.Origin.Path)
@@ -475,39 +371,6 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		return ""
 	}
 	return "volume differs from its spec (not changed in place; recreate the volume to change it): " + strings.Join(diffs, "; ")
-}
-
-// drift checks the live tables against the layout and repairs or reports
-// per DriftPolicy. When it reports, it sets st.State to api.StateDrift.
-func (c *Controller) drift(ctx context.Context, name string, st *api.VolumeStatus) (Result, bool, error) {
-	err := c.engine.CheckVolume(ctx, name)
-	var drifts []*engine.DriftError
-	collectDrift(err, &drifts)
-	switch {
-	case err == nil:
-		return Result{}, false, nil
-	case len(drifts) == 0:
-		return Result{}, false, fmt.Errorf("check tables: %w", err)
-	}
-	desc := make([]string, len(drifts))
-	for i, d := range drifts {
-		desc[i] = d.Error()
-	}
-	if c.cfg.DriftPolicy == DriftReport {
-		c.cfg.Metrics.driftSeen(DriftReported)
-		c.log.Warn("drift: live tables differ from the layout; reported only (drift policy report)", "volume", name, "drift", desc)
-		st.State = api.StateDrift
-		st.Error = "live tables differ from the layout (drift policy report, not repaired): " + strings.Join(desc, "; ")
-		st.Alerts = append(st.Alerts, policy.Alert{Name: api.AlertDrift, Severity: policy.SeverityWarning, Message: st.Error}.String())
-		return Result{RequeueAfter: c.cfg.ResyncInterval}, false, nil
-	}
-	changed, err := c.engine.RepairVolume(ctx, name)
-	if err != nil {
-		return Result{}, false, fmt.Errorf("repair drift (%s): %w", strings.Join(desc, "; "), err)
-	}
-	c.cfg.Metrics.driftSeen(DriftRepaired)
-	c.log.Warn("drift repaired: live tables differed from the layout", "volume", name, "drift", desc, "reloaded", changed)
-	return Result{}, true, nil
 }
 
 // collectDrift gathers the *engine.DriftError leaves of a joined error.

@@ -17,6 +17,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -78,7 +79,7 @@ func TestCreateTerminalError(t *testing.T) {
 	}
 	// Terminal: not retried in a loop.
 	time.Sleep(100 * time.Millisecond)
-	if n := e.eng.count("create db"); n != 1 {
+	if n := e.eng.Count("create db"); n != 1 {
 		t.Errorf("CreateVolume called %d times, want 1 (terminal errors are not retried until a change)", n)
 	}
 	if n := e.metric("tidecache_reconcile_total", map[string]string{"result": "terminal_error"}); n != 1 {
@@ -95,7 +96,7 @@ func TestModeChange(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.dirty = 7 })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Dirty = 7 })
 
 	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	st := e.waitStatus("db", "writethrough", func(s api.VolumeStatus) bool {
@@ -104,7 +105,7 @@ func TestModeChange(t *testing.T) {
 	if st.DirtyBlocks != 0 || st.State != api.StateActive {
 		t.Errorf("status after drain = %+v", st)
 	}
-	if n := e.eng.count("setmode db writethrough"); n != 1 {
+	if n := e.eng.Count("setmode db writethrough"); n != 1 {
 		t.Errorf("SetMode called %d times: %q", n, e.eng.Calls())
 	}
 }
@@ -117,7 +118,7 @@ func TestLatestStateWins(t *testing.T) {
 	release := make(chan struct{})
 	var inFlight, maxInFlight atomic.Int32
 	var blockOnce sync.Once
-	e.eng.setModeHook = func(name string, mode pool.Mode) {
+	e.eng.SetModeHook = func(name string, mode pool.Mode) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		if n > maxInFlight.Load() {
@@ -140,7 +141,7 @@ func TestLatestStateWins(t *testing.T) {
 	e.waitStatus("db", "the last spec", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == last.ModRevision && s.Mode == "passthrough"
 	})
-	if got := e.eng.count("setmode"); got != 2 {
+	if got := e.eng.Count("setmode"); got != 2 {
 		t.Errorf("SetMode calls = %q, want the blocked one and one for the latest spec", e.eng.Calls())
 	}
 	if maxInFlight.Load() != 1 {
@@ -155,7 +156,7 @@ func TestDrainNode(t *testing.T) {
 	for _, n := range []string{"a", "b"} {
 		e.waitStatus(n, "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" })
 	}
-	e.eng.with("a", func(v *fakeVol) { v.dirty = 100 })
+	e.eng.With("a", func(v *reconciletest.Volume) { v.Dirty = 100 })
 
 	ns, err := e.st.PutNodeSpec(e.ctx(), api.NodeSpec{Name: "n1", Drain: true}, 0)
 	if err != nil {
@@ -186,7 +187,7 @@ func TestPolicyMode(t *testing.T) {
 	m := e.createSpec(s)
 	// The named policy does not exist: the volume is not created.
 	st := e.waitStatus("db", "policy error", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision && s.Error != "" })
-	if !strings.Contains(st.Error, "policy slow does not exist") || e.eng.count("create") != 0 {
+	if !strings.Contains(st.Error, "policy slow does not exist") || e.eng.Count("create") != 0 {
 		t.Fatalf("status %+v, calls %q", st, e.eng.Calls())
 	}
 	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "slow", Mode: "writethrough"}, 0); err != nil {
@@ -205,8 +206,8 @@ func TestScheduledFlush(t *testing.T) {
 	}
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
-	waitFor(t, "the scheduled flush", func() bool { return e.eng.count("flush db") == 1 })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Dirty = 10 })
+	waitFor(t, "the scheduled flush", func() bool { return e.eng.Count("flush db") == 1 })
 	e.waitStatus("db", "clean", func(s api.VolumeStatus) bool { return s.DirtyBlocks == 0 })
 }
 
@@ -214,14 +215,14 @@ func TestSSDErrorLatched(t *testing.T) {
 	e := newEnv(t, nil)
 	// Errors from before the daemon watched the SSD are the baseline.
 	ssd := api.SSDInventory{Path: "/dev/nvme0n1", Serial: "S1", Pool: "fast", MediaErrors: 2}
-	e.ssds.set(ssd)
+	e.ssds.Set(ssd)
 	e.start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" && len(s.Alerts) == 0 })
 
 	// A new media error: writethrough and a critical alert.
 	ssd.MediaErrors = 3
-	e.ssds.set(ssd)
+	e.ssds.Set(ssd)
 	e.ctrl.Resync(e.ctx())
 	st := e.waitStatus("db", "writethrough after SSD error", func(s api.VolumeStatus) bool { return s.Mode == "writethrough" })
 	if !hasAlert(st, "critical ssd_error: /dev/nvme0n1 1 new media errors") {
@@ -232,19 +233,19 @@ func TestSSDErrorLatched(t *testing.T) {
 	before := e.reconciles()
 	e.ctrl.Resync(e.ctx())
 	e.reconciled(before, 1)
-	if e.eng.mode("db") != pool.ModeWritethrough || e.eng.count("setmode db writeback") != 0 {
-		t.Fatalf("latch did not hold: mode %s, calls %q", e.eng.mode("db"), e.eng.Calls())
+	if e.eng.Mode("db") != pool.ModeWritethrough || e.eng.Count("setmode db writeback") != 0 {
+		t.Fatalf("latch did not hold: mode %s, calls %q", e.eng.Mode("db"), e.eng.Calls())
 	}
 
 	// A restarted daemon restores the latch from the status it wrote.
 	e.stop()
 	e2 := newEnvAt(t, storeConfigOf(e), e.eng, nil)
-	e2.ssds.set(ssd)
+	e2.ssds.Set(ssd)
 	e2.start()
 	before = e2.reconciles()
 	e2.ctrl.Resync(e2.ctx())
 	e2.reconciled(before, 1)
-	if e.eng.count("setmode db writeback") != 0 {
+	if e.eng.Count("setmode db writeback") != 0 {
 		t.Fatalf("restart dropped the latch: %q", e.eng.Calls())
 	}
 
@@ -260,17 +261,17 @@ func TestSSDErrorLatched(t *testing.T) {
 	// A SMART critical warning trips it again, and it stays after the
 	// warning clears.
 	ssd.CriticalWarning = true
-	e2.ssds.set(ssd)
+	e2.ssds.Set(ssd)
 	e2.ctrl.Resync(e2.ctx())
 	e2.waitStatus("db", "writethrough after critical warning", func(s api.VolumeStatus) bool {
 		return s.Mode == "writethrough" && hasAlert(s, "critical ssd_error: /dev/nvme0n1 SMART critical warning")
 	})
 	ssd.CriticalWarning = false
-	e2.ssds.set(ssd)
+	e2.ssds.Set(ssd)
 	before = e2.reconciles()
 	e2.ctrl.Resync(e2.ctx())
 	e2.reconciled(before, 1)
-	if e.eng.mode("db") != pool.ModeWritethrough {
+	if e.eng.Mode("db") != pool.ModeWritethrough {
 		t.Errorf("latch released without acknowledgement")
 	}
 }
@@ -292,7 +293,7 @@ func TestWearThreshold(t *testing.T) {
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.Mode == "writeback" })
 	wear := 85
-	e.ssds.set(api.SSDInventory{Path: "/dev/nvme0n1", Pool: "fast", WearPercent: &wear},
+	e.ssds.Set(api.SSDInventory{Path: "/dev/nvme0n1", Pool: "fast", WearPercent: &wear},
 		api.SSDInventory{Path: "/dev/nvme1n1", Pool: "other", WearPercent: &wear})
 	e.ctrl.Resync(e.ctx())
 	st := e.waitStatus("db", "writethrough for wear", func(s api.VolumeStatus) bool { return s.Mode == "writethrough" })
@@ -305,7 +306,7 @@ func TestWritecacheErrorReported(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.wcError = -5; v.dirty = 3 })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.WCError = -5; v.Dirty = 3 })
 	e.ctrl.Resync(e.ctx())
 	// The engine cannot drain an errored write tier: the attempt fails,
 	// the status says so with the critical alert, and it is retried.
@@ -315,16 +316,16 @@ func TestWritecacheErrorReported(t *testing.T) {
 	if st.Mode != "writeback" || st.DirtyBlocks != 3 {
 		t.Errorf("status = %+v", st)
 	}
-	waitFor(t, "retries with backoff", func() bool { return e.eng.count("setmode db writethrough") >= 3 })
+	waitFor(t, "retries with backoff", func() bool { return e.eng.Count("setmode db writethrough") >= 3 })
 }
 
 func TestDriftRepaired(t *testing.T) {
 	e := newEnv(t, nil).start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.drift = true })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Drift = true })
 	e.ctrl.Resync(e.ctx())
-	waitFor(t, "repair", func() bool { return e.eng.count("repair db") == 1 })
+	waitFor(t, "repair", func() bool { return e.eng.Count("repair db") == 1 })
 	if n := e.metric("tidecache_drift_total", map[string]string{"action": "repaired"}); n != 1 {
 		t.Errorf("drift_total{repaired} = %v", n)
 	}
@@ -334,7 +335,7 @@ func TestDriftReported(t *testing.T) {
 	e := newEnv(t, func(c *reconcile.Config) { c.DriftPolicy = reconcile.DriftReport }).start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.drift = true })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Drift = true })
 	e.ctrl.Resync(e.ctx())
 	st := e.waitStatus("db", "drift", func(s api.VolumeStatus) bool { return s.State == api.StateDrift })
 	if !hasAlert(st, "warning drift:") || !strings.Contains(st.Error, "tc-db") {
@@ -343,15 +344,15 @@ func TestDriftReported(t *testing.T) {
 	// Reported, not repaired, and no mode change on a drifted stack.
 	e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	time.Sleep(100 * time.Millisecond)
-	if n := e.eng.count("repair") + e.eng.count("setmode"); n != 0 {
+	if n := e.eng.Count("repair") + e.eng.Count("setmode"); n != 0 {
 		t.Errorf("drifted volume changed: %q", e.eng.Calls())
 	}
 }
 
 func TestOtherNodesAndUnmanaged(t *testing.T) {
 	e := newEnv(t, nil)
-	e.eng.addLocal("moved", "fast", pool.ModeWriteback)  // spec names n2
-	e.eng.addLocal("orphan", "fast", pool.ModeWriteback) // no spec at all
+	e.eng.AddLocal("moved", "fast", pool.ModeWriteback)  // spec names n2
+	e.eng.AddLocal("orphan", "fast", pool.ModeWriteback) // no spec at all
 	e.createSpec(api.VolumeSpec{Name: "moved", Node: "n2", SizeBytes: 1 << 30})
 	e.start()
 	e.createSpec(api.VolumeSpec{Name: "theirs", Node: "n2", SizeBytes: 1 << 30})
@@ -381,7 +382,7 @@ func TestMalformedSpecSkipped(t *testing.T) {
 	e.createSpec(spec("good"))
 	e.start()
 	e.waitStatus("good", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	if e.eng.exists("broken") {
+	if e.eng.Exists("broken") {
 		t.Error("a malformed spec was acted on")
 	}
 	if n := e.metric("tidecache_store_invalid_records_total", nil); n < 1 {
@@ -400,7 +401,7 @@ func TestMalformedSpecSkipped(t *testing.T) {
 	e.ctrl.Resync(e.ctx())
 	m := e.updateSpec("good", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	e.waitStatus("good", "still served", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
-	if !e.eng.exists("db") || e.eng.mode("db") != pool.ModeWriteback || e.eng.count("delete") != 0 {
+	if !e.eng.Exists("db") || e.eng.Mode("db") != pool.ModeWriteback || e.eng.Count("delete") != 0 {
 		t.Errorf("volume with a malformed spec was changed: %q", e.eng.Calls())
 	}
 }
@@ -415,7 +416,7 @@ func TestCompactionRelists(t *testing.T) {
 	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	e.createSpec(spec("later"))
 	time.Sleep(50 * time.Millisecond)
-	if e.eng.count("setmode") != 0 || e.eng.exists("later") {
+	if e.eng.Count("setmode") != 0 || e.eng.Exists("later") {
 		t.Fatal("the blind watch delivered events")
 	}
 	lists := e.fs.listCount()
@@ -436,13 +437,13 @@ func TestSpecDeleted(t *testing.T) {
 	busy := e.createSpec(spec("busy"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 	e.waitStatus("busy", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
-	e.eng.with("db", func(v *fakeVol) { v.dirty = 10 })
-	e.eng.with("busy", func(v *fakeVol) { v.open = true })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Dirty = 10 })
+	e.eng.With("busy", func(v *reconciletest.Volume) { v.Open = true })
 
 	if err := e.st.DeleteVolumeSpec(e.ctx(), "db", m.ModRevision); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "db deleted", func() bool { return !e.eng.exists("db") })
+	waitFor(t, "db deleted", func() bool { return !e.eng.Exists("db") })
 	want := []string{"delete db force=false", "flush db", "delete db force=false"}
 	var got []string
 	for _, c := range e.eng.Calls() {
@@ -458,15 +459,15 @@ func TestSpecDeleted(t *testing.T) {
 	if err := e.st.DeleteVolumeSpec(e.ctx(), "busy", busy.ModRevision); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delete attempt", func() bool { return e.eng.count("delete busy") == 1 })
+	waitFor(t, "delete attempt", func() bool { return e.eng.Count("delete busy") == 1 })
 	time.Sleep(50 * time.Millisecond)
-	if !e.eng.exists("busy") || e.eng.count("delete busy") != 1 {
+	if !e.eng.Exists("busy") || e.eng.Count("delete busy") != 1 {
 		t.Fatalf("open volume: %q", e.eng.Calls())
 	}
-	e.eng.with("busy", func(v *fakeVol) { v.open = false })
+	e.eng.With("busy", func(v *reconciletest.Volume) { v.Open = false })
 	e.ctrl.Resync(e.ctx())
-	waitFor(t, "busy deleted once closed", func() bool { return !e.eng.exists("busy") })
-	if f := e.eng.count("delete busy force=true") + e.eng.count("delete db force=true"); f != 0 {
+	waitFor(t, "busy deleted once closed", func() bool { return !e.eng.Exists("busy") })
+	if f := e.eng.Count("delete busy force=true") + e.eng.Count("delete db force=true"); f != 0 {
 		t.Error("a delete was forced")
 	}
 }
@@ -486,7 +487,7 @@ func TestEtcdOutage(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	scfg := storeConfig(t, srv.Endpoints())
 	scfg.RequestTimeout = 300 * time.Millisecond // notice the outage sooner
-	e := newEnvAt(t, scfg, newFakeEngine("fast"), nil).start()
+	e := newEnvAt(t, scfg, reconciletest.NewEngine("fast"), nil).start()
 	e.createSpec(spec("db"))
 	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
 
@@ -495,7 +496,7 @@ func TestEtcdOutage(t *testing.T) {
 	// The kernel is left as it is: drift and dirty data appear, a resync
 	// is asked for, and nothing is done about them while etcd is away.
 	calls := e.eng.Calls()
-	e.eng.with("db", func(v *fakeVol) { v.drift = true; v.dirty = 5 })
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Drift = true; v.Dirty = 5 })
 	e.ctrl.Resync(t.Context())
 	time.Sleep(300 * time.Millisecond)
 	if got := e.eng.Calls(); !slices.Equal(got, calls) {
@@ -509,7 +510,7 @@ func TestEtcdOutage(t *testing.T) {
 	t.Cleanup(srv2.Close)
 	waitFor(t, "recovery reported", func() bool { return e.etcdUp.Load() == 1 && e.ctrl.EtcdUp() })
 	// Resumed: the re-list finds the drift, and new specs are served.
-	waitFor(t, "drift repaired after recovery", func() bool { return e.eng.count("repair db") == 1 })
+	waitFor(t, "drift repaired after recovery", func() bool { return e.eng.Count("repair db") == 1 })
 	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.Mode = "writethrough" })
 	e.waitStatus("db", "mode applied after recovery", func(s api.VolumeStatus) bool {
 		return s.ObservedRevision == m.ModRevision && s.Mode == "writethrough"
@@ -576,9 +577,9 @@ func TestStartWithEtcdDown(t *testing.T) {
 	}
 	scfg := storeConfig(t, []string{ecfg.ClientURL})
 	scfg.RequestTimeout = 300 * time.Millisecond
-	eng := newFakeEngine("fast")
-	eng.addLocal("db", "fast", pool.ModeWriteback)
-	eng.with("db", func(v *fakeVol) { v.drift = true })
+	eng := reconciletest.NewEngine("fast")
+	eng.AddLocal("db", "fast", pool.ModeWriteback)
+	eng.With("db", func(v *reconciletest.Volume) { v.Drift = true })
 	e := newEnvAt(t, scfg, eng, func(c *reconcile.Config) {
 		c.MinBackoff, c.MaxBackoff = time.Minute, time.Minute // only the health check can end the wait
 	}).start()
@@ -597,7 +598,7 @@ func TestStartWithEtcdDown(t *testing.T) {
 	e.waitStatus("new", "created", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
 	// db has no spec: reported, its drift left alone.
 	waitFor(t, "db reported", func() bool { return e.ctrl.Unmanaged()["db"] != "" })
-	if eng.count("repair") != 0 || !eng.exists("db") {
+	if eng.Count("repair") != 0 || !eng.Exists("db") {
 		t.Errorf("unmanaged volume touched: %q", eng.Calls())
 	}
 	e.stop()
@@ -616,22 +617,22 @@ func TestPolicyTuning(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.createSpec(spec("db"))
-	waitFor(t, "policy tuning applied at creation", func() bool { return e.eng.count("tune db hw=30 lw=20 jobs=-") == 1 })
+	waitFor(t, "policy tuning applied at creation", func() bool { return e.eng.Count("tune db hw=30 lw=20 jobs=-") == 1 })
 
 	hi2, jobs := 60, uint64(32)
 	if meta, err = e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", HighWatermark: &hi2, LowWatermark: &lo, WritebackJobs: &jobs}, meta.ModRevision); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "policy change applied", func() bool { return e.eng.count("tune db hw=60 lw=20 jobs=32") == 1 })
+	waitFor(t, "policy change applied", func() bool { return e.eng.Count("tune db hw=60 lw=20 jobs=32") == 1 })
 
 	if _, err = e.st.PutPolicy(e.ctx(), api.Policy{Name: "default"}, meta.ModRevision); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "back to node defaults", func() bool { return e.eng.count("tune db defaults") == 1 })
+	waitFor(t, "back to node defaults", func() bool { return e.eng.Count("tune db defaults") == 1 })
 	// Converged: a resync does not tune again.
 	before := len(e.eng.Calls())
 	e.ctrl.Resync(e.ctx())
-	if got := e.eng.count("tune db defaults"); got != 1 {
+	if got := e.eng.Count("tune db defaults"); got != 1 {
 		t.Fatalf("tuned %d times to defaults, want once (calls since: %q)", got, e.eng.Calls()[before:])
 	}
 }
@@ -645,7 +646,7 @@ func TestPolicyAutocommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.createSpec(spec("db"))
-	waitFor(t, "policy autocommit applied at creation", func() bool { return e.eng.count("tune db hw=- lw=- jobs=- autocommit=100") == 1 })
+	waitFor(t, "policy autocommit applied at creation", func() bool { return e.eng.Count("tune db hw=- lw=- jobs=- autocommit=100") == 1 })
 }
 
 // TestSpecReadBlockSize checks that the read block size of a spec reaches
@@ -656,7 +657,7 @@ func TestSpecReadBlockSize(t *testing.T) {
 	s := spec("db")
 	s.ReadCacheBytes, s.ReadBlockSize = 256<<20, 256<<10
 	e.createSpec(s)
-	waitFor(t, "volume created", func() bool { return e.eng.exists("db") })
+	waitFor(t, "volume created", func() bool { return e.eng.Exists("db") })
 	if got := e.eng.Calls(); !slices.Equal(got, []string{"create db pool=fast mode=writeback read-block-size=262144"}) {
 		t.Fatalf("engine calls = %q", got)
 	}
@@ -666,7 +667,37 @@ func TestSpecReadBlockSize(t *testing.T) {
 			return strings.Contains(a, api.AlertSpecMismatch) && strings.Contains(a, "read block size 262144 bytes, spec asks 1048576")
 		})
 	})
-	if n := e.eng.count("create db"); n != 1 {
+	if n := e.eng.Count("create db"); n != 1 {
 		t.Fatalf("volume created %d times, want once (the block size is not changed in place)", n)
+	}
+}
+
+// TestOneEngineReadPerReconcile: a pass observes the node once (one
+// engine.Observe, one scan of the superblocks), for a volume to create,
+// one in step and one whose drift is repaired. (A pass that changed the
+// volume reads it again with engine.Volume to report it as it now is.)
+func TestOneEngineReadPerReconcile(t *testing.T) {
+	e := newEnv(t, nil)
+	ctrl, err := reconcile.New(e.cfg, e.eng, e.fs) // not run: only the passes below
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.createSpec(spec("db"))
+	pass := func(what string) {
+		t.Helper()
+		before := e.eng.Scans()
+		if _, err := ctrl.Reconcile(e.ctx(), "db"); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := e.eng.Scans() - before; n != 1 {
+			t.Errorf("%s: %d engine scans in one pass, want 1", what, n)
+		}
+	}
+	pass("create")
+	pass("in step")
+	e.eng.With("db", func(v *reconciletest.Volume) { v.Drift = true })
+	pass("drift repaired")
+	if n := e.eng.Count("repair db"); n != 1 {
+		t.Errorf("%d repairs, want 1", n)
 	}
 }

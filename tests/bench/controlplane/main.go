@@ -3,7 +3,7 @@
 // directory), a real pkg/store and a real pkg/reconcile Controller, in one
 // process as `tidecached --embedded-etcd` runs them. Only the engine, the
 // part that would load device-mapper tables, is faked in memory
-// (fakeEngine); its CreateVolume can wait a configurable "device ready"
+// (pkg/reconcile/reconciletest, as in the reconcile tests); its CreateVolume can wait a configurable "device ready"
 // delay, 0 by default, so the figures are the control plane's own cost.
 //
 // It reports
@@ -49,8 +49,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/reconcile"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -219,8 +221,8 @@ func run(ctx context.Context, o options) (*report, error) {
 
 // spec is a realistic volume spec: 100 GiB on the HDDs, a 10 GiB write
 // tier and, on every other volume, a 4 GiB read tier.
-func spec(name string, i int) store.VolumeSpec {
-	s := store.VolumeSpec{Name: name, Node: node, Pool: poolName, SizeBytes: 100 << 30, WriteCacheBytes: 10 << 30}
+func spec(name string, i int) api.VolumeSpec {
+	s := api.VolumeSpec{Name: name, Node: node, Pool: poolName, SizeBytes: 100 << 30, WriteCacheBytes: 10 << 30}
 	if i%2 == 0 {
 		s.ReadCacheBytes = 4 << 30
 	}
@@ -299,7 +301,8 @@ func scrape(o options, rep *report) error {
 	src := newFakeEngine(poolName, 0)
 	for i := range o.scrapeVolumes {
 		s := spec(fmt.Sprintf("scrape-%04d", i), i)
-		if _, err := src.create(s.Pool, s.Name, s.SizeBytes, s.WriteCacheBytes, s.ReadCacheBytes); err != nil {
+		req := pool.VolumeRequest{Name: s.Name, Size: s.SizeBytes, WriteCache: s.WriteCacheBytes, ReadCache: s.ReadCacheBytes}
+		if _, err := src.CreateVolume(context.Background(), s.Pool, req); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -45,7 +45,7 @@ func startTracker(ctx context.Context, st *store.Store) (*tracker, error) {
 				t.err = fmt.Errorf("status watch ended: %w", wr.Err)
 			}
 			for _, ev := range wr.Events {
-				vs, ok := ev.Value.(store.VolumeStatus)
+				vs, ok := ev.Value.(api.VolumeStatus)
 				if ev.Kind != store.KindVolumeStatus || !ok {
 					continue
 				}
@@ -67,7 +67,7 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration, name string, 
 	for {
 		t.mu.Lock()
 		for _, s := range t.seen[name] {
-			if s.observed >= rev && s.state == reconcile.StateActive {
+			if s.observed >= rev && s.state == api.StateActive {
 				t.mu.Unlock()
 				return s.at, nil
 			}
@@ -79,7 +79,7 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration, name string, 
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("volume %s never became %s at revision %d: %w", name, reconcile.StateActive, rev, ctx.Err())
+			return time.Time{}, fmt.Errorf("volume %s never became %s at revision %d: %w", name, api.StateActive, rev, ctx.Err())
 		case <-changed:
 		}
 	}

@@ -1,0 +1,115 @@
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/policy"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// plan is what one reconcile pass is to do, in the order act does it.
+// The zero plan of an existing volume changes nothing and only reports.
+type plan struct {
+	// decision is the policy's decision (mode, alerts, flush schedule,
+	// SSD error latch).
+	decision policy.Decision
+	// tripped is set when the decision latches a new SSD error (recorded
+	// in the status before anything else); acknowledged when a spec
+	// update lifted the previous one.
+	tripped, acknowledged bool
+	// tuning is the write-tier tuning the policy asks for (nil: node
+	// defaults).
+	tuning *pool.Tuning
+
+	// create is set when the volume does not exist yet: act creates it in
+	// decision.Mode, then sets tuning. Nothing below applies.
+	create bool
+
+	// mismatch is the spec-mismatch alert, "" if the volume matches the
+	// spec in what cannot change in place.
+	mismatch string
+	// driftErr is a drift check that failed for a reason other than
+	// drift: the pass fails with it.
+	driftErr error
+	// drift describes each drifted device; reportDrift says the drift
+	// policy is report: the status says so and nothing else is done. When
+	// drift is found and not reported it is repaired first, since a mode
+	// change refuses a stack that differs from its layout.
+	drift       []string
+	reportDrift bool
+	// refuse is a terminal error: the decision cannot be carried out.
+	refuse error
+	// setMode is the mode to switch to, "" to keep the mode.
+	setMode pool.Mode
+	// setTuning asks for tuning to be applied in place.
+	setTuning bool
+	// flush asks for the scheduled flush of the write tier.
+	flush bool
+	// requeue is when to reconcile again if the pass succeeds.
+	requeue time.Duration
+}
+
+// decide turns an observation into a plan. It does no I/O and keeps no
+// state: the same observation always gives the same plan, so its rules
+// are tested on their own (decide_test.go). driftPolicy and resync are the
+// controller's Config.DriftPolicy and ResyncInterval.
+func decide(o observation, driftPolicy string, resync time.Duration) (plan, error) {
+	d, err := policy.Decide(policy.Input{Spec: o.spec, SpecRevision: o.revision, Policy: o.policy, Drain: o.drain, Facts: o.facts, Latch: o.latch})
+	if err != nil {
+		return plan{}, err
+	}
+	p := plan{
+		decision:     d,
+		tripped:      d.Latch != nil && (o.latch == nil || o.latch.Revision != d.Latch.Revision),
+		acknowledged: d.Latch == nil && o.latch != nil,
+		tuning:       policyTuning(o.policy),
+		requeue:      d.FlushIn,
+	}
+	if !o.exists {
+		p.create = true
+		return p, nil
+	}
+	if m := mismatch(o.spec, o.actual); m != "" {
+		p.mismatch = policy.Alert{Name: api.AlertSpecMismatch, Severity: policy.SeverityWarning, Message: m}.String()
+	}
+	var drifts []*engine.DriftError
+	collectDrift(o.drift, &drifts)
+	switch {
+	case o.drift == nil:
+	case len(drifts) == 0:
+		p.driftErr = fmt.Errorf("check tables: %w", o.drift)
+		return p, nil
+	default:
+		for _, d := range drifts {
+			p.drift = append(p.drift, d.Error())
+		}
+		if driftPolicy == DriftReport {
+			p.reportDrift, p.requeue = true, resync
+			return p, nil
+		}
+	}
+	if o.actual.Mode != d.Mode {
+		if d.Mode == pool.ModeWriteback && o.actual.WriteCacheBytes == 0 {
+			p.refuse = Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason))
+			return p, nil
+		}
+		p.setMode = d.Mode
+	}
+	p.setTuning = !o.actual.Tuning.Equal(p.tuning)
+	if d.FlushNow && d.Mode == pool.ModeWriteback {
+		p.flush = true
+		if iv := time.Duration(o.policy.FlushInterval); iv > 0 {
+			p.requeue = iv
+		}
+	}
+	return p, nil
+}
+
+// driftReport is the status error of drift reported, not repaired.
+func (p plan) driftReport() string {
+	return "live tables differ from the layout (drift policy report, not repaired): " + strings.Join(p.drift, "; ")
+}
