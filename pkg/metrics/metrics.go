@@ -21,9 +21,19 @@ const namespace = "tidecache"
 const DefaultTimeout = 10 * time.Second
 
 // Source lists the node's volumes with what the kernel reports about them
-// right now. *engine.Engine implements it. It is called once per scrape.
+// right now. *engine.Engine implements it. It is called once per scrape,
+// or not at all when the Source is also an Observer.
 type Source interface {
 	Volumes(ctx context.Context) ([]engine.VolumeInfo, error)
+}
+
+// Observer reads the whole node at once; *engine.Engine implements it.
+// When the Source is one, a scrape calls Observe once (one scan of the
+// superblocks) and takes the volumes, the pools (unless Options.Pools
+// names another source) and the SSDs to query (when Options.SSDs is a
+// *SmartSource) from its answer, instead of each part scanning on its own.
+type Observer interface {
+	Observe(ctx context.Context, req engine.ObserveRequest) (engine.Observation, error)
 }
 
 // Options configures the collectors Register adds. The zero value gives
@@ -106,10 +116,14 @@ type collector struct {
 	boundNs []uint64
 	ssds    SSDSource
 	pools   PoolSource
-	sysRoot string
-	knameOf func(path string) (string, error)
-	timeout time.Duration
-	log     *slog.Logger
+	// observer is src when it is an Observer; poolsObserved says the
+	// pools come from it too.
+	observer      Observer
+	poolsObserved bool
+	sysRoot       string
+	knameOf       func(path string) (string, error)
+	timeout       time.Duration
+	log           *slog.Logger
 	// statsMu serialises the dm-stats part of concurrent scrapes, so two
 	// of them never race to create a volume's region.
 	statsMu sync.Mutex
@@ -123,8 +137,10 @@ func newCollector(src Source, opts Options) (*collector, error) {
 		src: src, stats: opts.Stats, ssds: opts.SSDs, pools: opts.Pools, sysRoot: opts.SysRoot,
 		bounds: opts.LatencyBounds, timeout: opts.Timeout, log: opts.Logger,
 	}
+	c.observer, _ = src.(Observer)
 	if c.pools == nil {
 		c.pools, _ = src.(PoolSource)
+		c.poolsObserved = c.observer != nil
 	}
 	c.knameOf = defaultKname(c.sysRoot)
 	if c.bounds == nil {
@@ -162,15 +178,64 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	s := c.newScrape(ctx)
 	var wg sync.WaitGroup
-	if c.ssds != nil {
-		wg.Go(func() { c.run(ctx, ch, collectorSSD, c.collectSSDs) })
+	if s.ssds != nil {
+		wg.Go(func() {
+			c.run(ctx, ch, collectorSSD, func(ctx context.Context, ch chan<- prometheus.Metric) error {
+				return c.collectSSDs(ctx, ch, s.ssds)
+			})
+		})
 	}
-	if c.pools != nil {
-		wg.Go(func() { c.run(ctx, ch, collectorOrigin, c.collectOrigins) })
+	if s.pools != nil {
+		wg.Go(func() {
+			c.run(ctx, ch, collectorOrigin, func(ctx context.Context, ch chan<- prometheus.Metric) error {
+				return c.collectOrigins(ctx, ch, s.pools)
+			})
+		})
 	}
-	c.run(ctx, ch, collectorVolume, c.collectVolumes)
+	c.run(ctx, ch, collectorVolume, func(ctx context.Context, ch chan<- prometheus.Metric) error {
+		return c.collectVolumes(ctx, ch, s.volumes)
+	})
 	wg.Wait()
+}
+
+// scrape is what the parts of one scrape read the node through; nil
+// for a part that is off.
+type scrape struct {
+	volumes func(context.Context) ([]engine.VolumeInfo, error)
+	pools   func(context.Context) ([]engine.PoolInfo, error)
+	ssds    func(context.Context) ([]SSDHealth, error)
+}
+
+// newScrape observes the node once when the Source can (see Observer),
+// so the volume, origin and SSD parts share one scan of the superblocks;
+// otherwise each part asks its own source.
+func (c *collector) newScrape(ctx context.Context) scrape {
+	s := scrape{volumes: c.src.Volumes}
+	if c.pools != nil {
+		s.pools = c.pools.Pools
+	}
+	if c.ssds != nil {
+		s.ssds = c.ssds.SSDs
+	}
+	if c.observer == nil {
+		return s
+	}
+	obs, err := c.observer.Observe(ctx, engine.ObserveRequest{})
+	s.volumes = func(context.Context) ([]engine.VolumeInfo, error) { return obs.VolumeInfos(), err }
+	if c.poolsObserved {
+		s.pools = func(context.Context) ([]engine.PoolInfo, error) { return obs.Pools, err }
+	}
+	if r, ok := c.ssds.(*SmartSource); ok {
+		s.ssds = func(ctx context.Context) ([]SSDHealth, error) {
+			if err != nil {
+				return nil, fmt.Errorf("list SSDs: %w", err)
+			}
+			return r.Read(ctx, SSDPaths(obs.Pools))
+		}
+	}
+	return s
 }
 
 // run runs one part of the scrape and reports its duration and success.
@@ -188,8 +253,9 @@ func (c *collector) run(ctx context.Context, ch chan<- prometheus.Metric, name s
 	ch <- prometheus.MustNewConstMetric(scrapeSuccessDesc, prometheus.GaugeValue, ok, name)
 }
 
-func (c *collector) collectVolumes(ctx context.Context, ch chan<- prometheus.Metric) error {
-	vols, err := c.src.Volumes(ctx)
+func (c *collector) collectVolumes(ctx context.Context, ch chan<- prometheus.Metric,
+	volumes func(context.Context) ([]engine.VolumeInfo, error)) error {
+	vols, err := volumes(ctx)
 	if err != nil {
 		return fmt.Errorf("list volumes: %w", err)
 	}

@@ -56,8 +56,9 @@ func describeOrigin(ch chan<- *prometheus.Desc) {
 // collectOrigins emits the array health of every pool's origin. A pool
 // whose origin cannot be read (other than "not an md array" or "not
 // present") is skipped and its error returned after the others.
-func (c *collector) collectOrigins(ctx context.Context, ch chan<- prometheus.Metric) error {
-	pools, err := c.pools.Pools(ctx)
+func (c *collector) collectOrigins(ctx context.Context, ch chan<- prometheus.Metric,
+	list func(context.Context) ([]engine.PoolInfo, error)) error {
+	pools, err := list(ctx)
 	if err != nil {
 		return fmt.Errorf("list pools: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tidecache/tidecache/pkg/command"
+	"github.com/tidecache/tidecache/pkg/engine"
 )
 
 // SSDHealth is what the SSD's own health log says about it.
@@ -71,6 +72,12 @@ func (s *SmartSource) SSDs(ctx context.Context) ([]SSDHealth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list SSDs: %w", err)
 	}
+	return s.Read(ctx, devs)
+}
+
+// Read reads the health of the devices given, skipping those no
+// installed tool can read.
+func (s *SmartSource) Read(ctx context.Context, devs []string) ([]SSDHealth, error) {
 	var out []SSDHealth
 	var errs []error
 	for _, dev := range devs {
@@ -84,6 +91,20 @@ func (s *SmartSource) SSDs(ctx context.Context) ([]SSDHealth, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// SSDPaths lists the present SSD members of pools, the devices whose
+// health tidecache watches.
+func SSDPaths(pools []engine.PoolInfo) []string {
+	var out []string
+	for _, p := range pools {
+		for _, m := range p.Members {
+			if m.Present {
+				out = append(out, m.Path)
+			}
+		}
+	}
+	return out
 }
 
 func (s *SmartSource) runner() Runner {

@@ -33,8 +33,9 @@ func describeSSD(ch chan<- *prometheus.Desc) {
 
 // collectSSDs emits what the SSD source could read, and returns its error
 // (some SSDs failed) after emitting the others.
-func (c *collector) collectSSDs(ctx context.Context, ch chan<- prometheus.Metric) error {
-	ssds, err := c.ssds.SSDs(ctx)
+func (c *collector) collectSSDs(ctx context.Context, ch chan<- prometheus.Metric,
+	read func(context.Context) ([]SSDHealth, error)) error {
+	ssds, err := read(ctx)
 	for _, s := range ssds {
 		l := []string{s.Path, s.Model, s.Serial}
 		if s.WearPercent != nil {
