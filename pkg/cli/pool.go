@@ -16,8 +16,59 @@ func newPoolCmd(g *Globals) *cobra.Command {
 		Use:   "pool",
 		Short: "Create and inspect pools (an HDD array plus SSDs)",
 	}
-	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g))
+	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g))
 	return cmd
+}
+
+func newPoolDeleteCmd(g *Globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a pool that holds no volume",
+		Long: `Delete a pool: remove tidecache's superblock from each of its SSDs, then
+from its origin. An md RAID10 that 'pool create --raid10' built is stopped
+and its disks' md superblocks erased; an origin given with --origin is left
+as it is but for tidecache's superblock. The devices are then free for
+other use, a new pool included.
+
+A pool with volumes is refused: delete them first ('tidectl volume
+delete', which itself refuses a volume with dirty cache blocks). A pool
+whose devices are open, mounted or held is refused too. If the command is
+cut short, run it again: a pool with some superblocks already wiped is
+found from the others and its deletion finished. An SSD of the pool that
+is not present keeps its superblock; 'pool create --destroy-pool NAME'
+takes it later. Works on this node's devices.`,
+		Example:           `  tidectl pool delete old`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePools,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := pool.ValidateName("pool", args[0]); err != nil {
+				return usageError{err}
+			}
+			if g.cluster() {
+				return usageErrorf("pool delete works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			}
+			e, err := g.Engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			rep, err := e.DeletePool(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(rep)
+			}
+			fmt.Fprintf(g.Stdout, "pool %s deleted: superblocks wiped on %s\n", rep.Pool, strings.Join(rep.Wiped, ", "))
+			if rep.StoppedArray != "" {
+				fmt.Fprintf(g.Stdout, "RAID10 %s stopped and its disks %s made plain disks again\n", rep.StoppedArray, strings.Join(rep.ArrayDisks, ", "))
+			}
+			for _, m := range rep.MissingMembers {
+				fmt.Fprintf(g.Stderr, "warning: SSD %s of the pool is not present and keeps its superblock; pool create --destroy-pool %s takes it later\n", m, rep.Pool)
+			}
+			return nil
+		},
+	}
 }
 
 func newPoolCreateCmd(g *Globals) *cobra.Command {

@@ -478,6 +478,20 @@ func (m Manager) Stop(ctx context.Context, path string) error {
 	return nil
 }
 
+// ZeroSuperblocks erases the md superblock of each device, so a disk of
+// a stopped array is a plain disk again (mdadm no longer assembles it,
+// blkid no longer reports linux_raid_member). The array must be stopped.
+func (m Manager) ZeroSuperblocks(ctx context.Context, devices []string) error {
+	if len(devices) == 0 {
+		return nil
+	}
+	args := append([]string{"--zero-superblock"}, devices...)
+	if _, err := m.Runner.Run(ctx, "mdadm", args...); err != nil {
+		return fmt.Errorf("zero md superblocks of %s: %w", strings.Join(devices, ", "), err)
+	}
+	return nil
+}
+
 // waitForPath waits until path exists: mdadm itself creates /dev/md/<name>
 // where udev does not run, udev does it a little later where it runs.
 func waitForPath(ctx context.Context, path string) error {

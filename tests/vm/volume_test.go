@@ -28,7 +28,7 @@ func fioJob(dev, name, rw string, offset, size string) string {
 // TestVolumeLifecycle creates a pool and a volume, writes with fio and reads
 // it back verified through the cache, flushes to zero dirty blocks, proves
 // the data reached the origin by verifying the origin extent directly, then
-// deletes and recreates the volume.
+// deletes and recreates the volume, then deletes the pool.
 func TestVolumeLifecycle(t *testing.T) {
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
@@ -84,8 +84,25 @@ func TestVolumeLifecycle(t *testing.T) {
 		t.Fatalf("recreated volume: %+v", v)
 	}
 	n.fio(fioJob("/dev/mapper/tc-db", "again", "randwrite", "0", "16M") + " --do_verify=1")
+
+	// The pool goes last: refused while it has a volume, then deleted:
+	// no superblock left, its RAID10 stopped, the devices free for a new
+	// pool without --force or --destroy-pool.
+	n.wantFail("pool delete tank", "still has 1 volume(s): db")
 	n.mustTidectl("volume flush db")
 	n.mustTidectl("volume delete db")
+	out = n.mustTidectl("pool delete tank")
+	if !strings.Contains(out, "pool tank deleted") || !strings.Contains(out, "RAID10 /dev/md/tc-tank stopped") {
+		t.Fatalf("pool delete: %s", out)
+	}
+	if pools := strings.TrimSpace(n.mustTidectl("-o json pool show")); pools != "[]" {
+		t.Fatalf("pools after delete: %s", pools)
+	}
+	if md := n.mustSh("cat /proc/mdstat"); strings.Contains(md, "active raid10") {
+		t.Fatalf("the pool's RAID10 still runs after pool delete:\n%s", md)
+	}
+	n.mustTidectl("pool create again --origin " + n.hdds()[0] + " --ssd " + n.ssds()[0])
+	n.wantFail("pool delete nosuch", "nosuch", "not found")
 }
 
 // TestLiveModeChanges switches a volume writeback → writethrough →
