@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 // Dynamic shell completion (`tidectl completion bash|zsh|fish`): names are
@@ -88,41 +90,34 @@ func (g *Globals) completePools(cmd *cobra.Command, args []string, toComplete st
 	if cmd.Name() == "show" && len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	ctx, cancel := completionContext(cmd)
-	defer cancel()
-	var names []string
 	if g.cluster() {
-		st, err := g.store(ctx)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer st.Close()
-		nodes, _, _, err := st.ListNodes(ctx)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		seen := map[string]bool{}
-		for _, n := range nodes {
-			for _, p := range n.Value.Pools {
-				if !seen[p.Name] {
-					seen[p.Name] = true
-					names = append(names, p.Name)
+		return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
+			nodes, _, _, err := st.ListNodes(ctx)
+			var names []string
+			for _, n := range nodes {
+				for _, p := range n.Value.Pools {
+					if !slices.Contains(names, p.Name) {
+						names = append(names, p.Name)
+					}
 				}
 			}
-		}
-	} else {
-		e, err := g.Engine()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer e.Close()
-		pools, err := e.Pools(ctx)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		for _, p := range pools {
-			names = append(names, p.Name)
-		}
+			return names, err
+		})
+	}
+	ctx, cancel := completionContext(cmd)
+	defer cancel()
+	e, err := g.Engine()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	defer e.Close()
+	pools, err := e.Pools(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var names []string
+	for _, p := range pools {
+		names = append(names, p.Name)
 	}
 	return matching(names, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
@@ -137,6 +132,34 @@ func (g *Globals) completeNodeArg(cmd *cobra.Command, args []string, toComplete 
 
 // completeNodes completes live node names (cluster mode only), for --node.
 func (g *Globals) completeNodes(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
+		nodes, _, _, err := st.ListNodes(ctx)
+		var names []string
+		for _, n := range nodes {
+			names = append(names, n.Value.Name)
+		}
+		return names, err
+	})
+}
+
+// completePolicies completes policy names (cluster mode only).
+func (g *Globals) completePolicies(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
+		items, _, _, err := st.ListPolicies(ctx)
+		var names []string
+		for _, it := range items {
+			names = append(names, it.Value.Name)
+		}
+		return names, err
+	})
+}
+
+// clusterNames completes names that list reads from the cluster store;
+// outside cluster mode, or when etcd does not answer, nothing.
+func (g *Globals) clusterNames(cmd *cobra.Command, toComplete string, list func(context.Context, *store.Store) ([]string, error)) ([]string, cobra.ShellCompDirective) {
 	if !g.cluster() {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -147,36 +170,9 @@ func (g *Globals) completeNodes(cmd *cobra.Command, _ []string, toComplete strin
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer st.Close()
-	nodes, _, _, err := st.ListNodes(ctx)
+	names, err := list(ctx, st)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for _, n := range nodes {
-		names = append(names, n.Value.Name)
-	}
-	return matching(names, toComplete), cobra.ShellCompDirectiveNoFileComp
-}
-
-// completePolicies completes policy names (cluster mode only).
-func (g *Globals) completePolicies(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	if !g.cluster() || len(args) > 0 {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	ctx, cancel := completionContext(cmd)
-	defer cancel()
-	st, err := g.store(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	defer st.Close()
-	items, _, _, err := st.ListPolicies(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for _, it := range items {
-		names = append(names, it.Value.Name)
 	}
 	return matching(names, toComplete), cobra.ShellCompDirectiveNoFileComp
 }

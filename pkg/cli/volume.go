@@ -609,22 +609,22 @@ func (o tuneFlags) tuning(changed func(flag string) bool, cur *pool.Tuning) (*po
 	if err := o.check(changed); err != nil || o.reset {
 		return nil, err
 	}
-	t := &pool.Tuning{}
+	t, named := &pool.Tuning{}, o.named(changed)
 	if cur != nil {
 		c := *cur
 		t = &c
 	}
-	if changed("high-watermark") {
-		t.HighWatermark = &o.high
+	if named.HighWatermark != nil {
+		t.HighWatermark = named.HighWatermark
 	}
-	if changed("low-watermark") {
-		t.LowWatermark = &o.low
+	if named.LowWatermark != nil {
+		t.LowWatermark = named.LowWatermark
 	}
-	if changed("writeback-jobs") {
-		t.WritebackJobs = &o.jobs
+	if named.WritebackJobs != nil {
+		t.WritebackJobs = named.WritebackJobs
 	}
-	if changed("autocommit-ms") {
-		t.AutocommitTimeMs = &o.autocommit
+	if named.AutocommitTimeMs != nil {
+		t.AutocommitTimeMs = named.AutocommitTimeMs
 	}
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -632,12 +632,8 @@ func (o tuneFlags) tuning(changed func(flag string) bool, cur *pool.Tuning) (*po
 	return t, nil
 }
 
-// check checks the flags on their own, before the current tuning is
-// known: something to set, each value in its range.
-func (o tuneFlags) check(changed func(flag string) bool) error {
-	if o.reset {
-		return nil
-	}
+// named returns the knobs given on the command line, and only those.
+func (o tuneFlags) named(changed func(flag string) bool) *pool.Tuning {
 	t := &pool.Tuning{}
 	if changed("high-watermark") {
 		t.HighWatermark = &o.high
@@ -651,17 +647,27 @@ func (o tuneFlags) check(changed func(flag string) bool) error {
 	if changed("autocommit-ms") {
 		t.AutocommitTimeMs = &o.autocommit
 	}
+	return t
+}
+
+// check checks the flags on their own, before the current tuning is
+// known: something to set, each value in its range. The watermarks'
+// order is checked against the current tuning later.
+func (o tuneFlags) check(changed func(flag string) bool) error {
+	if o.reset {
+		return nil
+	}
+	t := o.named(changed)
 	if t.Empty() {
 		return fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs, --autocommit-ms or --reset")
 	}
-	// The watermarks' order is checked against the current tuning later.
-	ranges := *t
-	ranges.HighWatermark, ranges.LowWatermark = nil, nil
 	for _, w := range []*int{t.HighWatermark, t.LowWatermark} {
 		if w != nil && (*w < 0 || *w > 100) {
 			return fmt.Errorf("watermark %d%%: want 0 to 100", *w)
 		}
 	}
+	ranges := *t
+	ranges.HighWatermark, ranges.LowWatermark = nil, nil
 	return ranges.Validate()
 }
 

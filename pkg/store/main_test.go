@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/etcdserver/etcdtest"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -19,28 +18,7 @@ import (
 var endpoints []string
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "store-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{
-		DataDir:   filepath.Join(dir, "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Close()
-	endpoints = srv.Endpoints()
-	return m.Run()
+	os.Exit(etcdtest.RunWithMember(m, func(eps []string) { endpoints = eps }))
 }
 
 var prefixSeq atomic.Int64
