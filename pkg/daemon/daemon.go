@@ -3,7 +3,13 @@
 // registration with inventory, leader election and placement, the
 // reconcile controller, Prometheus metrics, the health endpoint and the
 // systemd notify/watchdog protocol. Each part lives in its own package;
-// this one only starts them in order and stops them in reverse.
+// this one configures them (Config, with Default and Validate), assembles
+// the node's pools at start, starts the embedded etcd and opens the store,
+// registers the node under a lease and keeps its inventory (pools, SSD
+// health) fresh, campaigns for leadership and places unplaced volumes
+// while it leads, runs the controller, serves /metrics and /healthz, pings
+// systemd's watchdog while device-mapper answers, and on shutdown stops
+// them in reverse order (optionally flushing every write cache first).
 //
 // The data path never depends on the daemon: if the daemon or etcd stops,
 // the kernel's device-mapper tables stay as they are and I/O continues.
@@ -27,6 +33,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
@@ -44,11 +51,13 @@ type Config struct {
 	// Listen is the HTTP address serving /metrics and /healthz.
 	Listen string
 	// EmbeddedEtcd runs a single-member etcd inside the daemon, with its
-	// data in EtcdDataDir, serving EtcdClientURL; Store.Endpoints is then
-	// taken from it.
+	// data in EtcdDataDir, serving EtcdClientURL and listening for peers
+	// on EtcdPeerURL (empty: etcdserver's loopback default);
+	// Store.Endpoints is then taken from it.
 	EmbeddedEtcd  bool
 	EtcdDataDir   string
 	EtcdClientURL string
+	EtcdPeerURL   string
 	// Store configures the etcd client (endpoints, TLS, prefix).
 	Store store.Config
 	// LeaseTTL bounds how long a dead node stays listed.
@@ -72,8 +81,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Default returns the configuration of a standalone node with an
-// embedded etcd.
+// Default returns the configuration of a node using the etcd at
+// store.DefaultConfig's endpoints; set EmbeddedEtcd for a standalone node
+// that runs its own.
 func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
@@ -115,6 +125,26 @@ func (c Config) Validate() error {
 	return c.Engine.Validate()
 }
 
+// Engine is what the daemon needs of the node's engine. *engine.Engine
+// implements it; the daemon's host tests pass the in-memory one of
+// package reconcile/reconciletest.
+type Engine interface {
+	reconcile.Engine
+	Pools(ctx context.Context) ([]engine.PoolInfo, error)
+}
+
+// node is what Run opens on the host and serve runs on.
+type node struct {
+	eng Engine
+	// stats gives the metrics dm-stats latency histograms; nil: none.
+	stats dm.Messenger
+	// ping tells the watchdog that device-mapper still answers.
+	ping func(context.Context) error
+	// listening, if set, is called with the HTTP address once bound
+	// (tests listen on port 0).
+	listening func(net.Addr)
+}
+
 // Run runs the daemon until ctx is cancelled, then shuts down in order:
 // stop accepting work, stop the controller, resign leadership, revoke the
 // node's lease, close the store, stop the embedded etcd, close the engine.
@@ -138,10 +168,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if rep, err := eng.Assemble(ctx); err != nil {
 		log.Warn("assembly incomplete at start", "err", err, "report", rep)
 	}
+	return serve(ctx, cfg, log, node{eng: eng, stats: eng.DM(), ping: func(ctx context.Context) error {
+		_, err := eng.DM().Version(ctx)
+		return err
+	}})
+}
 
+// serve runs everything but the engine on n until ctx is cancelled: the
+// embedded etcd, the store, metrics, the controller, registration,
+// leadership, HTTP and the watchdog. cfg is valid.
+func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
+	eng := n.eng
 	if cfg.EmbeddedEtcd {
 		srv, err := etcdserver.Start(ctx, etcdserver.Config{
-			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, Logger: log,
+			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, PeerURL: cfg.EtcdPeerURL, Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
@@ -163,7 +203,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	ssds := &metrics.SmartSource{Devices: func(ctx context.Context) ([]string, error) { return ssdPaths(ctx, eng) }}
-	if err := metrics.Register(reg, eng, metrics.Options{Stats: eng.DM(), SSDs: ssds, Logger: log}); err != nil {
+	if err := metrics.Register(reg, eng, metrics.Options{Stats: n.stats, SSDs: ssds, Logger: log}); err != nil {
 		return err
 	}
 	rmet, err := reconcile.NewMetrics(reg)
@@ -171,7 +211,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	d := &daemon{cfg: cfg, log: log, eng: eng, st: st, dmet: dmet, ssds: ssds}
+	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds}
 	rc := cfg.Reconcile
 	rc.Node, rc.Logger, rc.Metrics = cfg.Node, log, rmet
 	rc.OnEtcdUp = d.setEtcdUp
@@ -190,6 +230,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if n.listening != nil {
+		n.listening(ln.Addr())
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -231,7 +274,8 @@ func Run(ctx context.Context, cfg Config) error {
 type daemon struct {
 	cfg  Config
 	log  *slog.Logger
-	eng  *engine.Engine
+	eng  Engine
+	ping func(context.Context) error
 	st   *store.Store
 	ctrl *reconcile.Controller
 	dmet *metrics.DaemonMetrics
@@ -291,7 +335,7 @@ func (d *daemon) watchdog(ctx context.Context) {
 			return
 		case <-t.C:
 			pctx, cancel := context.WithTimeout(ctx, interval/2)
-			_, err := d.eng.DM().Version(pctx)
+			err := d.ping(pctx)
 			cancel()
 			if err != nil {
 				d.log.Error("watchdog: device-mapper does not answer; not pinging systemd", "err", err)
@@ -322,18 +366,10 @@ func (d *daemon) flushAll(ctx context.Context) {
 }
 
 // ssdPaths lists the present SSD members of this node's pools.
-func ssdPaths(ctx context.Context, eng *engine.Engine) ([]string, error) {
+func ssdPaths(ctx context.Context, eng Engine) ([]string, error) {
 	pools, err := eng.Pools(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, p := range pools {
-		for _, m := range p.Members {
-			if m.Present {
-				out = append(out, m.Path)
-			}
-		}
-	}
-	return out, nil
+	return metrics.SSDPaths(pools), nil
 }
