@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -87,7 +88,7 @@ func TestStartRestart(t *testing.T) {
 	if err := s.Healthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutPolicy(ctx, store.Policy{Name: "default", WearThresholdPercent: 90}, 0); err != nil {
+	if _, err := s.PutPolicy(ctx, api.Policy{Name: "default", WearThresholdPercent: 90}, 0); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

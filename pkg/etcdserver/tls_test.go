@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/etcdserver/etcdtest"
 	"github.com/tidecache/tidecache/pkg/store"
@@ -85,7 +86,7 @@ func TestMutualTLS(t *testing.T) {
 	if err := s.Healthy(ctx); err != nil {
 		t.Fatalf("store with a client certificate: %v", err)
 	}
-	if _, err := s.PutPolicy(ctx, store.Policy{Name: "default", WearThresholdPercent: 90}, 0); err != nil {
+	if _, err := s.PutPolicy(ctx, api.Policy{Name: "default", WearThresholdPercent: 90}, 0); err != nil {
 		t.Fatal(err)
 	}
 
