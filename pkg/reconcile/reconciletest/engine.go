@@ -51,7 +51,7 @@ type Volume struct {
 	Dirty uint64
 	// WCError is dm-writecache's error field; non-zero fails the volume.
 	WCError int64
-	// Drift makes CheckVolume and Observe report drift, until a repair.
+	// Drift makes Observe report drift (when asked), until a repair.
 	Drift bool
 	// Open makes DeleteVolume refuse with engine.ErrInUse.
 	Open bool
@@ -271,19 +271,6 @@ func (f *Engine) Flush(ctx context.Context, name string, progress engine.Progres
 	}
 	v.Dirty = 0
 	return 0, nil
-}
-
-func (f *Engine) CheckVolume(ctx context.Context, name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	v, ok := f.vols[name]
-	if !ok {
-		return fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
-	}
-	if v.Drift {
-		return driftError(name)
-	}
-	return nil
 }
 
 func (f *Engine) RepairVolume(ctx context.Context, name string) ([]string, error) {
