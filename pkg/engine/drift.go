@@ -21,33 +21,7 @@ func (e *Engine) CheckVolume(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	origin, err := e.resolveOrigin(ctx, p.Layout)
-	if err != nil {
-		return err
-	}
-	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
-	if err != nil {
-		return err
-	}
-	var drift []error
-	for _, d := range st.Devices {
-		info, err := e.dm.Info(ctx, d.Name)
-		if err != nil {
-			drift = append(drift, &DriftError{Device: d.Name, Want: d.Table.String(), Got: "(device missing: " + err.Error() + ")"})
-			continue
-		}
-		if info.UUID != d.UUID {
-			return fmt.Errorf("device %s has uuid %q, not %q: not tidecache's volume %s", d.Name, info.UUID, d.UUID, name)
-		}
-		same, got, err := e.sameTable(ctx, d)
-		if err != nil {
-			return err
-		}
-		if !same {
-			drift = append(drift, &DriftError{Device: d.Name, Want: d.Table.String(), Got: got.String()})
-		}
-	}
-	return errors.Join(drift...)
+	return e.checkStack(ctx, p, v)
 }
 
 // RepairVolume brings a volume's devices back to the stack its layout
