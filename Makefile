@@ -69,8 +69,7 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 	done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tidecache/
 	install -m 0644 deploy/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/
-	install -d $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/scrape
-	install -m 0644 deploy/prometheus/scrape/* $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/scrape/
+	cd deploy/prometheus && find scrape -type f -exec install -D -m 0644 {} $(abspath $(DESTDIR))$(PREFIX)/share/tidecache/prometheus/{} \;
 	install -m 0644 deploy/grafana/*.json $(DESTDIR)$(PREFIX)/share/tidecache/grafana/
 	install -m 0644 kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf \
 		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/
