@@ -52,12 +52,12 @@ func (g *Globals) needCluster(what string) error {
 	if g.cluster() {
 		return nil
 	}
-	return usageErrorf("%s works on the cluster: give --etcd-endpoints (e.g. http://127.0.0.1:2379 for the local daemon's embedded etcd)", what)
+	return usageErrorf("%s works on the cluster: give --etcd-endpoints (e.g. http://127.0.0.1:2389 for the local daemon's embedded etcd)", what)
 }
 
 func addClusterFlags(cmd *cobra.Command, g *Globals) {
 	f := cmd.PersistentFlags()
-	f.StringVar(&g.cl.endpoints, "etcd-endpoints", "", "work on the cluster through etcd (e.g. http://127.0.0.1:2379, the local daemon's embedded etcd) instead of this node's devices")
+	f.StringVar(&g.cl.endpoints, "etcd-endpoints", "", "work on the cluster through etcd (e.g. http://127.0.0.1:2389, the local daemon's embedded etcd) instead of this node's devices")
 	f.StringVar(&g.cl.cert, "etcd-cert", "", "client certificate for etcd mutual TLS")
 	f.StringVar(&g.cl.key, "etcd-key", "", "client key for etcd mutual TLS")
 	f.StringVar(&g.cl.ca, "etcd-ca", "", "CA of the etcd server certificate")

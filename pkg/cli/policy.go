@@ -40,9 +40,9 @@ shorter time commits the write cache's metadata more often: a write with FUA
 and no flush (O_DSYNC on ext4/XFS, journal commit blocks), acknowledged
 before it is durable, becomes durable sooner; the cost is more metadata
 writes to the SSD. fsync and other flushes commit at once regardless.`,
-		Example: `  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --high-watermark 40 --low-watermark 30 --flush-interval 1h --wear-threshold 90
-  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set oltp --autocommit-ms 100
-  tidectl --etcd-endpoints http://127.0.0.1:2379 policy set default --clear-watermarks`,
+		Example: `  tidectl --etcd-endpoints http://127.0.0.1:2389 policy set default --high-watermark 40 --low-watermark 30 --flush-interval 1h --wear-threshold 90
+  tidectl --etcd-endpoints http://127.0.0.1:2389 policy set oltp --autocommit-ms 100
+  tidectl --etcd-endpoints http://127.0.0.1:2389 policy set default --clear-watermarks`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePolicies,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -91,7 +91,7 @@ func Default() Config {
 		Listen:            ":9540",
 		EmbeddedEtcd:      false,
 		EtcdDataDir:       "/var/lib/tidecache/etcd",
-		EtcdClientURL:     "http://127.0.0.1:2379",
+		EtcdClientURL:     etcdserver.DefaultClientURL,
 		Store:             store.DefaultConfig(),
 		LeaseTTL:          10 * time.Second,
 		InventoryInterval: 30 * time.Second,

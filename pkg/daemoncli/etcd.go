@@ -26,7 +26,7 @@ client to present a certificate signed by that CA (mutual TLS), and refuses
 clients without one. tidectl and tidecached connect with --etcd-cert,
 --etcd-key and --etcd-ca.`,
 		Example: `  tidecached etcd
-  tidecached etcd --client-url https://10.0.0.1:2379 --cert-file /etc/tidecache/etcd.crt \
+  tidecached etcd --client-url https://10.0.0.1:2389 --cert-file /etc/tidecache/etcd.crt \
       --key-file /etc/tidecache/etcd.key --client-ca-file /etc/tidecache/ca.crt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

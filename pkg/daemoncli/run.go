@@ -45,7 +45,7 @@ If etcd becomes unreachable, the kernel tables stay as they are and I/O is
 unaffected; the daemon reports the outage (tidecache_etcd_up 0) and catches
 up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 		Example: `  tidecached run --embedded-etcd
-  tidecached run --embedded-etcd --etcd-client-url https://10.0.0.1:2379 \
+  tidecached run --embedded-etcd --etcd-client-url https://10.0.0.1:2389 \
       --embedded-etcd-cert /etc/tidecache/etcd.crt --embedded-etcd-key /etc/tidecache/etcd.key \
       --embedded-etcd-client-ca /etc/tidecache/ca.crt \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt

@@ -62,8 +62,11 @@ import (
 const (
 	DefaultDataDir   = "/var/lib/tidecache/etcd"
 	DefaultName      = "tidecache"
-	DefaultClientURL = "http://127.0.0.1:2379"
-	DefaultPeerURL   = "http://127.0.0.1:2380"
+	// DefaultClientURL and DefaultPeerURL avoid etcd's own 2379 and
+	// 2380, which a Kubernetes control plane's etcd on the same host
+	// holds.
+	DefaultClientURL = "http://127.0.0.1:2389"
+	DefaultPeerURL   = "http://127.0.0.1:2390"
 
 	// DefaultStartTimeout bounds Start when its context has no deadline.
 	// A member replaying a large WAL after a crash can take a while; one

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidecache/tidecache/pkg/api"
-	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/etcdserver/etcdtest"
 	"github.com/tidecache/tidecache/pkg/reconcile"
 	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
 	"github.com/tidecache/tidecache/pkg/store"
@@ -27,25 +26,8 @@ import (
 // prefix. The outage test starts a member of its own, which it stops.
 var endpoints []string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "reconcile-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{
-		DataDir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Close()
-	endpoints = srv.Endpoints()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(etcdtest.RunWithMember(m, func(eps []string) { endpoints = eps }))
 }
 
 var prefixSeq atomic.Int64

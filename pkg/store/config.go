@@ -47,10 +47,10 @@ type Config struct {
 }
 
 // DefaultConfig returns a configuration for a local etcd on
-// 127.0.0.1:2379 without TLS, as `tidecached --embedded-etcd` serves it.
+// 127.0.0.1:2389 without TLS, as `tidecached --embedded-etcd` serves it.
 func DefaultConfig() Config {
 	return Config{
-		Endpoints:      []string{"http://127.0.0.1:2379"},
+		Endpoints:      []string{"http://127.0.0.1:2389"},
 		Prefix:         DefaultPrefix,
 		DialTimeout:    5 * time.Second,
 		RequestTimeout: 5 * time.Second,

@@ -81,7 +81,7 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatal(bootErr)
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
-	const endpoint = "http://10.77.0.1:2379"
+	const endpoint = "http://10.77.0.1:2389"
 	a.mustSh("tidecached etcd --client-url " + endpoint + " --data-dir /run/etcd >/run/etcd.log 2>&1 &")
 	a.eventually(60*time.Second, "tidectl --etcd-endpoints "+endpoint+" node list", "NODE")
 

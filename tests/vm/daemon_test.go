@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-const etcdURL = "http://127.0.0.1:2379"
+const etcdURL = "http://127.0.0.1:2389" // the embedded etcd's default
 
 // cl runs tidectl in cluster mode against the node's etcd.
 func (n *node) cl(args string) string {
