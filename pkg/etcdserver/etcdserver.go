@@ -60,8 +60,8 @@ import (
 
 // Defaults for Config fields left empty.
 const (
-	DefaultDataDir   = "/var/lib/tidecache/etcd"
-	DefaultName      = "tidecache"
+	DefaultDataDir = "/var/lib/tidecache/etcd"
+	DefaultName    = "tidecache"
 	// DefaultClientURL and DefaultPeerURL avoid etcd's own 2379 and
 	// 2380, which a Kubernetes control plane's etcd on the same host
 	// holds.
