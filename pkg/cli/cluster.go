@@ -63,7 +63,7 @@ func addClusterFlags(cmd *cobra.Command, g *Globals) {
 	f.StringVar(&g.cl.ca, "etcd-ca", "", "CA of the etcd server certificate")
 	f.StringVar(&g.cl.prefix, "etcd-prefix", "", "key prefix of tidecache's records (default /tidecache/v1/)")
 	f.BoolVar(&g.cl.wait, "wait", false, "cluster mode: wait until the owning node reports the change applied, showing drain progress")
-	f.DurationVar(&g.cl.timeout, "timeout", 5*time.Minute, "cluster mode: how long --wait waits without progress (a drain that keeps writing back is followed to its end)")
+	f.DurationVar(&g.cl.timeout, "timeout", 5*time.Minute, "cluster mode: how long --wait waits without progress (a drain that keeps writing back is followed to its end; 0: no limit)")
 }
 
 // clusterBackend works on volume specs in etcd; each node's daemon applies
@@ -267,7 +267,7 @@ func (b *clusterBackend) waitApplied(ctx context.Context, name string, rev int64
 			fmt.Fprintln(b.g.Stderr, line)
 			last = line
 		}
-		if time.Since(moved) > b.g.cl.timeout {
+		if b.g.cl.timeout > 0 && time.Since(moved) > b.g.cl.timeout {
 			return fmt.Errorf("volume %s: no progress for %s (last: %s); the change stays in etcd and its node goes on applying it: "+
 				"follow it with `tidectl volume show %s --etcd-endpoints …`, or wait again with a longer --timeout", name, b.g.cl.timeout, last, name)
 		}
