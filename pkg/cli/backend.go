@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -158,25 +157,6 @@ func (b *localBackend) Tune(ctx context.Context, name string, change func(*pool.
 		return false, err
 	}
 	return b.e.SetTuning(ctx, name, t)
-}
-
-// isDrift reports whether err holds only drift findings, so `volume check`
-// can tell "drifted" (ExitFound) from "could not check" (ExitError).
-func isDrift(err error) bool {
-	var drift *engine.DriftError
-	if !errors.As(err, &drift) {
-		return false
-	}
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return true
-	}
-	for _, e := range joined.Unwrap() {
-		if !errors.As(e, &drift) {
-			return false
-		}
-	}
-	return true
 }
 
 // volumeNotFound names a volume the backend does not know.

@@ -522,10 +522,11 @@ fixes it); 1: the check could not run. Works on this node's devices.`,
 			}
 			defer b.Close()
 			err = b.Check(cmd.Context(), args[0])
-			if err != nil && !isDrift(err) {
+			drift, onlyDrift := driftFindings(err)
+			if err != nil && !onlyDrift {
 				return err
 			}
-			res := checkResult{Volume: args[0], Drifted: err != nil, Drift: driftEntries(err)}
+			res := checkResult{Volume: args[0], Drifted: err != nil, Drift: drift}
 			if g.JSON() {
 				if perr := g.Print(res); perr != nil {
 					return perr
@@ -541,22 +542,29 @@ fixes it); 1: the check could not run. Works on this node's devices.`,
 	}
 }
 
-// driftEntries lists the *engine.DriftError values in err.
-func driftEntries(err error) []driftEntry {
-	out := []driftEntry{}
-	var errs []error
+// driftFindings splits what CheckVolume returned into its drift findings
+// (the joined *engine.DriftError values); only reports whether err holds
+// nothing else, so `volume check` can tell "drifted" (ExitFound) from
+// "could not check" (ExitError).
+func driftFindings(err error) (found []driftEntry, only bool) {
+	found = []driftEntry{}
+	if err == nil {
+		return found, false
+	}
+	errs := []error{err}
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = joined.Unwrap()
-	} else if err != nil {
-		errs = []error{err}
 	}
+	only = true
 	for _, e := range errs {
 		var d *engine.DriftError
-		if errors.As(e, &d) {
-			out = append(out, driftEntry{Device: d.Device, Want: d.Want, Got: d.Got})
+		if !errors.As(e, &d) {
+			only = false
+			continue
 		}
+		found = append(found, driftEntry{Device: d.Device, Want: d.Want, Got: d.Got})
 	}
-	return out
+	return found, only
 }
 
 func newVolumeRepairCmd(g *Globals) *cobra.Command {
