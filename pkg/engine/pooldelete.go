@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -71,13 +72,7 @@ func (e *Engine) DeletePool(ctx context.Context, name string) (PoolDeleteReport,
 
 	// Nothing may hold the devices: a dm table or a mount on a pool
 	// device with no volumes is not tidecache's.
-	members := slices.Sorted(func(yield func(string) bool) {
-		for _, path := range p.Members {
-			if !yield(path) {
-				return
-			}
-		}
-	})
+	members := slices.Sorted(maps.Values(p.Members))
 	devices := members
 	if !originGone {
 		devices = append(slices.Clone(members), origin)
