@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -56,7 +57,8 @@ func (g *Globals) openLocal() (*localBackend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &localBackend{g: g, e: e}, nil
+	host, _ := os.Hostname()
+	return &localBackend{g: g, e: e, node: host}, nil
 }
 
 // nodeEngine is the part of *engine.Engine the local backend uses; host
@@ -78,6 +80,8 @@ type nodeEngine interface {
 type localBackend struct {
 	g *Globals
 	e nodeEngine
+	// node names this host in the volumes it returns.
+	node string
 }
 
 func (b *localBackend) Close() error { return b.e.Close() }
@@ -90,7 +94,7 @@ func (b *localBackend) CreateVolume(ctx context.Context, req pool.VolumeRequest,
 	if err != nil {
 		return Volume{}, err
 	}
-	return localVolume(info), nil
+	return localVolume(info, b.node), nil
 }
 
 func (b *localBackend) Volumes(ctx context.Context) ([]Volume, error) {
@@ -100,7 +104,7 @@ func (b *localBackend) Volumes(ctx context.Context) ([]Volume, error) {
 	}
 	out := make([]Volume, 0, len(infos))
 	for _, v := range infos {
-		out = append(out, localVolume(v))
+		out = append(out, localVolume(v, b.node))
 	}
 	return out, nil
 }
@@ -110,7 +114,7 @@ func (b *localBackend) Volume(ctx context.Context, name string) (Volume, error) 
 	if err != nil {
 		return Volume{}, err
 	}
-	return localVolume(info), nil
+	return localVolume(info, b.node), nil
 }
 
 func (b *localBackend) DeleteVolume(ctx context.Context, name string, force bool) error {

@@ -234,7 +234,7 @@ func TestPrintVolume(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := printVolume(&Globals{Output: "table", Stdout: &out}, localVolume(tc.v)); err != nil {
+			if err := printVolume(&Globals{Output: "table", Stdout: &out}, localVolume(tc.v, "node1")); err != nil {
 				t.Fatal(err)
 			}
 			for _, w := range tc.want {
@@ -251,7 +251,7 @@ func TestPrintVolume(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(tuned)); err != nil {
+	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(tuned, "node1")); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {
@@ -264,7 +264,7 @@ func TestPrintVolume(t *testing.T) {
 		t.Errorf("json = %+v, %v from\n%s", got, err, out.String())
 	}
 	out.Reset()
-	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(plain)); err != nil {
+	if err := printVolume(&Globals{Output: "json", Stdout: &out}, localVolume(plain, "node1")); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "read_block_size") || strings.Contains(out.String(), "autocommit") {

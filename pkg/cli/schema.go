@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 	"unicode"
@@ -74,11 +73,10 @@ type Volume struct {
 // written a status yet (not placed, node down, or just created).
 const statePending = "pending"
 
-// localVolume is a volume as this node's engine sees it.
-func localVolume(v engine.VolumeInfo) Volume {
-	host, _ := os.Hostname()
+// localVolume is a volume as the engine of node sees it.
+func localVolume(v engine.VolumeInfo, node string) Volume {
 	out := Volume{
-		Name: v.Name, Node: host, Pool: v.Pool, UUID: v.UUID, Device: v.Device,
+		Name: v.Name, Node: node, Pool: v.Pool, UUID: v.UUID, Device: v.Device,
 		SizeBytes: v.SizeBytes, WriteCacheBytes: v.WriteCacheBytes, ReadCacheBytes: v.ReadCacheBytes,
 		BlockSize: v.BlockSize, ReadBlockSize: v.ReadBlockSize,
 		Mode: string(v.Mode), DesiredMode: string(v.Mode), State: v.State, Error: v.Error,
