@@ -67,6 +67,7 @@ var paramsEquivalence = map[string]func(want, got string, canon DeviceCanon) (bo
 	FUAFlushTarget: equivalentParams(ParseFUAFlushParams, FUAFlushParams.Equivalent),
 	"writecache":   equivalentParams(ParseWritecacheParams, WritecacheParams.Equivalent),
 	"cache":        equivalentParams(ParseCacheParams, CacheParams.Equivalent),
+	RaidTarget:     equivalentParams(ParseRaid1Params, Raid1Params.Equivalent),
 }
 
 // equivalentParams parses two parameter strings with parse and compares

@@ -1,0 +1,121 @@
+package dm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestRaid1Params(t *testing.T) {
+	legs := []RaidLeg{{"/dev/mapper/m0", "/dev/mapper/d0"}, {"/dev/mapper/m1", "/dev/mapper/d1"}}
+	tests := []struct {
+		name string
+		p    Raid1Params
+		want string
+	}{
+		{"two legs", Raid1Params{Legs: legs}, "raid1 1 0 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
+		{"rebuild", Raid1Params{Legs: legs, Rebuild: []int{1}}, "raid1 3 0 rebuild 1 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
+		{"degraded", Raid1Params{Legs: []RaidLeg{legs[0], {MissingLeg, MissingLeg}}}, "raid1 1 0 2 /dev/mapper/m0 /dev/mapper/d0 - -"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.String(); got != tt.want {
+				t.Fatalf("String() = %q, want %q", got, tt.want)
+			}
+			if err := tt.p.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			back, err := ParseRaid1Params(tt.want)
+			if err != nil {
+				t.Fatalf("parse %q: %v", tt.want, err)
+			}
+			if !reflect.DeepEqual(back, tt.p) {
+				t.Fatalf("round trip = %+v, want %+v", back, tt.p)
+			}
+		})
+	}
+}
+
+// TestRaid1ParamsKernelEcho compares what tidecache loads with what the
+// kernel prints back (seen on Debian's 6.1 kernel): major:minor devices, a
+// region_size the kernel chose, the rebuild instruction gone.
+func TestRaid1ParamsKernelEcho(t *testing.T) {
+	canon := func(ref string) (string, error) {
+		if c, ok := map[string]string{"/dev/mapper/m0": "253:0", "/dev/mapper/d0": "253:1", "/dev/mapper/m1": "253:2", "/dev/mapper/d1": "253:3"}[ref]; ok {
+			return c, nil
+		}
+		return ref, nil
+	}
+	want := "0 1024 raid raid1 3 0 rebuild 1 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"
+	for _, tt := range []struct {
+		got  string
+		same bool
+	}{
+		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:3", true},
+		{"0 1024 raid raid1 3 0 region_size 8192 2 253:0 253:1 253:2 253:3", true},
+		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:9", false},
+		{"0 1024 raid raid1 1 0 2 253:0 253:1 - -", false},
+	} {
+		w, _ := ParseTable(want)
+		g, err := ParseTable(tt.got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, err := w[0].Equivalent(g[0], canon)
+		if err != nil || same != tt.same {
+			t.Errorf("Equivalent(%q) = %v, %v; want %v", tt.got, same, err, tt.same)
+		}
+	}
+}
+
+func TestRaid1ParamsErrors(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"raid5_ls 1 64 3 - a - b - c", "want raid1"},
+		{"raid1 2 0 2 - a", "missing"},
+		{"raid1 1 0 2 m0 d0 m1", "leg 1 data"},
+		{"raid1 1 0 1 m0 d0 extra", "trailing"},
+	} {
+		if _, err := ParseRaid1Params(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseRaid1Params(%q) = %v, want an error naming %q", tt.in, err, tt.want)
+		}
+	}
+	for _, p := range []Raid1Params{
+		{Legs: []RaidLeg{{"m0", "d0"}}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "d1"}}},
+		{Legs: []RaidLeg{{"-", "-"}, {"-", "-"}}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "-"}}, Rebuild: []int{1}},
+	} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", p)
+		}
+	}
+}
+
+func TestParseRaidStatus(t *testing.T) {
+	tests := []struct {
+		in             string
+		degraded       bool
+		inSync, copies int
+		action         string
+		done, total    uint64
+	}{
+		{"raid1 2 AA 524288/524288 idle 0 0 -", false, 2, 2, "idle", 524288, 524288},
+		{"raid1 2 aa 32896/524288 resync 0 0 -", true, 0, 2, "resync", 32896, 524288},
+		{"raid1 2 AD 524288/524288 idle 0 0 -", true, 1, 1, "idle", 524288, 524288},
+		{"raid1 2 Aa 1024/524288 recover 0", true, 1, 1, "recover", 1024, 524288},
+	}
+	for _, tt := range tests {
+		s, err := ParseRaidStatus(tt.in)
+		if err != nil {
+			t.Fatalf("ParseRaidStatus(%q): %v", tt.in, err)
+		}
+		if s.Degraded() != tt.degraded || s.InSync() != tt.inSync || s.Copies() != tt.copies || s.SyncAction != tt.action || s.SyncDone != tt.done || s.SyncTotal != tt.total {
+			t.Errorf("ParseRaidStatus(%q) = %+v (degraded %v, in sync %d)", tt.in, s, s.Degraded(), s.InSync())
+		}
+	}
+	for _, bad := range []string{"raid1 2 A 1/1 idle 0", "raid1 2 AX 1/1 idle 0", "raid1 2 AA 1 idle 0", "raid1 2 AA 1/1 idle"} {
+		if _, err := ParseRaidStatus(bad); err == nil {
+			t.Errorf("ParseRaidStatus(%q) = nil error", bad)
+		}
+	}
+}
