@@ -33,6 +33,9 @@ type VolumeRequest struct {
 	// FUAWindow builds the write tier without the fuaflush target; see
 	// Volume.FUAWindow. It needs a write cache.
 	FUAWindow bool
+	// Protect says whether the write cache is mirrored; "" means
+	// ProtectNone. ProtectLocal needs a write cache and two SSDs.
+	Protect Protection
 }
 
 // AddVolume carves a new volume out of free space and adds it to the
@@ -117,7 +120,22 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	if v.Origin, err = a.onOrigin(BytesToSectors(req.Size), "volume "+quote(req.Name)); err != nil {
 		return Volume{}, err
 	}
-	if req.WriteCache > 0 {
+	switch {
+	case req.Protect == ProtectLocal:
+		if req.WriteCache == 0 {
+			return invalid("protection local mirrors the write cache, and none was asked for")
+		}
+		e, m, err := a.placeMirror(BytesToSectors(req.WriteCache), "write cache of volume "+quote(req.Name))
+		if err != nil {
+			return Volume{}, err
+		}
+		v.WriteCache, v.WriteMirror = &e, &m
+	case req.Protect != "" && req.Protect != ProtectNone:
+		if _, err := ParseProtection(string(req.Protect)); err != nil {
+			return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
+		}
+	}
+	if req.WriteCache > 0 && v.WriteCache == nil {
 		e, err := a.onMember(BytesToSectors(req.WriteCache), "", "write cache of volume "+quote(req.Name))
 		if err != nil {
 			return Volume{}, err

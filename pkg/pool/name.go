@@ -13,7 +13,8 @@ const MaxNameLen = 48
 // a volume called "db-origin" would take the name of the origin device of
 // volume "db". The list holds "-" + every role of package stack except the
 // top device; a test there keeps the two in step.
-var ReservedVolumeSuffixes = []string{"-origin", "-rmeta", "-rdata", "-rtier", "-wdata"}
+var ReservedVolumeSuffixes = []string{"-origin", "-rmeta", "-rdata", "-rtier", "-wdata", "-wtier",
+	"-wmeta0", "-wleg0", "-wmeta1", "-wleg1"}
 
 // ValidateName checks a pool or volume name; kind ("pool", "volume") only
 // shapes the message. A name is 1 to MaxNameLen characters from a-z, 0-9

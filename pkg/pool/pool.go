@@ -179,6 +179,9 @@ type Volume struct {
 	// WriteCache is the dm-writecache cache slice; nil means the volume has
 	// no write tier and can never be in writeback.
 	WriteCache *Extent
+	// WriteMirror, when set, is a second copy of WriteCache on another SSD
+	// (protection local): the write tier caches on a RAID1 of the two.
+	WriteMirror *Mirror
 	// ReadCache and ReadMeta are the dm-cache data and metadata slices of
 	// the read tier; both nil means no read tier.
 	ReadCache, ReadMeta *Extent
@@ -306,11 +309,15 @@ func (t *Tuning) clone() *Tuning {
 func (v *Volume) HasReadTier() bool { return v.ReadCache != nil && v.ReadMeta != nil }
 
 // Extents returns every extent of the volume with the role it plays, in
-// stack order: origin, write cache, read cache, read meta.
+// stack order: origin, write cache (and its mirror), read cache, read
+// meta.
 func (v *Volume) Extents() []RoleExtent {
 	out := []RoleExtent{{"origin extent", v.Origin}}
 	if v.WriteCache != nil {
 		out = append(out, RoleExtent{"write cache", *v.WriteCache})
+	}
+	if m := v.WriteMirror; m != nil {
+		out = append(out, RoleExtent{"write mirror meta", m.Meta}, RoleExtent{"write mirror", m.Leg}, RoleExtent{"write mirror leg meta", m.LegMeta})
 	}
 	if v.ReadCache != nil {
 		out = append(out, RoleExtent{"read cache", *v.ReadCache})
@@ -330,6 +337,10 @@ type RoleExtent struct {
 func (v Volume) clone() Volume {
 	c := v
 	c.WriteCache = cloneExtent(v.WriteCache)
+	if v.WriteMirror != nil {
+		m := *v.WriteMirror
+		c.WriteMirror = &m
+	}
 	c.ReadCache = cloneExtent(v.ReadCache)
 	c.ReadMeta = cloneExtent(v.ReadMeta)
 	c.Tuning = v.Tuning.clone()

@@ -166,6 +166,9 @@ func (l *Layout) Validate() error {
 				add("%s: read block size %d set without a read cache", who, v.ReadBlockSize)
 			}
 		}
+		if v.WriteMirror != nil {
+			validateMirror(v, add)
+		}
 		if (v.ReadCache == nil) != (v.ReadMeta == nil) {
 			add("%s: read tier needs both a read cache and a read meta slice", who)
 		}

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,14 +11,23 @@ type Role string
 
 // The roles of the devices of one volume, bottom-up.
 const (
-	RoleOrigin    Role = "origin" // linear: the volume's extent of the origin array
-	RoleReadMeta  Role = "rmeta"  // linear: dm-cache metadata slice
-	RoleReadData  Role = "rdata"  // linear: dm-cache data slice
-	RoleReadTier  Role = "rtier"  // cache: smq read tier in writethrough
-	RoleWriteData Role = "wdata"  // linear: dm-writecache cache slice
-	RoleWriteTier Role = "wtier"  // writecache: the write-back tier
-	RoleTop       Role = "top"    // the user's device: fuaflush over the write tier, or linear
+	RoleOrigin     Role = "origin" // linear: the volume's extent of the origin array
+	RoleReadMeta   Role = "rmeta"  // linear: dm-cache metadata slice
+	RoleReadData   Role = "rdata"  // linear: dm-cache data slice
+	RoleReadTier   Role = "rtier"  // cache: smq read tier in writethrough
+	RoleWriteData  Role = "wdata"  // linear: dm-writecache cache slice; raid1 of the legs below when mirrored
+	RoleWriteMeta0 Role = "wmeta0" // linear: mirror leg 0's dm-raid metadata slice
+	RoleWriteLeg0  Role = "wleg0"  // linear: mirror leg 0's data slice (the volume's write cache slice)
+	RoleWriteMeta1 Role = "wmeta1" // linear: mirror leg 1's dm-raid metadata slice
+	RoleWriteLeg1  Role = "wleg1"  // linear: mirror leg 1's data slice, on another SSD
+	RoleWriteTier  Role = "wtier"  // writecache: the write-back tier
+	RoleTop        Role = "top"    // the user's device: fuaflush over the write tier, or linear
 )
+
+// Roles lists every role top-down: the order to remove a volume's devices
+// in, whatever its mode and protection.
+var Roles = []Role{RoleTop, RoleWriteTier, RoleWriteData, RoleWriteLeg1, RoleWriteMeta1, RoleWriteLeg0, RoleWriteMeta0,
+	RoleReadTier, RoleReadData, RoleReadMeta, RoleOrigin}
 
 // NamePrefix starts the name of every dm device tidecache creates.
 const NamePrefix = "tc-"
@@ -57,8 +67,7 @@ func ParseUUID(dmUUID string) (Role, string, error) {
 	if !ok || vol == "" {
 		return "", "", fmt.Errorf("dm uuid %q: missing volume uuid", dmUUID)
 	}
-	switch r := Role(role); r {
-	case RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData, RoleWriteTier, RoleTop:
+	if r := Role(role); slices.Contains(Roles, r) {
 		return r, vol, nil
 	}
 	return "", "", fmt.Errorf("dm uuid %q: unknown role %q", dmUUID, role)

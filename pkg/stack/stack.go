@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tidecache/tidecache/pkg/dm"
@@ -157,7 +158,12 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		if v.WriteCache == nil {
 			return Stack{}, fmt.Errorf("volume %s: writeback needs a write cache slice", v.Name)
 		}
-		wdata, err := slice(RoleWriteData, *v.WriteCache)
+		var wdata Device
+		if v.WriteMirror != nil {
+			wdata, err = mirror(v, devs, slice, add)
+		} else {
+			wdata, err = slice(RoleWriteData, *v.WriteCache)
+		}
 		if err != nil {
 			return Stack{}, err
 		}
@@ -170,6 +176,47 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 	}
 	add(RoleTop, top)
 	return s, nil
+}
+
+// mirror adds the devices of a mirrored write cache and returns the one
+// dm-writecache caches on: a dm-raid raid1 over the two legs, each leg a
+// metadata and a data slice. A leg whose SSD is not on this node is left
+// out ("- -"): the mirror runs degraded on the other, which holds every
+// acknowledged write, and dm-raid's bitmap records what the absent leg
+// misses. Both legs absent is an error.
+func mirror(v pool.Volume, devs Devices, slice func(Role, pool.Extent) (Device, error), add func(Role, dm.Table) Device) (Device, error) {
+	m := v.WriteMirror
+	legs := []struct {
+		meta, data       Role
+		metaExt, dataExt pool.Extent
+	}{
+		{RoleWriteMeta0, RoleWriteLeg0, m.Meta, *v.WriteCache},
+		{RoleWriteMeta1, RoleWriteLeg1, m.LegMeta, m.Leg},
+	}
+	var params dm.Raid1Params
+	var absent []error
+	for _, l := range legs {
+		_, errMeta := devs.path(l.metaExt)
+		_, errData := devs.path(l.dataExt)
+		if err := errors.Join(errMeta, errData); err != nil {
+			absent = append(absent, err)
+			params.Legs = append(params.Legs, dm.RaidLeg{Meta: dm.MissingLeg, Data: dm.MissingLeg})
+			continue
+		}
+		meta, err := slice(l.meta, l.metaExt)
+		if err != nil {
+			return Device{}, err
+		}
+		data, err := slice(l.data, l.dataExt)
+		if err != nil {
+			return Device{}, err
+		}
+		params.Legs = append(params.Legs, dm.RaidLeg{Meta: meta.Path(), Data: data.Path()})
+	}
+	if len(absent) == len(legs) {
+		return Device{}, fmt.Errorf("volume %s write mirror: no leg is on this node: %w", v.Name, errors.Join(absent...))
+	}
+	return add(RoleWriteData, dm.Table{params.Target(0, v.WriteCache.Length)}), nil
 }
 
 // fuaBarrier returns the target that sits on the write tier: fuaflush,

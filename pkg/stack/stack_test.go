@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,6 +60,12 @@ func TestBuildGolden(t *testing.T) {
 	bigReadBlocks.ReadBlockSize = 256 << 10
 	fuaWindow := noRead
 	fuaWindow.FUAWindow = true
+	mirrored := testVolume()
+	mirrored.WriteMirror = &pool.Mirror{
+		Meta:    pool.Extent{Member: "ssd-a", Offset: 286720, Length: 2048},
+		Leg:     pool.Extent{Member: "ssd-b", Offset: 532480, Length: 262144},
+		LegMeta: pool.Extent{Member: "ssd-b", Offset: 794624, Length: 2048},
+	}
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -84,6 +91,10 @@ func TestBuildGolden(t *testing.T) {
 		// the write tier instead of fuaflush.
 		{"writeback-fua-window", fuaWindow, pool.ModeWriteback, DefaultTuning()},
 		{"writethrough-fua-window", fuaWindow, pool.ModeWritethrough, DefaultTuning()},
+		// A mirrored write cache: dm-raid raid1 of two legs on two SSDs
+		// under dm-writecache; in writethrough none of it is built.
+		{"writeback-mirror", mirrored, pool.ModeWriteback, DefaultTuning()},
+		{"writethrough-mirror", mirrored, pool.ModeWritethrough, DefaultTuning()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -203,7 +214,7 @@ func TestUUIDRoundTrip(t *testing.T) {
 // TestReservedSuffixesMatchRoles keeps pool's name rule in step with the
 // roles here: a volume may not be named like another volume's lower device.
 func TestReservedSuffixesMatchRoles(t *testing.T) {
-	roles := []Role{RoleOrigin, RoleReadMeta, RoleReadData, RoleReadTier, RoleWriteData}
+	roles := slices.DeleteFunc(slices.Clone(Roles), func(r Role) bool { return r == RoleTop })
 	if len(pool.ReservedVolumeSuffixes) != len(roles) {
 		t.Fatalf("pool.ReservedVolumeSuffixes = %v, roles below top = %v", pool.ReservedVolumeSuffixes, roles)
 	}
@@ -211,5 +222,47 @@ func TestReservedSuffixesMatchRoles(t *testing.T) {
 		if err := pool.ValidateName("volume", "db-"+string(r)); err == nil {
 			t.Errorf("volume name db-%s accepted; it would collide with %s", r, DeviceName("db", r))
 		}
+	}
+}
+
+// TestBuildMirrorDegraded: a mirror leg whose SSD is not on the node is
+// left out of the raid table ("- -") and its slices are not built; with
+// neither leg there is nothing to build on.
+func TestBuildMirrorDegraded(t *testing.T) {
+	v := testVolume()
+	v.ReadCache, v.ReadMeta = nil, nil
+	v.WriteMirror = &pool.Mirror{
+		Meta:    pool.Extent{Member: "ssd-a", Offset: 286720, Length: 2048},
+		Leg:     pool.Extent{Member: "ssd-b", Offset: 8192, Length: 262144},
+		LegMeta: pool.Extent{Member: "ssd-b", Offset: 270336, Length: 2048},
+	}
+	cases := []struct {
+		name    string
+		members map[string]string
+		raid    string
+		absent  Role
+	}{
+		{"second SSD gone", map[string]string{"ssd-a": "/dev/nvme0n1"},
+			"raid1 1 0 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 - -", RoleWriteLeg1},
+		{"first SSD gone", map[string]string{"ssd-b": "/dev/nvme1n1"},
+			"raid1 1 0 2 - - /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1", RoleWriteLeg0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Build(v, Devices{Origin: "/dev/md/tc-fast", Members: tc.members}, DefaultTuning())
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			raid, ok := s.Find(RoleWriteData)
+			if !ok || raid.Table[0].Params != tc.raid {
+				t.Fatalf("raid device = %+v, want params %q", raid, tc.raid)
+			}
+			if _, built := s.Find(tc.absent); built {
+				t.Errorf("%s built for a leg whose SSD is gone", tc.absent)
+			}
+		})
+	}
+	if _, err := Build(v, Devices{Origin: "/dev/md/tc-fast"}, DefaultTuning()); err == nil || !strings.Contains(err.Error(), "no leg is on this node") {
+		t.Errorf("Build with both SSDs gone: %v, want an error saying no leg is on this node", err)
 	}
 }

@@ -62,6 +62,31 @@ type wireVolume struct {
 	// decode to false, and every writeback stack built from them gets the
 	// fuaflush target, which changes no data on the disks.
 	FUAWindow bool `json:"fua_window,omitempty"`
+	// WriteMirror (protection local) was added in format 1 as an optional
+	// field. A payload that has one is refused by older binaries, whose
+	// decoder rejects unknown fields: they would build the write tier on
+	// one leg and let the other go stale behind dm-raid's back.
+	WriteMirror *wireMirror `json:"write_mirror,omitempty"`
+}
+
+type wireMirror struct {
+	Meta    wireExtent `json:"meta"`
+	Leg     wireExtent `json:"leg"`
+	LegMeta wireExtent `json:"leg_meta"`
+}
+
+func mirrorToWire(m *pool.Mirror) *wireMirror {
+	if m == nil {
+		return nil
+	}
+	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta)}
+}
+
+func mirrorFromWire(w *wireMirror) *pool.Mirror {
+	if w == nil {
+		return nil
+	}
+	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta)}
 }
 
 type wireTuning struct {
@@ -123,6 +148,7 @@ func toWire(sb *Superblock) *wireV1 {
 			CreatedUnix:   v.CreatedUnix,
 			Tuning:        tuningToWire(v.Tuning),
 			FUAWindow:     v.FUAWindow,
+			WriteMirror:   mirrorToWire(v.WriteMirror),
 		})
 	}
 	return w
@@ -158,6 +184,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			CreatedUnix:   v.CreatedUnix,
 			Tuning:        tuningFromWire(v.Tuning),
 			FUAWindow:     v.FUAWindow,
+			WriteMirror:   mirrorFromWire(v.WriteMirror),
 		})
 	}
 	return sb

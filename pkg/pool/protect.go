@@ -1,0 +1,153 @@
+package pool
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Protection says how many copies of a volume's dirty cache blocks exist
+// before a write is acknowledged, and where.
+type Protection string
+
+// The protections a volume can have.
+const (
+	// ProtectNone keeps one copy of the write cache: losing its SSD loses
+	// the acknowledged writes that were not yet written back.
+	ProtectNone Protection = "none"
+	// ProtectLocal mirrors the write cache onto a second SSD of the same
+	// node (Volume.WriteMirror): either SSD can die without losing a write.
+	ProtectLocal Protection = "local"
+)
+
+// Protections lists the protections a volume can be created with.
+var Protections = []Protection{ProtectNone, ProtectLocal}
+
+// ParseProtection parses a protection name as written in Protections.
+func ParseProtection(s string) (Protection, error) {
+	p := Protection(s)
+	if !slices.Contains(Protections, p) {
+		return "", errorf(ErrInvalidRequest, "invalid protection %q: want none or local", s)
+	}
+	return p, nil
+}
+
+// MirrorMetaSectors is the size of each leg's metadata slice: dm-raid's
+// superblock (4 KiB) and its write-intent bitmap, which dm-raid keeps
+// under 2^21 regions, so 256 KiB at most. One allocation unit holds both
+// for any leg size.
+const MirrorMetaSectors = Alignment
+
+// Mirror is the second copy of a volume's write cache. The write tier's
+// cache device is then a dm-raid RAID1 of two legs, each a data slice with
+// its own metadata slice on the same SSD:
+//
+//	leg 0: Meta    + the volume's WriteCache
+//	leg 1: LegMeta + Leg, on another SSD
+//
+// dm-raid acknowledges a write (data and dm-writecache's metadata commits
+// alike) only once every leg that is in service has it, and its bitmap
+// records the regions written while a leg was out, so a leg that comes
+// back resyncs only those.
+type Mirror struct {
+	Meta    Extent // leg 0's metadata, on the WriteCache's member
+	Leg     Extent // leg 1's data: as long as WriteCache, on another member
+	LegMeta Extent // leg 1's metadata, on Leg's member
+}
+
+// Protection returns the volume's protection.
+func (v *Volume) Protection() Protection {
+	if v.WriteMirror != nil {
+		return ProtectLocal
+	}
+	return ProtectNone
+}
+
+// CanMirror reports whether two different members each have a free extent
+// for a leg of writeCache bytes and its metadata slice. It ignores the
+// other slices a volume would take (AddVolume has the last word): it is
+// the quick check behind the default protection.
+func (l *Layout) CanMirror(writeCache uint64) bool {
+	leg := BytesToSectors(writeCache)
+	a := newAllocator(l)
+	fits := 0
+	for _, m := range l.Members {
+		if _, ok := a.firstFit(m.UUID, leg+MirrorMetaSectors); ok {
+			fits++
+		}
+	}
+	return fits >= 2
+}
+
+// placeMirror allocates a mirrored write cache of length sectors: leg 0 on
+// the member with the most free space, leg 1 on the next one, each with its
+// metadata slice on its own member.
+func (a *allocator) placeMirror(length uint64, what string) (data Extent, m Mirror, err error) {
+	if len(a.l.Members) < 2 {
+		return Extent{}, Mirror{}, errorf(ErrNoSpace, "%s: protection local needs two SSDs in pool %q, it has %d; add an SSD or create the volume with --protect none",
+			what, a.l.Name, len(a.l.Members))
+	}
+	if data, err = a.onMember(length, "", what+" (leg 0)"); err != nil {
+		return Extent{}, Mirror{}, err
+	}
+	if m.Meta, err = a.onMember(MirrorMetaSectors, data.Member, what+" (leg 0 metadata)"); err != nil {
+		return Extent{}, Mirror{}, err
+	}
+	if m.Meta.Member != data.Member {
+		return Extent{}, Mirror{}, errorf(ErrNoSpace, "%s: no room for leg 0's %s metadata slice next to its data on %s",
+			what, formatSectors(MirrorMetaSectors), a.l.devicePath(data.Member))
+	}
+	if m.Leg, err = a.onMemberExcept(length, data.Member, what+" (leg 1)"); err != nil {
+		return Extent{}, Mirror{}, err
+	}
+	if m.LegMeta, err = a.onMember(MirrorMetaSectors, m.Leg.Member, what+" (leg 1 metadata)"); err != nil {
+		return Extent{}, Mirror{}, err
+	}
+	if m.LegMeta.Member != m.Leg.Member {
+		return Extent{}, Mirror{}, errorf(ErrNoSpace, "%s: no room for leg 1's %s metadata slice next to its data on %s",
+			what, formatSectors(MirrorMetaSectors), a.l.devicePath(m.Leg.Member))
+	}
+	return data, m, nil
+}
+
+// onMemberExcept is onMember restricted to the members other than skip.
+func (a *allocator) onMemberExcept(length uint64, skip, what string) (Extent, error) {
+	var best Extent
+	var bestFree uint64
+	found := false
+	for _, mb := range a.l.Members {
+		if mb.UUID == skip {
+			continue
+		}
+		e, ok := a.firstFit(mb.UUID, length)
+		if !ok {
+			continue
+		}
+		if free := a.freeTotal(mb.UUID); !found || free > bestFree {
+			best, bestFree, found = e, free, true
+		}
+	}
+	if !found {
+		return Extent{}, errorf(ErrNoSpace, "not enough free space on the SSDs: %s needs %s on an SSD other than %s, and none has a free extent that large",
+			what, formatSectors(length), a.l.devicePath(skip))
+	}
+	a.take(best)
+	return best, nil
+}
+
+// validateMirror checks a mirror against its volume's write cache.
+func validateMirror(v *Volume, add func(format string, a ...any)) {
+	m := v.WriteMirror
+	who := fmt.Sprintf("volume %q", v.Name)
+	switch {
+	case v.WriteCache == nil:
+		add("%s: write mirror without a write cache", who)
+	case m.Leg.Member == v.WriteCache.Member:
+		add("%s: both legs of the write mirror are on member %s, want two SSDs", who, m.Leg.Member)
+	case m.Leg.Length != v.WriteCache.Length:
+		add("%s: write mirror leg is %s, the write cache %s: want equal legs", who, formatSectors(m.Leg.Length), formatSectors(v.WriteCache.Length))
+	case m.Meta.Member != v.WriteCache.Member || m.LegMeta.Member != m.Leg.Member:
+		add("%s: each write mirror metadata slice must be on its leg's SSD", who)
+	case m.Meta.Length < MirrorMetaSectors || m.LegMeta.Length < MirrorMetaSectors:
+		add("%s: write mirror metadata slices must be at least %s", who, formatSectors(MirrorMetaSectors))
+	}
+}
