@@ -23,7 +23,10 @@ mounted.
 Volumes already running with the right tables are left alone, so running
 it again is harmless. A pool with a missing SSD or a damaged superblock is
 not assembled: its cache may hold writes the HDDs do not have, and the
-origin is never exposed without them. The exit status is 3 when anything
+origin is never exposed without them. The exception is an SSD that holds
+only legs of mirrored write caches (--protect local): the other legs have
+every acknowledged write, so the pool comes up DEGRADED and the mirrors
+run on one leg until the SSD is back (then run tidectl volume repair). The exit status is 3 when anything
 was refused or failed (the report says what and why), 1 when the scan
 itself failed.`,
 		Args: cobra.NoArgs,
@@ -62,6 +65,9 @@ func printAssemble(g *cli.Globals, rep engine.AssembleReport) error {
 			continue
 		}
 		fmt.Fprintf(g.Stdout, "pool %s:\n", p.Name)
+		if p.Degraded != "" {
+			fmt.Fprintf(g.Stdout, "  DEGRADED: %s\n", p.Degraded)
+		}
 		for _, v := range p.Volumes {
 			if v.Error != "" {
 				fmt.Fprintf(g.Stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)

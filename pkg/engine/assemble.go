@@ -18,10 +18,14 @@ type AssembleReport struct {
 
 // PoolReport is the outcome for one pool.
 type PoolReport struct {
-	Name    string         `json:"name"`
-	UUID    string         `json:"uuid"`
-	Error   string         `json:"error,omitempty"`
-	Volumes []VolumeReport `json:"volumes"`
+	Name  string `json:"name"`
+	UUID  string `json:"uuid"`
+	Error string `json:"error,omitempty"`
+	// Degraded names the missing members of a pool that was assembled
+	// without them: they held only write mirror legs, and the volumes run
+	// on the other leg until the member is back or replaced.
+	Degraded string         `json:"degraded,omitempty"`
+	Volumes  []VolumeReport `json:"volumes"`
 }
 
 // VolumeReport is the outcome for one volume.
@@ -115,6 +119,11 @@ func (e *Engine) startOrigins(ctx context.Context, found scanResult) bool {
 func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []CorruptDevice) PoolReport {
 	l := p.Layout
 	pr := PoolReport{Name: l.Name, UUID: l.UUID, Volumes: []VolumeReport{}}
+	// A missing member refuses the pool: its caches may hold dirty data.
+	// The exception is a member that only holds write mirror legs whose
+	// other leg is present: that leg has every acknowledged write, so the
+	// volumes run degraded (stack.Build leaves the absent leg out).
+	missingWhy := ""
 	if missing := p.missing(); len(missing) > 0 {
 		var why []string
 		for _, uuid := range missing {
@@ -132,18 +141,30 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 			}
 			why = append(why, msg)
 		}
-		pr.Error = "pool not assembled, its cache may hold dirty data: " + strings.Join(why, "; ")
+		missingWhy = strings.Join(why, "; ")
+	}
+	origin, err := e.resolveOrigin(ctx, l)
+	if missingWhy != "" && (err != nil || !mirroredOnly(p, origin)) {
+		pr.Error = "pool not assembled, its cache may hold dirty data: " + missingWhy
 		e.log.Info("pool refused", "pool", l.Name, "reason", pr.Error)
 		return pr
 	}
-	origin, err := e.resolveOrigin(ctx, l)
 	if err != nil {
 		pr.Error = err.Error()
 		e.log.Info("pool refused", "pool", l.Name, "err", err)
 		return pr
 	}
-	// A member that missed the last update gets the newest layout again.
+	if missingWhy != "" {
+		pr.Degraded = "write mirrors run on one leg: " + missingWhy
+		e.log.Warn("pool degraded", "pool", l.Name, "reason", missingWhy)
+	}
+	// A member that missed the last update gets the newest layout again
+	// (not while a member is missing: the layout can only be recorded on
+	// every member).
 	for uuid, gen := range p.Generations {
+		if missingWhy != "" {
+			break
+		}
 		if gen != l.Generation {
 			e.log.Warn("member superblock is behind, rewriting it", "pool", l.Name, "member", uuid, "generation", gen, "newest", l.Generation)
 			if err := e.writeLayout(p, origin, l); err != nil {
@@ -189,6 +210,18 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		pr.Volumes = append(pr.Volumes, vr)
 	}
 	return pr
+}
+
+// mirroredOnly reports whether every volume of a pool with missing members
+// can still be built: each extent on a missing member is one leg of a
+// write mirror whose other leg is present.
+func mirroredOnly(p *poolState, origin string) bool {
+	for _, v := range p.Layout.Volumes {
+		if _, err := stack.Build(v, p.devices(origin), stack.Tuning{}); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func isDrift(err error) bool {

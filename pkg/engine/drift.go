@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
 
@@ -67,5 +69,45 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 			changed = append(changed, d.Name)
 		}
 	}
+	if refreshed, err := e.refreshMirror(ctx, *v, st); err != nil {
+		return changed, fmt.Errorf("volume %s: repair: %w", name, err)
+	} else if refreshed {
+		changed = append(changed, stack.DeviceName(name, stack.RoleWriteData))
+	}
 	return changed, nil
+}
+
+// refreshMirror gives a failed leg of the write mirror back to dm-raid when
+// the stack has its devices (its SSD is present): the same table is loaded
+// again, and dm-raid takes the leg back and resyncs the regions its bitmap
+// says were written while the leg was out, in the background. It reports
+// whether it reloaded. A leg whose SSD still fails is marked failed again
+// at its first error; the other leg serves I/O throughout.
+func (e *Engine) refreshMirror(ctx context.Context, v pool.Volume, st stack.Stack) (bool, error) {
+	raid, ok := st.Find(stack.RoleWriteData)
+	if !ok || v.WriteMirror == nil {
+		return false, nil
+	}
+	ms, running, err := e.mirrorStatus(ctx, v.Name)
+	if err != nil || !running {
+		return false, err
+	}
+	params, err := dm.ParseRaid1Params(raid.Table[0].Params)
+	if err != nil {
+		return false, err
+	}
+	dead := false
+	for i, h := range ms.Health {
+		if h == dm.LegDead && i < len(params.Legs) && params.Legs[i].Data != dm.MissingLeg {
+			dead = true
+		}
+	}
+	if !dead {
+		return false, nil
+	}
+	if err := e.reload(ctx, raid.Name, raid.Table, nil); err != nil {
+		return false, fmt.Errorf("refresh write mirror %s: %w", raid.Name, err)
+	}
+	e.log.Warn("write mirror leg given back to dm-raid, resyncing", "volume", v.Name, "dm_name", raid.Name, "health_was", ms.Health)
+	return true, nil
 }

@@ -26,28 +26,54 @@ const fuaFlushFix = "install it with DKMS (`make kmod-install` in the tidecache 
 	"within the autocommit time are lost on power failure, create the volume with --allow-fua-window"
 
 // requireTargets makes sure the kernel has every target type a stack uses
-// that is not always loaded: today only fuaflush, which comes from
-// tidecache's own module. It tries modprobe once before giving up, so a
-// DKMS-installed module loads on first use. It runs before any device is
-// touched, so a refusal leaves the volume as it was.
+// that is not always loaded: fuaflush, which comes from tidecache's own
+// module, and dm-raid for a mirrored write cache. It tries modprobe once
+// before giving up, so a DKMS-installed module loads on first use. It runs
+// before any device is touched, so a refusal leaves the volume as it was.
 func (e *Engine) requireTargets(ctx context.Context, st stack.Stack) error {
+	if hasTarget(st, dm.RaidTarget) {
+		if err := e.loadTarget(ctx, dm.RaidTarget, dm.RaidModule); err != nil {
+			return fmt.Errorf("volume %s: the write mirror needs the dm-raid target: %w", st.Volume, err)
+		}
+	}
 	if st.Top().Table[0].Type != dm.FUAFlushTarget {
 		return nil
 	}
-	if _, err := e.targetVersion(ctx, dm.FUAFlushTarget); err == nil {
+	if err := e.loadTarget(ctx, dm.FUAFlushTarget, dm.FUAFlushModule); err != nil {
+		// err names the command already ("modprobe dm-fuaflush: ...").
+		return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoFUAFlush, err, fuaFlushFix)
+	}
+	return nil
+}
+
+// hasTarget reports whether any device of the stack uses the target type.
+func hasTarget(st stack.Stack, target string) bool {
+	for _, d := range st.Devices {
+		for _, t := range d.Table {
+			if t.Type == target {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// loadTarget makes sure the kernel has a target type, loading its module
+// with modprobe when it has not.
+func (e *Engine) loadTarget(ctx context.Context, target, module string) error {
+	if _, err := e.targetVersion(ctx, target); err == nil {
 		return nil
 	}
-	_, loadErr := e.runner.Run(ctx, "modprobe", dm.FUAFlushModule)
+	_, loadErr := e.runner.Run(ctx, "modprobe", module)
 	e.forgetTargetVersions()
-	if _, err := e.targetVersion(ctx, dm.FUAFlushTarget); err == nil {
-		e.log.Info("kernel module loaded", "module", dm.FUAFlushModule)
+	if _, err := e.targetVersion(ctx, target); err == nil {
+		e.log.Info("kernel module loaded", "module", module)
 		return nil
 	}
 	if loadErr == nil {
-		loadErr = errors.New("module loaded but registered no fuaflush target")
+		loadErr = fmt.Errorf("module %s loaded but registered no %s target", module, target)
 	}
-	// loadErr names the command already ("modprobe dm-fuaflush: ...").
-	return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoFUAFlush, loadErr, fuaFlushFix)
+	return loadErr
 }
 
 // forgetTargetVersions drops the cached list of loaded dm targets, so the

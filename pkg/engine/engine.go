@@ -15,7 +15,9 @@
 //   - the write tier is removed from a volume only after the kernel reports
 //     zero dirty blocks while the volume is suspended;
 //   - an origin whose cache may hold dirty data is never exposed without
-//     that cache: a pool with a missing or corrupt member is not assembled;
+//     that cache: a pool with a missing or corrupt member is not assembled,
+//     unless that member holds only legs of write mirrors whose other leg
+//     is present;
 //   - cache metadata is zeroed only on slices the layout says hold no
 //     dirty data, and before the layout naming them is written.
 package engine

@@ -45,6 +45,24 @@ type VolumeInfo struct {
 	Error      string            `json:"error,omitempty"`
 	WriteCache *WriteCacheStatus `json:"write_cache,omitempty"`
 	ReadCache  *ReadCacheStatus  `json:"read_cache,omitempty"`
+	// Protection is how many copies the write cache keeps: none or local
+	// (mirrored on two SSDs).
+	Protection pool.Protection `json:"protection"`
+	// Mirror is the write mirror as dm-raid reports it, when it runs.
+	Mirror *MirrorStatus `json:"mirror,omitempty"`
+}
+
+// MirrorStatus is the state of a mirrored write cache.
+type MirrorStatus struct {
+	dm.RaidStatus
+	// Copies counts the legs alive and in sync: 2 when protected, 1 when
+	// a single SSD holds the only copy of the dirty blocks.
+	Copies int `json:"copies"`
+	// Degraded is set while fewer than every leg holds every acknowledged
+	// write: a leg failed, is absent, or is being rebuilt.
+	Degraded bool `json:"degraded"`
+	// SyncPercent is the share of the resync or rebuild done.
+	SyncPercent float64 `json:"sync_percent"`
 }
 
 // WriteCacheStatus is the write tier as dm-writecache reports it.
@@ -99,6 +117,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 		Name: v.Name, UUID: v.UUID, Pool: poolName, Mode: v.Mode,
 		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
 		BlockSize: blockSize(v), Tuning: v.Tuning, FUAWindow: v.FUAWindow,
+		Protection: v.Protection(),
 	}
 	if v.WriteCache != nil {
 		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize
@@ -142,6 +161,12 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 		if wc.Error != 0 {
 			info.State, info.Error = api.StateError, fmt.Sprintf("dm-writecache reports error %d: the SSD failed; writes are refused until the volume is repaired", wc.Error)
 		}
+	}
+	if ms, ok, err := e.mirrorStatus(ctx, v.Name); err != nil {
+		info.State, info.Error = api.StateError, err.Error()
+		return info
+	} else if ok {
+		info.Mirror = &ms
 	}
 	rc, ok, err := e.cacheStatus(ctx, stack.DeviceName(v.Name, stack.RoleReadTier))
 	if err != nil {
@@ -229,4 +254,19 @@ func (e *Engine) cacheStatus(ctx context.Context, name string) (dm.CacheStatus, 
 		return dm.CacheStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
 	return cs, true, nil
+}
+
+// mirrorStatus reads the dm-raid status of a volume's write mirror; ok is
+// false when the volume runs no mirror.
+func (e *Engine) mirrorStatus(ctx context.Context, volume string) (MirrorStatus, bool, error) {
+	name := stack.DeviceName(volume, stack.RoleWriteData)
+	params, ok, err := e.targetStatus(ctx, name, dm.RaidTarget)
+	if err != nil || !ok {
+		return MirrorStatus{}, false, err
+	}
+	rs, err := dm.ParseRaidStatus(params)
+	if err != nil {
+		return MirrorStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return MirrorStatus{RaidStatus: rs, Copies: rs.Copies(), Degraded: rs.Copies() < len(rs.Health), SyncPercent: ratio(rs.SyncDone, rs.SyncTotal) * 100}, true, nil
 }

@@ -61,8 +61,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		return VolumeInfo{}, err
 	}
 
-	next := p.Layout.Clone()
-	v, err := next.AddVolume(withReadBlockSize(req, e.cfg.Tuning), newUUID(), time.Now())
+	next, v, err := addVolume(p.Layout, withReadBlockSize(req, e.cfg.Tuning))
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
 	}
@@ -87,6 +86,25 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
 	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+}
+
+// addVolume adds the volume to a copy of the layout. A request that names
+// no protection gets the safest the pool can give: a write cache mirrored
+// on two SSDs when the pool has two with room for it (with the rest of
+// the volume), else one copy.
+func addVolume(l *pool.Layout, req pool.VolumeRequest) (*pool.Layout, pool.Volume, error) {
+	if req.Protect == "" && req.WriteCache > 0 && l.CanMirror(req.WriteCache) {
+		mirrored := req
+		mirrored.Protect = pool.ProtectLocal
+		next := l.Clone()
+		v, err := next.AddVolume(mirrored, newUUID(), time.Now())
+		if err == nil || !errors.Is(err, pool.ErrNoSpace) {
+			return next, v, err
+		}
+	}
+	next := l.Clone()
+	v, err := next.AddVolume(req, newUUID(), time.Now())
+	return next, v, err
 }
 
 // withReadBlockSize fills the node's read block size into a request for a
@@ -129,6 +147,11 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 	var extents []pool.Extent
 	if write && v.WriteCache != nil {
 		extents = append(extents, *v.WriteCache)
+		// Both legs of a mirror, and their dm-raid metadata: a raid1 that
+		// finds no superblock on either leg starts as a new array.
+		if m := v.WriteMirror; m != nil {
+			extents = append(extents, m.Meta, m.Leg, m.LegMeta)
+		}
 	}
 	if read && v.ReadMeta != nil {
 		extents = append(extents, *v.ReadMeta)
@@ -218,7 +241,7 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 // removeStack removes every device a volume may have, top-down, whatever
 // its mode.
 func (e *Engine) removeStack(ctx context.Context, v pool.Volume) error {
-	for _, r := range []stack.Role{stack.RoleTop, stack.RoleWriteTier, stack.RoleWriteData, stack.RoleReadTier, stack.RoleReadData, stack.RoleReadMeta, stack.RoleOrigin} {
+	for _, r := range stack.Roles {
 		if err := e.removeDevice(ctx, stack.DeviceName(v.Name, r)); err != nil {
 			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -55,5 +56,50 @@ func TestConfigValidateReadBlockSectors(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("ReadBlockSectors %d: Validate = %v, want error containing %q", tc.sectors, err, tc.want)
 		}
+	}
+}
+
+// TestAddVolumeDefaultProtection: a request that names no protection is
+// mirrored when the pool has two SSDs with room, and gets one copy when it
+// has one SSD or no room for two legs; a named protection is kept.
+func TestAddVolumeDefaultProtection(t *testing.T) {
+	const gib = 1 << 30
+	layout := func(members ...uint64) *pool.Layout {
+		var ms []pool.Member
+		for i, size := range members {
+			ms = append(ms, pool.Member{UUID: fmt.Sprintf("m%d", i), Path: fmt.Sprintf("/dev/nvme%dn1", i), SizeSectors: size / pool.SectorSize})
+		}
+		l, err := pool.New("p", "pool-uuid", pool.Origin{Path: "/dev/md/tc", SizeSectors: 100 * gib / pool.SectorSize}, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	cases := []struct {
+		name string
+		l    *pool.Layout
+		req  pool.VolumeRequest
+		want pool.Protection
+	}{
+		{"two SSDs with room", layout(gib, gib), pool.VolumeRequest{Name: "v", Size: gib, WriteCache: 256 << 20}, pool.ProtectLocal},
+		{"one SSD", layout(gib), pool.VolumeRequest{Name: "v", Size: gib, WriteCache: 256 << 20}, pool.ProtectNone},
+		{"no room for two legs", layout(gib, 128<<20), pool.VolumeRequest{Name: "v", Size: gib, WriteCache: 256 << 20}, pool.ProtectNone},
+		{"room for legs, not with the read cache", layout(gib, gib), pool.VolumeRequest{Name: "v", Size: gib, WriteCache: 600 << 20, ReadCache: 900 << 20}, pool.ProtectNone},
+		{"no write cache", layout(gib, gib), pool.VolumeRequest{Name: "v", Size: gib, ReadCache: 256 << 20}, pool.ProtectNone},
+		{"none asked for", layout(gib, gib), pool.VolumeRequest{Name: "v", Size: gib, WriteCache: 256 << 20, Protect: pool.ProtectNone}, pool.ProtectNone},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			next, v, err := addVolume(c.l, c.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Protection() != c.want {
+				t.Errorf("protection %s, want %s", v.Protection(), c.want)
+			}
+			if len(c.l.Volumes) != 0 || len(next.Volumes) != 1 {
+				t.Errorf("layout changed in place or volume not added: %d and %d volumes", len(c.l.Volumes), len(next.Volumes))
+			}
+		})
 	}
 }

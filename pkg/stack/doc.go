@@ -20,6 +20,15 @@
 //	tc-<vol>-wtier   writecache  wdata over rtier (or over origin)
 //	tc-<vol>         fuaflush    the write tier, FUA writes made durable
 //
+// A volume whose write cache is mirrored (pool.Volume.WriteMirror,
+// protection local) has, instead of the plain wdata slice:
+//
+//	tc-<vol>-wmeta0  linear      leg 0's dm-raid metadata slice
+//	tc-<vol>-wleg0   linear      leg 0's data slice (the write cache slice)
+//	tc-<vol>-wmeta1  linear      leg 1's metadata slice, on another SSD
+//	tc-<vol>-wleg1   linear      leg 1's data slice
+//	tc-<vol>-wdata   raid        raid1 of the two legs, under the write tier
+//
 // fuaflush is tidecache's own target (kernel/dm-fuaflush): dm-writecache
 // in SSD mode commits its metadata on a flush but not on a FUA write, so
 // without it an O_DSYNC write or a journal commit block landing in a new
