@@ -89,6 +89,11 @@ type VolumeSpec struct {
 	// can then be lost on power failure. It needs WriteCacheBytes and is
 	// fixed once the volume exists.
 	AllowFUAWindow bool `json:"allowFUAWindow,omitempty"`
+	// Protect is how many copies the write cache keeps: "none", or
+	// "local", mirrored on two SSDs of the node. Empty lets the node choose
+	// local when the pool has two SSDs with room, else none. It needs
+	// WriteCacheBytes and is fixed once the volume exists.
+	Protect string `json:"protect,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
 }
@@ -137,6 +142,13 @@ func (v VolumeSpec) Validate() error {
 	if v.AllowFUAWindow && v.WriteCacheBytes == 0 {
 		add(errors.New("allowFUAWindow needs writeCacheBytes greater than 0"))
 	}
+	if v.Protect != "" {
+		if p, err := pool.ParseProtection(v.Protect); err != nil {
+			add(err)
+		} else if p != pool.ProtectNone && v.WriteCacheBytes == 0 {
+			add(fmt.Errorf("protect %s needs writeCacheBytes greater than 0", p))
+		}
+	}
 	if v.Policy != "" {
 		if err := pool.ValidateName("policy", v.Policy); err != nil {
 			add(err)
@@ -167,6 +179,12 @@ type VolumeStatus struct {
 	// ReadHitRatio and WriteHitRatio are in [0, 1].
 	ReadHitRatio  float64 `json:"readHitRatio"`
 	WriteHitRatio float64 `json:"writeHitRatio"`
+	// Protection is the write cache's: none or local. MirrorCopies counts
+	// the mirror legs alive and in sync (2 when protected, fewer when
+	// degraded); MirrorHealth is dm-raid's health string ("AA", "AD").
+	Protection   string `json:"protection,omitempty"`
+	MirrorCopies int    `json:"mirrorCopies,omitempty"`
+	MirrorHealth string `json:"mirrorHealth,omitempty"`
 	// Alerts are raised conditions in words ("SSD wear 92% >= 90%").
 	Alerts    []string  `json:"alerts,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`

@@ -122,20 +122,26 @@ func TestCreateRequest(t *testing.T) {
 		name    string
 		edit    func(*createFlags)
 		wantRBS uint32
+		protect pool.Protection
 		err     string
 	}{
-		{"read block size unset", func(*createFlags) {}, 0, ""},
-		{"128K", func(c *createFlags) { c.readBlockSize = "128K" }, 128 << 10, ""},
-		{"32KiB", func(c *createFlags) { c.readBlockSize = "32KiB" }, 32 << 10, ""},
-		{"1M", func(c *createFlags) { c.readBlockSize = "1M" }, 1 << 20, ""},
-		{"bytes", func(c *createFlags) { c.readBlockSize = "65536" }, 64 << 10, ""},
-		{"too small", func(c *createFlags) { c.readBlockSize = "16K" }, 0, `invalid --read-block-size "16K"`},
-		{"too large", func(c *createFlags) { c.readBlockSize = "2M" }, 0, `invalid --read-block-size "2M"`},
-		{"beyond 32 bits", func(c *createFlags) { c.readBlockSize = "4G" }, 0, `invalid --read-block-size "4G"`},
-		{"not a power of two", func(c *createFlags) { c.readBlockSize = "96K" }, 0, "want a power of two from 32K to 1M"},
-		{"zero", func(c *createFlags) { c.readBlockSize = "0" }, 0, "invalid --read-block-size \"0\": must be greater than zero"},
-		{"not a size", func(c *createFlags) { c.readBlockSize = "big" }, 0, "invalid --read-block-size \"big\": use a size like"},
-		{"without read cache", func(c *createFlags) { c.readCache, c.readBlockSize = "0", "128K" }, 0, "--read-block-size needs --read-cache"},
+		{"read block size unset", func(*createFlags) {}, 0, "", ""},
+		{"128K", func(c *createFlags) { c.readBlockSize = "128K" }, 128 << 10, "", ""},
+		{"32KiB", func(c *createFlags) { c.readBlockSize = "32KiB" }, 32 << 10, "", ""},
+		{"1M", func(c *createFlags) { c.readBlockSize = "1M" }, 1 << 20, "", ""},
+		{"bytes", func(c *createFlags) { c.readBlockSize = "65536" }, 64 << 10, "", ""},
+		{"too small", func(c *createFlags) { c.readBlockSize = "16K" }, 0, "", `invalid --read-block-size "16K"`},
+		{"too large", func(c *createFlags) { c.readBlockSize = "2M" }, 0, "", `invalid --read-block-size "2M"`},
+		{"beyond 32 bits", func(c *createFlags) { c.readBlockSize = "4G" }, 0, "", `invalid --read-block-size "4G"`},
+		{"not a power of two", func(c *createFlags) { c.readBlockSize = "96K" }, 0, "", "want a power of two from 32K to 1M"},
+		{"zero", func(c *createFlags) { c.readBlockSize = "0" }, 0, "", "invalid --read-block-size \"0\": must be greater than zero"},
+		{"not a size", func(c *createFlags) { c.readBlockSize = "big" }, 0, "", "invalid --read-block-size \"big\": use a size like"},
+		{"without read cache", func(c *createFlags) { c.readCache, c.readBlockSize = "0", "128K" }, 0, "", "--read-block-size needs --read-cache"},
+		{"protect unset: the node chooses", func(*createFlags) {}, 0, "", ""},
+		{"protect local", func(c *createFlags) { c.protect = "local" }, 0, pool.ProtectLocal, ""},
+		{"protect none", func(c *createFlags) { c.protect = "none" }, 0, pool.ProtectNone, ""},
+		{"protect typo", func(c *createFlags) { c.protect = "peer" }, 0, "", `invalid --protect "peer": want none or local`},
+		{"protect local without write cache", func(c *createFlags) { c.protect, c.writeCache, c.mode = "local", "0", "writethrough" }, 0, "", "--protect local needs --write-cache"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,7 +158,7 @@ func TestCreateRequest(t *testing.T) {
 				t.Fatalf("request: %v", err)
 			}
 			want := pool.VolumeRequest{Name: "db", Size: 1 << 30, WriteCache: 256 << 20, ReadCache: 512 << 20,
-				Mode: pool.ModeWriteback, BlockSize: 4096, ReadBlockSize: tc.wantRBS}
+				Mode: pool.ModeWriteback, BlockSize: 4096, ReadBlockSize: tc.wantRBS, Protect: tc.protect}
 			if req != want {
 				t.Fatalf("request = %+v, want %+v", req, want)
 			}

@@ -83,7 +83,7 @@ func (b *clusterBackend) CreateVolume(ctx context.Context, req pool.VolumeReques
 		Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
 		WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
 		Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize,
-		AllowFUAWindow: req.FUAWindow,
+		AllowFUAWindow: req.FUAWindow, Protect: string(req.Protect),
 	}
 	meta, err := b.st.CreateVolumeSpec(ctx, spec)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -56,6 +57,10 @@ type Volume struct {
 	LegacyStack bool         `json:"legacy_stack,omitempty"`
 	Tuning      *pool.Tuning `json:"tuning,omitempty"`
 	Alerts      []string     `json:"alerts,omitempty"`
+	// Protection is none or local (write cache mirrored on two SSDs);
+	// Mirror is dm-raid's view of the mirror where it runs.
+	Protection string  `json:"protection,omitempty"`
+	Mirror     *Mirror `json:"mirror,omitempty"`
 
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
 	// and the one the node last applied (cluster mode).
@@ -67,6 +72,18 @@ type Volume struct {
 	WriteCache *engine.WriteCacheStatus `json:"write_cache,omitempty"`
 	ReadCache  *engine.ReadCacheStatus  `json:"read_cache,omitempty"`
 	FUAFlush   *dm.FUAFlushStatus       `json:"fua_flush,omitempty"`
+}
+
+// Mirror is the state of a mirrored write cache, in both modes: the
+// health of each leg (A in sync, a resyncing, D failed, - absent), the
+// copies that exist now, and a resync's progress where the node reports it.
+type Mirror struct {
+	Health      string  `json:"health"`
+	Copies      int     `json:"copies"`
+	Degraded    bool    `json:"degraded"`
+	SyncAction  string  `json:"sync_action,omitempty"`
+	SyncTotal   uint64  `json:"sync_total_sectors,omitempty"`
+	SyncPercent float64 `json:"sync_percent,omitempty"`
 }
 
 // statePending is the State of a cluster volume whose node has not
@@ -90,6 +107,15 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	if rc := v.ReadCache; rc != nil {
 		out.ReadHitRatio = rc.ReadHitRatio
 	}
+	out.Protection = string(v.Protection)
+	if m := v.Mirror; m != nil {
+		var health strings.Builder
+		for _, h := range m.Health {
+			health.WriteString(string(h))
+		}
+		out.Mirror = &Mirror{Health: health.String(), Copies: m.Copies, Degraded: m.Degraded,
+			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent}
+	}
 	return out
 }
 
@@ -102,6 +128,7 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 		SizeBytes: spec.SizeBytes, WriteCacheBytes: spec.WriteCacheBytes, ReadCacheBytes: spec.ReadCacheBytes,
 		BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
 		DesiredMode: spec.Mode, State: statePending, FUAWindow: spec.AllowFUAWindow,
+		Protection:   spec.Protect,
 		SpecRevision: rev,
 	}
 	if out.BlockSize == 0 && spec.WriteCacheBytes > 0 {
@@ -115,6 +142,10 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 	out.DirtyBlocks, out.DirtyBytes = st.DirtyBlocks, st.DirtyBytes
 	out.ReadHitRatio, out.WriteHitRatio = st.ReadHitRatio, st.WriteHitRatio
 	out.Alerts = st.Alerts
+	out.Protection = cmp.Or(st.Protection, out.Protection)
+	if st.MirrorHealth != "" {
+		out.Mirror = &Mirror{Health: st.MirrorHealth, Copies: st.MirrorCopies, Degraded: st.MirrorCopies < len(st.MirrorHealth)}
+	}
 	out.ObservedRevision = st.ObservedRevision
 	updated := st.UpdatedAt
 	out.UpdatedAt = &updated

@@ -42,9 +42,9 @@ func parseSize(flag, s string, allowZero bool) (uint64, error) {
 
 // createFlags are the raw flags of `volume create`, parsed by request.
 type createFlags struct {
-	size, writeCache, readCache, readBlockSize, mode string
-	blockSize                                        uint32
-	allowFUAWindow                                   bool
+	size, writeCache, readCache, readBlockSize, mode, protect string
+	blockSize                                                 uint32
+	allowFUAWindow                                            bool
 }
 
 // request turns the flags into a volume request, checking what needs no
@@ -91,6 +91,14 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 		return pool.VolumeRequest{}, fmt.Errorf("--allow-fua-window needs --write-cache: only the write cache has that window")
 	}
 	req.FUAWindow = c.allowFUAWindow
+	if c.protect != "" {
+		if req.Protect, err = pool.ParseProtection(c.protect); err != nil {
+			return pool.VolumeRequest{}, fmt.Errorf("invalid --protect %q: want none or local", c.protect)
+		}
+	}
+	if req.Protect == pool.ProtectLocal && req.WriteCache == 0 {
+		return pool.VolumeRequest{}, fmt.Errorf("--protect local needs --write-cache: it mirrors the write cache")
+	}
 	return req, nil
 }
 
@@ -122,10 +130,21 @@ ext4/XFS journal commit) before its mapping is committed, so a power cut
 can lose it. Without the module, creating a write cache is refused.
 --allow-fua-window creates it anyway, recording in the layout that the
 operator accepted losing such writes acknowledged within the autocommit
-time; volume show, a metric and an alert keep reporting it.`,
+time; volume show, a metric and an alert keep reporting it.
+
+--protect says how many copies of the write cache exist. With local the
+write cache is a RAID1 (dm-raid) of two slices on two SSDs of the pool,
+each with a small metadata slice for dm-raid's superblock and write-intent
+bitmap: a write is acknowledged once both SSDs have it, either SSD can die
+without losing one, and the volume goes on, degraded, on the other. It
+takes twice the write-cache space. With none the dirty blocks live on one
+SSD: if it dies, the writes it held that were not yet on the HDDs are
+lost. Without --protect a volume gets local when its pool has two SSDs
+with room for the mirror, else none, with a warning.`,
 		Example: `  tidectl volume create mysql --size 500G --write-cache 40G --read-cache 80G
   tidectl volume create scans --size 2T --write-cache 40G --read-cache 200G --read-block-size 512K
-  tidectl volume create scratch --size 10G --write-cache 1G --mode writethrough`,
+  tidectl volume create scratch --size 10G --write-cache 1G --mode writethrough
+  tidectl volume create ledger --size 200G --write-cache 20G --protect local`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := cf.request(args[0])
@@ -151,6 +170,9 @@ time; volume show, a metric and an alert keep reporting it.`,
 			if err != nil {
 				return err
 			}
+			if v.WriteCacheBytes > 0 && v.Protection == string(pool.ProtectNone) {
+				fmt.Fprintf(g.Stderr, "warning: volume %s: the write cache has one copy, on one SSD: if that SSD dies, writes not yet on the HDDs are lost; --protect local mirrors it on a second SSD\n", v.Name)
+			}
 			if g.cluster() && !g.cl.wait {
 				if g.JSON() {
 					return g.Print(v)
@@ -173,6 +195,8 @@ time; volume show, a metric and an alert keep reporting it.`,
 	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
 	_ = cmd.RegisterFlagCompletionFunc("node", g.completeNodes)
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
+	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (mirrored on two SSDs of the pool) or none (one SSD); default: local when the pool has two SSDs with room, else none")
+	_ = cmd.RegisterFlagCompletionFunc("protect", cobra.FixedCompletions([]string{string(pool.ProtectNone), string(pool.ProtectLocal)}, cobra.ShellCompDirectiveNoFileComp))
 	f.BoolVar(&cf.allowFUAWindow, "allow-fua-window", false, "build the write cache without the fuaflush kernel target: FUA writes (O_DSYNC, journal commits) can be lost on power failure; recorded and alerted on")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
@@ -300,6 +324,7 @@ func printVolume(g *Globals, v Volume) error {
 	fmt.Fprintf(w, "Write cache:  %s, block size %d\n", size(v.WriteCacheBytes), v.BlockSize)
 	if v.WriteCacheBytes > 0 {
 		fmt.Fprintf(w, "  durability: %s\n", durability(v))
+		fmt.Fprintf(w, "  protection: %s\n", protection(v))
 	}
 	if v.WriteCacheBytes > 0 || !v.Tuning.Empty() {
 		fmt.Fprintf(w, "  tuning:     %s\n", formatTuning(v.Tuning))
@@ -340,6 +365,24 @@ func durability(v Volume) string {
 		return fmt.Sprintf("every acknowledged write is durable (fuaflush: %d FUA writes, %d flushes, %d flush errors)", v.FUAFlush.FUAWrites, v.FUAFlush.Flushes, v.FUAFlush.FlushErrors)
 	}
 	return "every acknowledged write is durable (fuaflush above the write tier in writeback)"
+}
+
+// protection says how many copies of the write cache exist right now.
+func protection(v Volume) string {
+	m := v.Mirror
+	switch {
+	case v.Protection == string(pool.ProtectLocal) && m == nil:
+		return "local (mirrored on two SSDs; the mirror is not running)"
+	case v.Protection == string(pool.ProtectLocal) && m.Degraded && m.SyncAction == "recover":
+		return fmt.Sprintf("local, DEGRADED: legs %s, rebuilding a leg, %.1f%% done", m.Health, m.SyncPercent)
+	case v.Protection == string(pool.ProtectLocal) && m.Degraded:
+		return fmt.Sprintf("local, DEGRADED: legs %s, %d copy of the dirty blocks; replace or bring back the failed SSD, then tidectl volume repair %s", m.Health, m.Copies, v.Name)
+	case v.Protection == string(pool.ProtectLocal) && m.SyncAction == "resync":
+		return fmt.Sprintf("local: mirrored on two SSDs, legs %s, initial resync %.1f%% done (every write goes to both)", m.Health, m.SyncPercent)
+	case v.Protection == string(pool.ProtectLocal):
+		return fmt.Sprintf("local: mirrored on two SSDs, legs %s", m.Health)
+	}
+	return "NONE: one copy on one SSD; losing it loses the writes not yet on the HDDs (--protect local mirrors it)"
 }
 
 // formatTuning prints a volume's own write-tier tuning: the knobs it sets,
@@ -574,7 +617,14 @@ func newVolumeRepairCmd(g *Globals) *cobra.Command {
 		Long: `Create missing devices of a volume and reload every device whose table
 differs from the layout (suspend, load, resume). A write tier is only ever
 reloaded as a write tier, so its dirty blocks stay reachable. Works on this
-node's devices.`,
+node's devices.
+
+For a mirrored write cache (--protect local) it also gives a failed leg
+back to dm-raid once its SSD answers again: the mirror's table is loaded
+again, and dm-raid resyncs, from its write-intent bitmap, only the regions
+written while the leg was out ('volume show' follows the rebuild). A leg
+whose SSD still fails is failed again at its first error; the other leg
+serves the volume throughout.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/policy"
@@ -313,7 +315,7 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
 		Mode: d.Mode, BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
-		FUAWindow: spec.AllowFUAWindow,
+		FUAWindow: spec.AllowFUAWindow, Protect: pool.Protection(spec.Protect),
 	}
 	st.State = api.StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {
@@ -363,6 +365,10 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 	// 0 in the spec means the node's default, whatever the volume has.
 	if spec.ReadBlockSize != 0 && spec.ReadBlockSize != v.ReadBlockSize {
 		diffs = append(diffs, fmt.Sprintf("read block size %d bytes, spec asks %d", v.ReadBlockSize, spec.ReadBlockSize))
+	}
+	// An empty protection lets the node choose; a named one must match.
+	if want, got := pool.Protection(spec.Protect), cmp.Or(v.Protection, pool.ProtectNone); want != "" && want != got {
+		diffs = append(diffs, fmt.Sprintf("protection %s, spec asks %s", got, want))
 	}
 	if spec.AllowFUAWindow != v.FUAWindow {
 		diffs = append(diffs, fmt.Sprintf("FUA window allowed %t, spec asks %t", v.FUAWindow, spec.AllowFUAWindow))
@@ -459,6 +465,10 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 		if rc := actual.ReadCache; rc != nil {
 			st.ReadHitRatio = rc.ReadHitRatio
 		}
+		st.Protection = string(actual.Protection)
+		if m := actual.Mirror; m != nil {
+			st.MirrorCopies, st.MirrorHealth = m.Copies, mirrorHealth(m.Health)
+		}
 	}
 	if st.State == "" && st.Error != "" {
 		st.State = api.StateError
@@ -531,4 +541,13 @@ func policyTuning(p api.Policy) *pool.Tuning {
 		return nil
 	}
 	return t
+}
+
+// mirrorHealth joins dm-raid's per-leg health into its status string.
+func mirrorHealth(h []dm.LegHealth) string {
+	var b strings.Builder
+	for _, c := range h {
+		b.WriteString(string(c))
+	}
+	return b.String()
 }
