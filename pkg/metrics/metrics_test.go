@@ -76,6 +76,10 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			SizeBytes: 64 << 30, WriteCacheBytes: 34 << 20, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, writecacheLine, 4096), ReadCache: readCache(t, cacheLine),
 			FUAFlush: &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
+			// Mirrored, one leg failed: one copy of the two it wants.
+			Protection: pool.ProtectLocal,
+			Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegDead},
+				SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100},
 		},
 		{
 			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: api.StateActive, Device: "/dev/mapper/tc-logs",
@@ -198,6 +202,17 @@ tidecache_volume_read_cache_promotions_total{pool="fast",volume="logs"} 40
 # TYPE tidecache_volume_read_cache_demotions_total counter
 tidecache_volume_read_cache_demotions_total{pool="fast",volume="db"} 0
 tidecache_volume_read_cache_demotions_total{pool="fast",volume="logs"} 0
+# HELP tidecache_volume_write_copies Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.
+# TYPE tidecache_volume_write_copies gauge
+tidecache_volume_write_copies{pool="fast",volume="db"} 1
+tidecache_volume_write_copies{pool="slow",volume="broken"} 0
+# HELP tidecache_volume_write_copies_wanted Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local).
+# TYPE tidecache_volume_write_copies_wanted gauge
+tidecache_volume_write_copies_wanted{pool="fast",volume="db"} 2
+tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
+# HELP tidecache_volume_mirror_sync_ratio Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.
+# TYPE tidecache_volume_mirror_sync_ratio gauge
+tidecache_volume_mirror_sync_ratio{pool="fast",volume="db"} 1
 # HELP tidecache_scrape_collector_success 1 if the source of this collector answered during the scrape, 0 if it failed (the daemon logs why).
 # TYPE tidecache_scrape_collector_success gauge
 tidecache_scrape_collector_success{collector="volume"} 1
@@ -218,6 +233,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_read_cache_promotions_total", "tidecache_volume_read_cache_demotions_total",
 	"tidecache_volume_fua_window", "tidecache_volume_fua_writes_total",
 	"tidecache_volume_fua_flushes_total", "tidecache_volume_fua_flush_errors_total",
+	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
 	"tidecache_scrape_collector_success",
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
 // Per-volume metrics, from engine.VolumeInfo: the layout (size, mode) and
@@ -46,6 +47,9 @@ var (
 	volumeFUAWritesDesc   = volumeDesc("fua_writes_total", "FUA writes the fuaflush target held until a flush of the write tier committed them.")
 	volumeFUAFlushesDesc  = volumeDesc("fua_flushes_total", "Flushes the fuaflush target sent to the write tier; concurrent FUA writes share one.")
 	volumeFUAErrorsDesc   = volumeDesc("fua_flush_errors_total", "Flushes of the write tier that failed; each failed the FUA writes waiting for it.")
+	volumeCopiesDesc      = volumeDesc("write_copies", "Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.")
+	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local).")
+	volumeMirrorSyncDesc  = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
 	volumeDescs           = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
@@ -54,6 +58,7 @@ var (
 		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
+		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc,
 	}
 )
 
@@ -81,6 +86,19 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 		counter(ch, volumeFUAErrorsDesc, f.FlushErrors, v.Name, v.Pool)
 	}
 	if wc := v.WriteCache; wc != nil {
+		wanted, copies := 1, 1
+		if v.Protection == pool.ProtectLocal {
+			wanted, copies = 2, 0
+			if m := v.Mirror; m != nil {
+				copies = m.Copies
+				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
+			}
+		}
+		if wc.Error != 0 {
+			copies = 0
+		}
+		gauge(ch, volumeCopiesDesc, float64(copies), v.Name, v.Pool)
+		gauge(ch, volumeCopiesWantDesc, float64(wanted), v.Name, v.Pool)
 		bs := uint64(v.BlockSize)
 		gauge(ch, volumeDirtyBlocksDesc, float64(wc.DirtyBlocks), v.Name, v.Pool)
 		gauge(ch, volumeDirtyBytesDesc, float64(wc.DirtyBytes), v.Name, v.Pool)
@@ -110,4 +128,12 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 			gauge(ch, volumeHitRatioDesc, rc.ReadHitRatio, v.Name, v.Pool, "read")
 		}
 	}
+}
+
+// ratio is a/b, 1 when b is 0 (nothing to sync).
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 1
+	}
+	return float64(a) / float64(b)
 }
