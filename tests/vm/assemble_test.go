@@ -40,8 +40,10 @@ func TestAssembleAfterPowerCut(t *testing.T) {
 	dir := harness.TestDir(t)
 	n := bootNodeIn(t, dir, bin, twoSSDs)
 	n.createPool("tank")
-	n.mustTidectl("volume create a --size 64M --write-cache 32M")
-	n.mustTidectl("volume create b --size 64M --write-cache 32M")
+	// Unprotected on purpose: one copy of each write cache, on one SSD
+	// each (TestReplicaLocalMirror covers mirrored ones).
+	n.mustTidectl("volume create a --size 64M --write-cache 32M --protect none")
+	n.mustTidectl("volume create b --size 64M --write-cache 32M --protect none")
 	jobA := fioJob("/dev/mapper/tc-a", "a", "randwrite", "0", "16M")
 	jobB := fioJob("/dev/mapper/tc-b", "b", "randwrite", "0", "16M")
 	n.fio(jobA + " --do_verify=1 --fsync_on_close=1")

@@ -176,6 +176,13 @@ type volumeJSON struct {
 		ReadHits   uint64 `json:"read_hits"`
 		ReadMisses uint64 `json:"read_misses"`
 	} `json:"read_cache"`
+	Protection string `json:"protection"`
+	Mirror     *struct {
+		Health     string `json:"health"`
+		Copies     int    `json:"copies"`
+		Degraded   bool   `json:"degraded"`
+		SyncAction string `json:"sync_action"`
+	} `json:"mirror"`
 }
 
 func (n *node) volume(name string) volumeJSON {
