@@ -84,6 +84,8 @@ type Mirror struct {
 	SyncAction  string  `json:"sync_action,omitempty"`
 	SyncTotal   uint64  `json:"sync_total_sectors,omitempty"`
 	SyncPercent float64 `json:"sync_percent,omitempty"`
+	// OutOfSync lists the legs the layout records as lacking writes.
+	OutOfSync []int `json:"out_of_sync,omitempty"`
 }
 
 // statePending is the State of a cluster volume whose node has not
@@ -114,7 +116,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 			health.WriteString(string(h))
 		}
 		out.Mirror = &Mirror{Health: health.String(), Copies: m.Copies, Degraded: m.Degraded,
-			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent}
+			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}
 	}
 	return out
 }

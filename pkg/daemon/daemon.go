@@ -131,6 +131,9 @@ func (c Config) Validate() error {
 type Engine interface {
 	reconcile.Engine
 	Pools(ctx context.Context) ([]engine.PoolInfo, error)
+	// RecordMirrors records in the layout which legs of each running
+	// write mirror lack writes (see engine.Engine.RecordMirrors).
+	RecordMirrors(ctx context.Context) error
 }
 
 // node is what Run opens on the host and serve runs on.
@@ -247,6 +250,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	g.Go(func() error { d.membership(gctx); return nil })
 	g.Go(func() error { d.leadership(gctx); return nil })
 	g.Go(func() error { d.watchdog(gctx); return nil })
+	g.Go(func() error { d.watchMirrors(gctx); return nil })
 
 	if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady); err != nil {
 		log.Warn("systemd notify failed", "err", err)
@@ -318,6 +322,35 @@ func (d *daemon) health(w http.ResponseWriter, r *http.Request) {
 	d.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(body)
+}
+
+// mirrorInterval is how often the daemon looks at the write mirrors: the
+// time between a leg failing and the layout saying it lacks writes, which
+// is what keeps a later assembly from building on that leg alone. Between
+// changes a look is a few device-mapper status calls.
+const mirrorInterval = time.Second
+
+// watchMirrors keeps the layout's record of out-of-sync mirror legs in
+// step with dm-raid (engine.RecordMirrors). It needs no cluster store.
+func (d *daemon) watchMirrors(ctx context.Context) {
+	t := time.NewTicker(mirrorInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			err := d.eng.RecordMirrors(ctx)
+			switch {
+			case err != nil && !failing:
+				d.log.Error("recording the write mirrors' legs failed; retrying every second", "err", err)
+			case err == nil && failing:
+				d.log.Info("write mirror legs recorded again")
+			}
+			failing = err != nil
+		}
+	}
 }
 
 // watchdog pings systemd's watchdog at half its interval while the engine

@@ -124,7 +124,8 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	// other leg is present: that leg has every acknowledged write, so the
 	// volumes run degraded (stack.Build leaves the absent leg out).
 	missingWhy := ""
-	if missing := p.missing(); len(missing) > 0 {
+	missing := p.missing()
+	if len(missing) > 0 {
 		var why []string
 		for _, uuid := range missing {
 			hint := ""
@@ -144,10 +145,16 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		missingWhy = strings.Join(why, "; ")
 	}
 	origin, err := e.resolveOrigin(ctx, l)
-	if missingWhy != "" && (err != nil || !mirroredOnly(p, origin)) {
-		pr.Error = "pool not assembled, its cache may hold dirty data: " + missingWhy
-		e.log.Info("pool refused", "pool", l.Name, "reason", pr.Error)
-		return pr
+	if missingWhy != "" {
+		unbuildable := err
+		if err == nil {
+			unbuildable = needsMissing(p, origin, missing)
+		}
+		if unbuildable != nil {
+			pr.Error = "pool not assembled, its cache may hold dirty data: " + missingWhy + " (" + strings.ReplaceAll(unbuildable.Error(), "\n", "; ") + ")"
+			e.log.Info("pool refused", "pool", l.Name, "reason", pr.Error)
+			return pr
+		}
 	}
 	if err != nil {
 		pr.Error = err.Error()
@@ -177,6 +184,11 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	for _, v := range l.Volumes {
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
 		st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+		if err == nil {
+			// Legs left out miss every write from now on: record that
+			// before the mirror runs without them.
+			err = e.markAbsentLegs(ctx, p, v, st)
+		}
 		if err == nil {
 			// A volume still running tidecache's older stack is moved
 			// to the current one live; if that fails it keeps running
@@ -212,16 +224,37 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	return pr
 }
 
-// mirroredOnly reports whether every volume of a pool with missing members
-// can still be built: each extent on a missing member is one leg of a
-// write mirror whose other leg is present.
-func mirroredOnly(p *poolState, origin string) bool {
-	for _, v := range p.Layout.Volumes {
-		if _, err := stack.Build(v, p.devices(origin), stack.Tuning{}); err != nil {
-			return false
+// needsMissing returns, for a pool with missing members, why it cannot run
+// without them: a volume has an extent on one that is not a write mirror
+// leg, or its mirror's only present leg is stale, or a missing member
+// holds no mirror leg at all (the exception is for mirrors; a pool with
+// any other member missing is refused as a whole, as it always was). nil
+// means every missing member holds mirror legs, and only mirror legs,
+// whose other, in-sync legs are present.
+func needsMissing(p *poolState, origin string, missing []string) error {
+	var errs []error
+	for _, m := range missing {
+		if !holdsMirrorLeg(p.Layout, m) {
+			errs = append(errs, fmt.Errorf("SSD member %s holds no write mirror leg", m))
 		}
 	}
-	return true
+	for _, v := range p.Layout.Volumes {
+		if _, err := stack.Build(v, p.devices(origin), stack.Tuning{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// holdsMirrorLeg reports whether a member holds a leg of some volume's
+// write mirror.
+func holdsMirrorLeg(l *pool.Layout, member string) bool {
+	for _, v := range l.Volumes {
+		if m := v.WriteMirror; m != nil && (v.WriteCache.Member == member || m.Leg.Member == member) {
+			return true
+		}
+	}
+	return false
 }
 
 func isDrift(err error) bool {

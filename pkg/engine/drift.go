@@ -74,6 +74,15 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	} else if refreshed {
 		changed = append(changed, stack.DeviceName(name, stack.RoleWriteData))
 	}
+	// Keep the record of out-of-sync legs in step (a leg back in sync is
+	// cleared; a leg still being rebuilt stays recorded).
+	if ms, running, err := e.mirrorStatus(ctx, name); err != nil {
+		return changed, err
+	} else if running {
+		if err := e.recordOutOfSync(ctx, p, name, ms.RaidStatus); err != nil {
+			return changed, err
+		}
+	}
 	return changed, nil
 }
 

@@ -107,6 +107,9 @@ type Engine struct {
 
 	mu       sync.Mutex
 	versions map[string]dm.Version
+	// mirrors is the out-of-sync legs of every running write mirror as
+	// RecordMirrors last recorded them.
+	mirrors map[string][]int
 }
 
 // New opens the device-mapper control device and returns an Engine. The

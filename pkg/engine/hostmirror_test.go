@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/tidecache/tidecache/pkg/dm"
@@ -92,6 +93,30 @@ func TestHostMirrorStatus(t *testing.T) {
 		ms, ok, err := e.mirrorStatus(context.Background(), hostVolume)
 		if err != nil || !ok || ms.Copies != c.copies || ms.Degraded != c.degraded {
 			t.Errorf("status %q: mirror %+v, %v, %v; want %d copies, degraded %v", c.status, ms, ok, err, c.copies, c.degraded)
+		}
+	}
+}
+
+// TestOutOfSync: the legs recorded as lacking writes are the failed,
+// absent and rebuilding ones; a resync after creation leaves none behind.
+func TestOutOfSync(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		want   []int
+	}{
+		{"raid1 2 AA 2048/2048 idle 0 0 -", nil},
+		{"raid1 2 aa 512/2048 resync 0 0 -", nil},
+		{"raid1 2 AD 2048/2048 idle 0 0 -", []int{1}},
+		{"raid1 2 DA 2048/2048 idle 0 0 -", []int{0}},
+		{"raid1 2 A- 2048/2048 idle 0 0 -", []int{1}},
+		{"raid1 2 Aa 512/2048 recover 0 0 -", []int{1}},
+	} {
+		rs, err := dm.ParseRaidStatus(c.status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := outOfSync(rs); !slices.Equal(got, c.want) {
+			t.Errorf("outOfSync(%q) = %v, want %v", c.status, got, c.want)
 		}
 	}
 }

@@ -110,6 +110,12 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	if err := next.SetMode(name, mode); err != nil {
 		return err
 	}
+	if getsWrite && !hadWrite && v.WriteMirror != nil {
+		// Both legs were zeroed above: a new mirror, no leg behind.
+		if _, err := next.SetMirrorOutOfSync(name, nil); err != nil {
+			return err
+		}
+	}
 	check := func(ctx context.Context) error {
 		if hadWrite && !getsWrite {
 			// With the top device suspended nothing reaches the write

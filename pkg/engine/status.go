@@ -50,6 +50,9 @@ type VolumeInfo struct {
 	Protection pool.Protection `json:"protection"`
 	// Mirror is the write mirror as dm-raid reports it, when it runs.
 	Mirror *MirrorStatus `json:"mirror,omitempty"`
+	// MirrorOutOfSync lists the mirror legs the layout records as lacking
+	// writes: never built alone until dm-raid has resynced them.
+	MirrorOutOfSync []int `json:"mirror_out_of_sync,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -121,6 +124,9 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	}
 	if v.WriteCache != nil {
 		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize
+	}
+	if v.WriteMirror != nil {
+		info.MirrorOutOfSync = v.WriteMirror.OutOfSync
 	}
 	if v.ReadCache != nil {
 		info.ReadCacheBytes = v.ReadCache.Length * pool.SectorSize

@@ -339,6 +339,7 @@ func (v Volume) clone() Volume {
 	c.WriteCache = cloneExtent(v.WriteCache)
 	if v.WriteMirror != nil {
 		m := *v.WriteMirror
+		m.OutOfSync = slices.Clone(m.OutOfSync)
 		c.WriteMirror = &m
 	}
 	c.ReadCache = cloneExtent(v.ReadCache)

@@ -52,6 +52,42 @@ type Mirror struct {
 	Meta    Extent // leg 0's metadata, on the WriteCache's member
 	Leg     Extent // leg 1's data: as long as WriteCache, on another member
 	LegMeta Extent // leg 1's metadata, on Leg's member
+	// OutOfSync lists the legs (0, 1) known to have missed writes: absent
+	// at an assembly, or failed while the volume ran. Such a leg's copy is
+	// stale until dm-raid has resynced it from the other, so the mirror is
+	// never built on it alone: its own dm-raid superblock cannot tell it
+	// missed anything, only this record can.
+	OutOfSync []int
+}
+
+// SetMirrorOutOfSync records which legs of a volume's write mirror are out
+// of sync, bumping the generation when that changes; changed is false when
+// the record already said so.
+func (l *Layout) SetMirrorOutOfSync(volume string, legs []int) (changed bool, err error) {
+	v, ok := l.Volume(volume)
+	if !ok {
+		return false, errorf(ErrVolumeNotFound, "volume %q not in pool %q", volume, l.Name)
+	}
+	if v.WriteMirror == nil {
+		return false, fmt.Errorf("volume %q has no write mirror", volume)
+	}
+	legs = slices.Sorted(slices.Values(legs))
+	legs = slices.Compact(legs)
+	if slices.Equal(legs, v.WriteMirror.OutOfSync) || (len(legs) == 0 && len(v.WriteMirror.OutOfSync) == 0) {
+		return false, nil
+	}
+	next := l.Clone()
+	nv, _ := next.Volume(volume)
+	nv.WriteMirror.OutOfSync = legs
+	if len(legs) == 0 {
+		nv.WriteMirror.OutOfSync = nil
+	}
+	next.Generation++
+	if err := next.Validate(); err != nil {
+		return false, err
+	}
+	*l = *next
+	return true, nil
 }
 
 // Protection returns the volume's protection.
@@ -149,5 +185,7 @@ func validateMirror(v *Volume, add func(format string, a ...any)) {
 		add("%s: each write mirror metadata slice must be on its leg's SSD", who)
 	case m.Meta.Length < MirrorMetaSectors || m.LegMeta.Length < MirrorMetaSectors:
 		add("%s: write mirror metadata slices must be at least %s", who, formatSectors(MirrorMetaSectors))
+	case len(m.OutOfSync) > 1 || slices.ContainsFunc(m.OutOfSync, func(i int) bool { return i != 0 && i != 1 }):
+		add("%s: write mirror legs out of sync %v: want at most one of 0 and 1", who, m.OutOfSync)
 	}
 }

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestAddVolumeProtectLocal(t *testing.T) {
 	if w.WriteCache.Offset == v.WriteCache.Offset && w.WriteCache.Member == v.WriteCache.Member {
 		t.Errorf("second volume's leg 0 %s on top of the first's %s", w.WriteCache, v.WriteCache)
 	}
-	if c := l.Clone(); c.Volumes[0].WriteMirror == v.WriteMirror || *c.Volumes[0].WriteMirror != *l.Volumes[0].WriteMirror {
+	if c := l.Clone(); c.Volumes[0].WriteMirror == l.Volumes[0].WriteMirror || !reflect.DeepEqual(c.Volumes[0].WriteMirror, l.Volumes[0].WriteMirror) {
 		t.Error("Clone shares or loses the write mirror")
 	}
 	if plain := mustAdd(t, l, VolumeRequest{Name: "plain", Size: 1 << 30, WriteCache: 64 << 20}); plain.Protection() != ProtectNone {
@@ -86,5 +87,43 @@ func TestValidateMirror(t *testing.T) {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestSetMirrorOutOfSync(t *testing.T) {
+	l := testLayout(t)
+	mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectLocal})
+	mustAdd(t, l, VolumeRequest{Name: "plain", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectNone})
+	gen := l.Generation
+	steps := []struct {
+		legs    []int
+		changed bool
+		want    []int
+	}{
+		{[]int{1}, true, []int{1}},
+		{[]int{1, 1}, false, []int{1}},
+		{nil, true, nil},
+		{[]int{}, false, nil},
+	}
+	for _, s := range steps {
+		changed, err := l.SetMirrorOutOfSync("ledger", s.legs)
+		if err != nil || changed != s.changed {
+			t.Fatalf("SetMirrorOutOfSync(%v) = %v, %v; want %v", s.legs, changed, err, s.changed)
+		}
+		if changed {
+			gen++
+		}
+		v, _ := l.Volume("ledger")
+		if !reflect.DeepEqual(v.WriteMirror.OutOfSync, s.want) || l.Generation != gen {
+			t.Fatalf("after %v: out of sync %v at generation %d, want %v at %d", s.legs, v.WriteMirror.OutOfSync, l.Generation, s.want, gen)
+		}
+	}
+	for _, bad := range [][]int{{0, 1}, {2}} {
+		if _, err := l.SetMirrorOutOfSync("ledger", bad); err == nil {
+			t.Errorf("SetMirrorOutOfSync(%v) = nil, want an error", bad)
+		}
+	}
+	if _, err := l.SetMirrorOutOfSync("plain", []int{1}); err == nil {
+		t.Error("out of sync legs recorded on a volume without a mirror")
 	}
 }

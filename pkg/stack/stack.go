@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -178,6 +179,10 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 	return s, nil
 }
 
+// ErrStaleLeg is returned when the only write mirror leg on the node is one
+// that missed writes: building on it would serve stale data.
+var ErrStaleLeg = errors.New("the write mirror's only present leg is stale")
+
 // mirror adds the devices of a mirrored write cache and returns the one
 // dm-writecache caches on: a dm-raid raid1 over the two legs, each leg a
 // metadata and a data slice. A leg whose SSD is not on this node is left
@@ -215,6 +220,16 @@ func mirror(v pool.Volume, devs Devices, slice func(Role, pool.Extent) (Device, 
 	}
 	if len(absent) == len(legs) {
 		return Device{}, fmt.Errorf("volume %s write mirror: no leg is on this node: %w", v.Name, errors.Join(absent...))
+	}
+	// A leg that missed writes may run only beside the other, from which
+	// dm-raid resyncs it; alone it would serve stale blocks as current.
+	if len(absent) > 0 {
+		for i, l := range params.Legs {
+			if l.Data != dm.MissingLeg && slices.Contains(m.OutOfSync, i) {
+				return Device{}, fmt.Errorf("volume %s write mirror: %w: leg %d is the only one on this node and it missed writes while it was out; bring back the SSD of the other leg (%w)",
+					v.Name, ErrStaleLeg, i, errors.Join(absent...))
+			}
+		}
 	}
 	return add(RoleWriteData, dm.Table{params.Target(0, v.WriteCache.Length)}), nil
 }

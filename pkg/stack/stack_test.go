@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -264,5 +265,17 @@ func TestBuildMirrorDegraded(t *testing.T) {
 	}
 	if _, err := Build(v, Devices{Origin: "/dev/md/tc-fast"}, DefaultTuning()); err == nil || !strings.Contains(err.Error(), "no leg is on this node") {
 		t.Errorf("Build with both SSDs gone: %v, want an error saying no leg is on this node", err)
+	}
+
+	// Leg 1 missed writes: never built alone, built beside leg 0 (dm-raid
+	// resyncs it), and leg 0 alone is fine.
+	v.WriteMirror.OutOfSync = []int{1}
+	if _, err := Build(v, Devices{Origin: "/dev/md/tc-fast", Members: map[string]string{"ssd-b": "/dev/nvme1n1"}}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {
+		t.Errorf("Build on the stale leg alone: %v, want ErrStaleLeg", err)
+	}
+	for _, members := range []map[string]string{testDevices.Members, {"ssd-a": "/dev/nvme0n1"}} {
+		if _, err := Build(v, Devices{Origin: "/dev/md/tc-fast", Members: members}, DefaultTuning()); err != nil {
+			t.Errorf("Build with members %v and leg 1 out of sync: %v", members, err)
+		}
 	}
 }

@@ -73,20 +73,22 @@ type wireMirror struct {
 	Meta    wireExtent `json:"meta"`
 	Leg     wireExtent `json:"leg"`
 	LegMeta wireExtent `json:"leg_meta"`
+	// OutOfSync lists the legs that missed writes; absent when none did.
+	OutOfSync []int `json:"out_of_sync,omitempty"`
 }
 
 func mirrorToWire(m *pool.Mirror) *wireMirror {
 	if m == nil {
 		return nil
 	}
-	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta)}
+	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta), OutOfSync: m.OutOfSync}
 }
 
 func mirrorFromWire(w *wireMirror) *pool.Mirror {
 	if w == nil {
 		return nil
 	}
-	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta)}
+	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta), OutOfSync: w.OutOfSync}
 }
 
 type wireTuning struct {

@@ -362,6 +362,9 @@ func (f *Engine) Pools(ctx context.Context) ([]engine.PoolInfo, error) {
 	return obs.Pools, err
 }
 
+// RecordMirrors does nothing: the fake has no write mirrors.
+func (f *Engine) RecordMirrors(context.Context) error { return nil }
+
 // Scans returns how many times Observe (or Pools) read the whole node.
 func (f *Engine) Scans() int {
 	f.mu.Lock()

@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+	"github.com/tidecache/tidecache/pkg/superblock"
+)
+
+// A write mirror leg that misses writes (its SSD failed, or was absent
+// when the volume was assembled) holds a stale copy, and nothing on that
+// SSD says so: its dm-raid superblock is the one it had. If the other SSD
+// then dies, a mirror built on the stale leg alone would serve old blocks
+// as current. The layout records such legs (pool.Mirror.OutOfSync), on
+// every device still there and on the origin, so that assembly refuses to
+// build on them alone (stack.ErrStaleLeg), and clears the record once
+// dm-raid reports the leg back in sync.
+
+// outOfSync returns the legs of a running mirror that lack writes: failed
+// or absent, or being rebuilt ("recover"). During a resync after creation
+// or an unclean stop every leg has every acknowledged write.
+func outOfSync(ms dm.RaidStatus) []int {
+	var legs []int
+	for i, h := range ms.Health {
+		switch {
+		case h == dm.LegDead, h == dm.LegMissing:
+			legs = append(legs, i)
+		case h == dm.LegSyncing && ms.SyncAction != "resync":
+			legs = append(legs, i)
+		}
+	}
+	return legs
+}
+
+// RecordMirrors brings the layout's record of out-of-sync mirror legs in
+// step with what dm-raid reports for every running mirror. It reads only
+// device-mapper status while nothing changed since its last call, so the
+// daemon can call it every few seconds; the superblocks are read and
+// written only when a mirror's health changed.
+func (e *Engine) RecordMirrors(ctx context.Context) error {
+	running, err := e.runningMirrors(ctx)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	same := maps.EqualFunc(running, e.mirrors, slices.Equal)
+	e.mu.Unlock()
+	if same {
+		return nil
+	}
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range found.sortedPools() {
+		for _, v := range p.Layout.Volumes {
+			legs, ok := running[v.Name]
+			if !ok || v.WriteMirror == nil {
+				continue
+			}
+			if err := e.setOutOfSync(ctx, p, v.Name, legs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.mirrors = running
+	e.mu.Unlock()
+	return nil
+}
+
+// runningMirrors returns the out-of-sync legs of every running write
+// mirror (tc-<volume>-wdata with a raid table), by volume name.
+func (e *Engine) runningMirrors(ctx context.Context) (map[string][]int, error) {
+	devs, err := e.dm.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list dm devices: %w", err)
+	}
+	out := map[string][]int{}
+	suffix := "-" + string(stack.RoleWriteData)
+	for _, d := range devs {
+		vol, ok := strings.CutSuffix(strings.TrimPrefix(d.Name, stack.NamePrefix), suffix)
+		if !ok || !strings.HasPrefix(d.Name, stack.NamePrefix) {
+			continue
+		}
+		ms, running, err := e.mirrorStatus(ctx, vol)
+		if err != nil {
+			return nil, err
+		}
+		if running {
+			out[vol] = outOfSync(ms.RaidStatus)
+		}
+	}
+	return out, nil
+}
+
+// recordOutOfSync records the legs of a volume's running mirror that lack
+// writes, if the layout says otherwise, on every device of the pool still
+// there.
+func (e *Engine) recordOutOfSync(ctx context.Context, p *poolState, volume string, ms dm.RaidStatus) error {
+	return e.setOutOfSync(ctx, p, volume, outOfSync(ms))
+}
+
+// setOutOfSync records the given legs as the volume's out-of-sync ones.
+func (e *Engine) setOutOfSync(ctx context.Context, p *poolState, volume string, legs []int) error {
+	next := p.Layout.Clone()
+	changed, err := next.SetMirrorOutOfSync(volume, legs)
+	if err != nil || !changed {
+		return err
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return fmt.Errorf("volume %s: record mirror legs out of sync %v: %w", volume, legs, err)
+	}
+	if err := e.writeLayoutPresent(p, origin, next); err != nil {
+		return fmt.Errorf("volume %s: record mirror legs out of sync %v: %w", volume, legs, err)
+	}
+	if len(legs) > 0 {
+		e.log.Warn("write mirror legs recorded out of sync: never built alone until resynced", "volume", volume, "legs", legs)
+	} else {
+		e.log.Info("write mirror back in sync", "volume", volume)
+	}
+	return nil
+}
+
+// writeLayoutPresent records a layout on the members that are on the node
+// and on the origin, like writeLayout, for a pool with a member missing:
+// the missing member keeps its older generation, and assembly rewrites it
+// from the newest when it is back.
+func (e *Engine) writeLayoutPresent(p *poolState, origin string, l *pool.Layout) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("pool %s: refusing to write an invalid layout: %w", l.Name, err)
+	}
+	for _, m := range l.Members {
+		path, ok := p.Members[m.UUID]
+		if !ok {
+			continue
+		}
+		if err := e.writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
+			return fmt.Errorf("pool %s: %w", l.Name, err)
+		}
+		p.Generations[m.UUID] = l.Generation
+	}
+	if err := e.writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
+		return fmt.Errorf("pool %s: %w", l.Name, err)
+	}
+	p.Layout = l
+	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation, "missing_members", len(l.Members)-len(p.Members))
+	return nil
+}
+
+// absentLegs returns the legs a built stack leaves out of the volume's
+// mirror ("- -" in the raid table): their SSD is not on the node.
+func absentLegs(st stack.Stack) []int {
+	raid, ok := st.Find(stack.RoleWriteData)
+	if !ok || raid.Table[0].Type != dm.RaidTarget {
+		return nil
+	}
+	p, err := dm.ParseRaid1Params(raid.Table[0].Params)
+	if err != nil {
+		return nil
+	}
+	var legs []int
+	for i, l := range p.Legs {
+		if l.Data == dm.MissingLeg {
+			legs = append(legs, i)
+		}
+	}
+	return legs
+}
+
+// markAbsentLegs records, before a mirror is started without some of its
+// legs, that those legs will miss every write from now on.
+func (e *Engine) markAbsentLegs(ctx context.Context, p *poolState, v pool.Volume, st stack.Stack) error {
+	absent := absentLegs(st)
+	if len(absent) == 0 || v.WriteMirror == nil {
+		return nil
+	}
+	legs := slices.Sorted(slices.Values(append(slices.Clone(v.WriteMirror.OutOfSync), absent...)))
+	return e.setOutOfSync(ctx, p, v.Name, slices.Compact(legs))
+}
