@@ -22,7 +22,7 @@ var binaries = sync.OnceValues(func() (string, error) {
 	}
 	dir := filepath.Join(cache, "bin")
 	err = harness.BuildBinaries(contextBackground(), dir,
-		"./cmd/tidectl", "./cmd/tidecached", "./tests/tools/crashwriter")
+		"./cmd/tidectl", "./cmd/tidecached", "./tests/tools/crashwriter", "./tests/tools/peerleg")
 	return dir, err
 })
 
@@ -182,6 +182,7 @@ type volumeJSON struct {
 		Copies     int    `json:"copies"`
 		Degraded   bool   `json:"degraded"`
 		SyncAction string `json:"sync_action"`
+		OutOfSync  []int  `json:"out_of_sync"`
 	} `json:"mirror"`
 }
 

@@ -3,6 +3,7 @@
 package vm_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,23 @@ func (n *node) waitMirror(name, health string) volumeJSON {
 		}
 		if time.Now().After(deadline) {
 			n.t.Fatalf("volume %s: mirror %+v, want %s and idle", name, v.Mirror, health)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// waitOutOfSync polls until the layout records exactly the given mirror
+// legs as out of sync (the daemon records them within seconds).
+func (n *node) waitOutOfSync(name string, want []int) {
+	n.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v := n.volume(name)
+		if v.Mirror != nil && slices.Equal(v.Mirror.OutOfSync, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("volume %s: mirror %+v, want legs %v recorded out of sync\ndaemon log:\n%s", name, v.Mirror, want, n.sh("tail -20 /run/daemon.log").Stdout)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -119,8 +137,23 @@ func TestReplicaLocalMirror(t *testing.T) {
 		n.fio(first + " --verify_only")
 		n.fio(second + " --verify_only")
 		v := n.volume("m")
-		if v.Mirror == nil || v.Mirror.Copies != 1 {
-			t.Fatalf("degraded assembly: mirror %+v, want 1 copy", v.Mirror)
+		if v.Mirror == nil || v.Mirror.Copies != 1 || !slices.Equal(v.Mirror.OutOfSync, []int{1}) {
+			t.Fatalf("degraded assembly: mirror %+v, want 1 copy and leg 1 recorded out of sync", v.Mirror)
+		}
+		n.Kill()
+	})
+
+	t.Run("only the stale SSD: refused", func(t *testing.T) {
+		// The first SSD is gone now, the second (whose leg missed the
+		// second job) is back alone: its own superblocks cannot tell, the
+		// origin's newer layout can. Serving it would return old blocks.
+		n := bootWithout(t, dir, bin, twoSSDs, 0)
+		res := n.sh("tidecached assemble")
+		if res.ExitCode == 0 || !strings.Contains(res.Stdout, "REFUSED") || !strings.Contains(res.Stdout, `volume m write mirror`) || !strings.Contains(res.Stdout, "missed writes") {
+			t.Fatalf("assemble with only the stale leg's SSD: exit %d, want REFUSED naming the stale leg\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		if devs := n.dmDevices(); len(devs) != 0 {
+			t.Fatalf("devices created on a stale leg: %v", devs)
 		}
 		n.Kill()
 	})
@@ -137,18 +170,24 @@ func TestReplicaLocalMirror(t *testing.T) {
 		if out := n.mustTidectl("volume repair m"); !strings.Contains(out, "nothing to repair") {
 			t.Fatalf("repair of a whole mirror changed something:\n%s", out)
 		}
+		if v := n.volume("m"); len(v.Mirror.OutOfSync) != 0 {
+			t.Fatalf("mirror back in sync, but legs %v still recorded out of sync", v.Mirror.OutOfSync)
+		}
 		n.fio(first + " --verify_only")
 		n.fio(second + " --verify_only")
 
-		// A transient fault of the same SSD at run time: repair reloads
-		// the leg's devices and gives the leg back to dm-raid, which
-		// resyncs what was written meanwhile.
+		// A transient fault of the same SSD at run time, with the daemon
+		// running: it records the leg out of sync within seconds; repair
+		// reloads the leg's devices and gives the leg back to dm-raid,
+		// which resyncs what was written meanwhile, and the record goes.
+		n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd")
 		third := fioJob("/dev/mapper/tc-m", "third", "randwrite", "44M", "16M")
 		n.failLeg("m", 1)
 		n.fio(third + " --do_verify=1 --fsync_on_close=1")
 		if v := n.volume("m"); v.Mirror == nil || v.Mirror.Health != "AD" {
 			t.Fatalf("after a transient fault: mirror %+v, want AD", v.Mirror)
 		}
+		n.waitOutOfSync("m", []int{1})
 		start := time.Now()
 		out := n.mustTidectl("volume repair m")
 		if !strings.Contains(out, "tc-m-wleg1") || !strings.Contains(out, "tc-m-wdata") {
@@ -156,6 +195,7 @@ func TestReplicaLocalMirror(t *testing.T) {
 		}
 		n.waitMirror("m", "AA")
 		t.Logf("repair to both legs in sync: %.1fs", time.Since(start).Seconds())
+		n.waitOutOfSync("m", nil)
 
 		// Leg 1 missed the second and third jobs' writes; with leg 0 gone
 		// every read of a cached block is served by leg 1 alone.
