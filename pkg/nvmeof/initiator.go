@@ -1,0 +1,257 @@
+package nvmeof
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Initiator attaches exports with the kernel's NVMe host driver
+// (nvme-tcp).
+type Initiator struct {
+	// Fabrics is the kernel's connect device, /dev/nvme-fabrics.
+	Fabrics string
+	// SysRoot is where sysfs is mounted, "/sys" on a real system.
+	SysRoot string
+	// DevRoot is where the block device nodes are, "/dev".
+	DevRoot string
+	// Poll is how often Attach looks for the namespace to appear.
+	Poll time.Duration
+}
+
+// NewInitiator returns an Initiator on the system's devices.
+func NewInitiator() Initiator {
+	return Initiator{Fabrics: "/dev/nvme-fabrics", SysRoot: "/sys", DevRoot: "/dev", Poll: 100 * time.Millisecond}
+}
+
+// Timeouts bound how long I/O to a peer that stopped answering waits. The
+// kernel's defaults retry for 600 s, during which a mirror's writes stall:
+// a peer leg must fail in seconds so dm-raid goes on with the local leg.
+type Timeouts struct {
+	// KeepAlive is how long a silent peer goes unnoticed.
+	KeepAlive time.Duration
+	// ReconnectDelay is the pause between reconnect attempts.
+	ReconnectDelay time.Duration
+	// FastIOFail fails the I/O queued on a reconnecting controller after
+	// this long, while reconnects go on.
+	FastIOFail time.Duration
+	// CtrlLoss gives up on the controller (and removes its namespace)
+	// after this long without a connection.
+	CtrlLoss time.Duration
+}
+
+// PeerLegTimeouts notice a silent peer through the 2 s keep-alive and then
+// fail the I/O queued for it after 1 s more, so a mirror's writes go on
+// with the local leg within seconds (TestReplicaPeerLeg measures it). The
+// kernel keeps reconnecting every second for 10 attempts (ctrl_loss_tmo
+// counts attempts of reconnect_delay, and each attempt at a dead address
+// waits for its TCP connect to time out, so that is about 40 s): a peer
+// back by then is reconnected by the kernel itself, with the namespace
+// identity the export keeps (Export.UUID); later, Attach connects anew.
+var PeerLegTimeouts = Timeouts{KeepAlive: 2 * time.Second, ReconnectDelay: time.Second, FastIOFail: time.Second, CtrlLoss: 10 * time.Second}
+
+// Remote names an export to attach.
+type Remote struct {
+	NQN     string // the export's subsystem NQN
+	HostNQN string // this host's NQN, the one the export allows
+	Addr    string
+	Port    int
+}
+
+// Attach connects to the export, unless a controller of this subsystem
+// is already connected, and returns the path of its namespace's block
+// device once it appears. ctx bounds the wait.
+func (in Initiator) Attach(ctx context.Context, r Remote, t Timeouts) (string, error) {
+	if !validNQN(r.NQN) || !validNQN(r.HostNQN) {
+		return "", fmt.Errorf("attach %q: subsystem and host NQNs must look like nqn.yyyy-mm.domain:name", r.NQN)
+	}
+	// A controller the kernel still has is kept: live, or reconnecting on
+	// its own (then this waits for it). Without one, a namespace disk that
+	// is still open (a mirror leg) has no path, so connect: it comes back
+	// under its name.
+	ctrls, err := in.controllers(r.NQN)
+	if err != nil {
+		return "", err
+	}
+	if len(ctrls) == 0 {
+		if err := in.connect(r, t); err != nil {
+			return "", err
+		}
+	}
+	for {
+		live, err := in.live(r.NQN)
+		if err != nil {
+			return "", err
+		}
+		if live {
+			if dev, ok, err := in.Device(r.NQN); err != nil || ok {
+				return dev, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("attach %s at %s:%d: no live controller with its namespace yet (controllers %v): %w", r.NQN, r.Addr, r.Port, ctrls, ctx.Err())
+		case <-time.After(in.Poll):
+		}
+	}
+}
+
+// live reports whether a controller of the subsystem is connected.
+func (in Initiator) live(nqn string) (bool, error) {
+	ctrls, err := in.controllers(nqn)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range ctrls {
+		if state, _ := readAttr(filepath.Join(in.SysRoot, "class", "nvme", c, "state")); state == "live" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ConnectOptions returns the option string written to /dev/nvme-fabrics.
+func ConnectOptions(r Remote, t Timeouts) string {
+	secs := func(d time.Duration) string { return strconv.Itoa(int((d + time.Second - 1) / time.Second)) }
+	opts := []string{
+		"transport=tcp",
+		"traddr=" + r.Addr,
+		"trsvcid=" + strconv.Itoa(r.Port),
+		"nqn=" + r.NQN,
+		"hostnqn=" + r.HostNQN,
+	}
+	if t.KeepAlive > 0 {
+		opts = append(opts, "keep_alive_tmo="+secs(t.KeepAlive))
+	}
+	if t.ReconnectDelay > 0 {
+		opts = append(opts, "reconnect_delay="+secs(t.ReconnectDelay))
+	}
+	if t.FastIOFail > 0 {
+		opts = append(opts, "fast_io_fail_tmo="+secs(t.FastIOFail))
+	}
+	if t.CtrlLoss > 0 {
+		opts = append(opts, "ctrl_loss_tmo="+secs(t.CtrlLoss))
+	}
+	return strings.Join(opts, ",")
+}
+
+// connect writes the connect string; the kernel answers on the same open
+// file with "instance=N,cntlid=M" once the controller is live.
+func (in Initiator) connect(r Remote, t Timeouts) error {
+	f, err := os.OpenFile(in.Fabrics, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("attach %s: open %s (modprobe nvme-tcp): %w", r.NQN, in.Fabrics, err)
+	}
+	defer f.Close()
+	opts := ConnectOptions(r, t)
+	if _, err := f.WriteString(opts); err != nil {
+		return fmt.Errorf("attach %s: connect to %s:%d: %w (is the export there, and does it allow host %s?)", r.NQN, r.Addr, r.Port, err, r.HostNQN)
+	}
+	buf := make([]byte, 256)
+	n, err := f.Read(buf)
+	if err != nil {
+		return fmt.Errorf("attach %s: read connect reply: %w", r.NQN, err)
+	}
+	if !strings.HasPrefix(string(buf[:n]), "instance=") {
+		return fmt.Errorf("attach %s: unexpected connect reply %q", r.NQN, buf[:n])
+	}
+	return nil
+}
+
+// Detach disconnects every controller of the subsystem; its namespace's
+// block device goes away with the last one. Detaching what is not
+// attached is not an error.
+func (in Initiator) Detach(nqn string) error {
+	ctrls, err := in.controllers(nqn)
+	if err != nil {
+		return err
+	}
+	for _, c := range ctrls {
+		if err := writeAttr(filepath.Join(in.SysRoot, "class", "nvme", c, "delete_controller"), "1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("detach %s: delete controller %s: %w", nqn, c, err)
+		}
+	}
+	return nil
+}
+
+// controllers lists the controllers (nvme0, nvme1, ...) of the subsystem
+// that are or may again be live: not being deleted or dead.
+func (in Initiator) controllers(nqn string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(in.SysRoot, "class", "nvme", "nvme*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range dirs {
+		if got, err := readAttr(filepath.Join(d, "subsysnqn")); err != nil || got != nqn {
+			continue
+		}
+		if state, _ := readAttr(filepath.Join(d, "state")); state == "deleting" || state == "deleting (no IO)" || state == "dead" {
+			continue
+		}
+		out = append(out, filepath.Base(d))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Device returns the block device of the subsystem's namespace: with
+// native NVMe multipath (Debian's default) the subsystem's own disk
+// (nvme<subsys>n1, listed under /sys/class/nvme-subsystem), else the
+// controller's (nvme<ctrl>n1). ok is false while there is none.
+func (in Initiator) Device(nqn string) (dev string, ok bool, err error) {
+	subsystems, err := filepath.Glob(filepath.Join(in.SysRoot, "class", "nvme-subsystem", "nvme-subsys*"))
+	if err != nil {
+		return "", false, err
+	}
+	for _, s := range subsystems {
+		if got, err := readAttr(filepath.Join(s, "subsysnqn")); err != nil || got != nqn {
+			continue
+		}
+		if disk, ok := firstDisk(s); ok {
+			return filepath.Join(in.DevRoot, disk), true, nil
+		}
+	}
+	ctrls, err := in.controllers(nqn)
+	if err != nil {
+		return "", false, err
+	}
+	for _, c := range ctrls {
+		if disk, ok := firstDisk(filepath.Join(in.SysRoot, "class", "nvme", c)); ok {
+			return filepath.Join(in.DevRoot, disk), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// firstDisk returns the namespace disk listed in a controller or subsystem
+// directory: an entry nvme<N>n<M> (not a hidden per-path nvme<N>c<C>n<M>).
+func firstDisk(dir string) (string, bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range entries {
+		name := e.Name()
+		rest, ok := strings.CutPrefix(name, "nvme")
+		if !ok {
+			continue
+		}
+		n, m, ok := strings.Cut(rest, "n")
+		if ok && isDigits(n) && isDigits(m) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}

@@ -1,0 +1,173 @@
+package nvmeof
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	subNQN   = "nqn.2014-08.io.tidecache:replica:0b5e2f4c"
+	hostNQN  = "nqn.2014-08.io.tidecache:node:a"
+	testUUID = "0b5e2f4c-1111-4222-8333-944455556666"
+)
+
+// newConfigFS returns a directory laid out as nvmet's configfs root.
+func newConfigFS(t *testing.T) Target {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"hosts", "subsystems", "ports"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Target{Root: root, rmdir: os.RemoveAll}
+}
+
+func attr(t *testing.T, p string) string {
+	t.Helper()
+	v, err := readAttr(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestExport(t *testing.T) {
+	tg := newConfigFS(t)
+	e := Export{NQN: subNQN, Device: "/dev/mapper/tc-pool-replica", HostNQN: hostNQN, Addr: "10.77.0.2", Port: 4420, UUID: testUUID}
+	for range 2 { // the second run finds everything in place
+		if err := tg.Export(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subsys := filepath.Join(tg.Root, "subsystems", subNQN)
+	for p, want := range map[string]string{
+		filepath.Join(subsys, "attr_allow_any_host"):            "0",
+		filepath.Join(subsys, "namespaces", "1", "device_path"): e.Device,
+		filepath.Join(subsys, "namespaces", "1", "enable"):      "1",
+		filepath.Join(subsys, "namespaces", "1", "device_uuid"): testUUID,
+		filepath.Join(subsys, "attr_serial"):                    "0b5e2f4c111142228333",
+		filepath.Join(tg.Root, "ports", "4420", "addr_traddr"):  "10.77.0.2",
+		filepath.Join(tg.Root, "ports", "4420", "addr_trsvcid"): "4420",
+		filepath.Join(tg.Root, "ports", "4420", "addr_trtype"):  "tcp",
+	} {
+		if got := attr(t, p); got != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	for link, target := range map[string]string{
+		filepath.Join(subsys, "allowed_hosts", hostNQN):               filepath.Join(tg.Root, "hosts", hostNQN),
+		filepath.Join(tg.Root, "ports", "4420", "subsystems", subNQN): subsys,
+	} {
+		if got, err := os.Readlink(link); err != nil || got != target {
+			t.Errorf("link %s -> %q (%v), want %s", link, got, err, target)
+		}
+	}
+
+	other := e
+	other.Device = "/dev/sdz"
+	if err := tg.Export(other); err == nil || !strings.Contains(err.Error(), "already serves /dev/mapper/tc-pool-replica") {
+		t.Errorf("export of another device under the same NQN: %v, want a refusal", err)
+	}
+	moved := e
+	moved.NQN, moved.Addr = subNQN+"-2", "10.77.0.9"
+	if err := tg.Export(moved); err == nil || !strings.Contains(err.Error(), "addr_traddr") {
+		t.Errorf("export on a port that listens elsewhere: %v, want a refusal", err)
+	}
+
+	if err := tg.Unexport(subNQN); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{subsys, filepath.Join(tg.Root, "ports", "4420", "subsystems", subNQN)} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left after unexport (%v)", p, err)
+		}
+	}
+	if err := tg.Unexport(subNQN); err != nil {
+		t.Errorf("second unexport: %v", err)
+	}
+}
+
+func TestExportValidates(t *testing.T) {
+	tg := newConfigFS(t)
+	good := Export{NQN: subNQN, Device: "/dev/vdb", HostNQN: hostNQN, Addr: "10.0.0.1", Port: 4420, UUID: testUUID}
+	for _, c := range []struct {
+		edit func(*Export)
+		want string
+	}{
+		{func(e *Export) { e.NQN = "replica-1" }, "subsystem NQN"},
+		{func(e *Export) { e.NQN = "nqn.2014-08.io.tidecache:a/b" }, "subsystem NQN"},
+		{func(e *Export) { e.HostNQN = "" }, "host NQN"},
+		{func(e *Export) { e.Device = "vdb" }, "absolute path"},
+		{func(e *Export) { e.Addr = "" }, "address"},
+		{func(e *Export) { e.Port = 0 }, "port 0"},
+		{func(e *Export) { e.UUID = "replica-1" }, "namespace UUID"},
+	} {
+		e := good
+		c.edit(&e)
+		if err := tg.Export(e); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Export(%+v) = %v, want an error naming %q", e, err, c.want)
+		}
+	}
+	if err := (Target{Root: filepath.Join(t.TempDir(), "nope")}).Export(good); err == nil || !strings.Contains(err.Error(), "modprobe nvmet-tcp") {
+		t.Errorf("export without configfs: %v, want the modprobe hint", err)
+	}
+}
+
+func TestConnectOptions(t *testing.T) {
+	got := ConnectOptions(Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "10.77.0.2", Port: 4420}, PeerLegTimeouts)
+	want := "transport=tcp,traddr=10.77.0.2,trsvcid=4420,nqn=" + subNQN + ",hostnqn=" + hostNQN +
+		",keep_alive_tmo=2,reconnect_delay=1,fast_io_fail_tmo=1,ctrl_loss_tmo=10"
+	if got != want {
+		t.Errorf("ConnectOptions =\n%s\nwant\n%s", got, want)
+	}
+	if got := ConnectOptions(Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "h", Port: 1}, Timeouts{CtrlLoss: 1500 * time.Millisecond}); !strings.HasSuffix(got, ",ctrl_loss_tmo=2") {
+		t.Errorf("a timeout is rounded up to whole seconds: %s", got)
+	}
+}
+
+// TestDevice finds the namespace's disk through the subsystem (native
+// multipath) or the controller, never a hidden per-path disk.
+func TestDevice(t *testing.T) {
+	sys := t.TempDir()
+	mk := func(dir string, nqn string, entries ...string) {
+		t.Helper()
+		p := filepath.Join(sys, dir)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "subsysnqn"), []byte(nqn+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := os.Mkdir(filepath.Join(p, e), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk("class/nvme/nvme0", "nqn.2014.08.org.nvmexpress:uuid:local-ssd", "nvme0n1")
+	mk("class/nvme/nvme1", subNQN, "nvme1c1n1")
+	mk("class/nvme-subsystem/nvme-subsys1", subNQN, "nvme1", "nvme1n1")
+	mk("class/nvme/nvme2", subNQN+"-flat", "nvme2n1")
+	in := Initiator{SysRoot: sys, DevRoot: "/dev"}
+	for nqn, want := range map[string]string{subNQN: "/dev/nvme1n1", subNQN + "-flat": "/dev/nvme2n1", subNQN + "-none": ""} {
+		dev, ok, err := in.Device(nqn)
+		if err != nil || dev != want || ok != (want != "") {
+			t.Errorf("Device(%s) = %q, %v, %v; want %q", nqn, dev, ok, err, want)
+		}
+	}
+	if ctrls, _ := in.controllers(subNQN); len(ctrls) != 1 || ctrls[0] != "nvme1" {
+		t.Errorf("controllers = %v, want [nvme1]", ctrls)
+	}
+	// A controller being deleted (its peer gone past ctrl_loss_tmo) does
+	// not count: Attach connects anew.
+	if err := os.WriteFile(filepath.Join(sys, "class/nvme/nvme1/state"), []byte("deleting\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ctrls, _ := in.controllers(subNQN); len(ctrls) != 0 {
+		t.Errorf("controllers = %v with nvme1 deleting, want none", ctrls)
+	}
+}

@@ -1,0 +1,267 @@
+package nvmeof
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// DefaultConfigFS is where the kernel's NVMe target (module nvmet) keeps
+// its configuration.
+const DefaultConfigFS = "/sys/kernel/config/nvmet"
+
+// Export is one block device offered to one host.
+type Export struct {
+	// NQN names the subsystem: one per export, so that removing one never
+	// touches another (e.g. "nqn.2014-08.io.tidecache:replica:<uuid>").
+	NQN string
+	// Device is the block device the namespace serves.
+	Device string
+	// HostNQN is the only host allowed to connect: the owner of the
+	// mirror. The subsystem never allows any host.
+	HostNQN string
+	// Addr and Port are the TCP address the target listens on (IPv4).
+	Addr string
+	Port int
+	// UUID identifies the namespace (and, from it, the subsystem's
+	// serial number) across exports: a peer that reboots and exports the
+	// same replica again must present the same identity, or the owner's
+	// kernel, reconnecting on its own, finds "identifiers changed" and
+	// drops the namespace under the mirror. The replica's UUID.
+	UUID string
+}
+
+// Target configures the kernel's NVMe target through configfs.
+type Target struct {
+	// Root is the nvmet configfs directory, DefaultConfigFS on a real
+	// system.
+	Root string
+	// rmdir removes a configfs group, with the attributes configfs keeps
+	// in it: os.Remove on configfs; tests on a plain directory tree set
+	// os.RemoveAll.
+	rmdir func(string) error
+}
+
+// NewTarget returns a Target on the system's configfs.
+func NewTarget() Target { return Target{Root: DefaultConfigFS} }
+
+// Export makes the device available to its host: the host entry, the
+// subsystem (any host refused) with namespace 1 enabled on the device, and
+// the TCP port, linked together. Parts already in place are kept, so
+// calling it again finishes an interrupted export or changes nothing. A
+// subsystem of that NQN serving another device is refused: that is
+// another export, and the one serving it may be someone's mirror leg.
+func (t Target) Export(e Export) error {
+	if err := e.validate(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(t.Root); err != nil {
+		return fmt.Errorf("export %s: nvmet configfs not found (modprobe nvmet-tcp; is configfs mounted?): %w", e.NQN, err)
+	}
+	host := filepath.Join(t.Root, "hosts", e.HostNQN)
+	subsys := filepath.Join(t.Root, "subsystems", e.NQN)
+	ns := filepath.Join(subsys, "namespaces", "1")
+	port := filepath.Join(t.Root, "ports", strconv.Itoa(e.Port))
+
+	if cur, err := readAttr(filepath.Join(ns, "device_path")); err == nil && cur != "" && cur != e.Device {
+		return fmt.Errorf("export %s: the subsystem already serves %s, not %s; unexport it first", e.NQN, cur, e.Device)
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"host entry", func() error { return mkdir(host) }},
+		// configfs makes a group's default directories with it; mkdir of
+		// one that exists is harmless, and lets this run on a plain
+		// directory tree in tests.
+		{"subsystem", func() error {
+			return mkdirs(subsys, filepath.Join(subsys, "allowed_hosts"), filepath.Join(subsys, "namespaces"))
+		}},
+		{"refuse unknown hosts", func() error { return writeAttr(filepath.Join(subsys, "attr_allow_any_host"), "0") }},
+		{"serial number", func() error { return setOnce(filepath.Join(subsys, "attr_serial"), serial(e.UUID)) }},
+		{"allow the owner", func() error { return symlink(host, filepath.Join(subsys, "allowed_hosts", e.HostNQN)) }},
+		{"namespace", func() error { return mkdir(ns) }},
+		{"namespace device", func() error { return t.setDevice(ns, e.Device, e.UUID) }},
+		{"port", func() error { return mkdirs(port, filepath.Join(port, "subsystems")) }},
+		{"port address", func() error { return setPort(port, e) }},
+		{"link subsystem to port", func() error { return symlink(subsys, filepath.Join(port, "subsystems", e.NQN)) }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return fmt.Errorf("export %s: %s: %w", e.NQN, s.what, err)
+		}
+	}
+	return nil
+}
+
+// setDevice points the namespace at the device, gives it its UUID and
+// enables it; an enabled namespace keeps both (the kernel refuses to change
+// them).
+func (t Target) setDevice(ns, device, uuid string) error {
+	if on, _ := readAttr(filepath.Join(ns, "enable")); on == "1" {
+		return nil
+	}
+	if err := writeAttr(filepath.Join(ns, "device_path"), device); err != nil {
+		return err
+	}
+	if err := writeAttr(filepath.Join(ns, "device_uuid"), uuid); err != nil {
+		return err
+	}
+	return writeAttr(filepath.Join(ns, "enable"), "1")
+}
+
+// serial derives the subsystem's serial number (at most 20 characters)
+// from the export's UUID, so it too is the same after a re-export.
+func serial(uuid string) string {
+	s := strings.ReplaceAll(uuid, "-", "")
+	return s[:min(len(s), 20)]
+}
+
+// setOnce writes an attribute unless it already holds the value: the
+// kernel refuses to change some of them once a host has connected.
+func setOnce(p, v string) error {
+	if cur, err := readAttr(p); err == nil && cur == v {
+		return nil
+	}
+	return writeAttr(p, v)
+}
+
+// setPort sets the port's TCP address unless it is already set; a port
+// that listens elsewhere is refused, since other subsystems may use it.
+func setPort(port string, e Export) error {
+	want := map[string]string{"addr_trtype": "tcp", "addr_adrfam": "ipv4", "addr_traddr": e.Addr, "addr_trsvcid": strconv.Itoa(e.Port)}
+	if cur, _ := readAttr(filepath.Join(port, "addr_traddr")); cur != "" {
+		for k, v := range want {
+			if got, _ := readAttr(filepath.Join(port, k)); got != v {
+				return fmt.Errorf("nvmet port %s has %s %q, not %q", filepath.Base(port), k, got, v)
+			}
+		}
+		return nil
+	}
+	// The type and family first, the address last: the kernel checks the
+	// address against the family.
+	for _, k := range []string{"addr_trtype", "addr_adrfam", "addr_trsvcid", "addr_traddr"} {
+		if err := writeAttr(filepath.Join(port, k), want[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unexport removes an export, undoing Export in reverse: the link to the
+// port (the host is cut off at once), the namespace, the allowed host,
+// the subsystem. The port and host entries stay while other subsystems
+// use them. Removing what is not there is not an error.
+func (t Target) Unexport(nqn string) error {
+	subsys := filepath.Join(t.Root, "subsystems", nqn)
+	ports, _ := filepath.Glob(filepath.Join(t.Root, "ports", "*", "subsystems", nqn))
+	hosts, _ := filepath.Glob(filepath.Join(subsys, "allowed_hosts", "*"))
+	var steps []string
+	steps = append(steps, ports...)
+	if on, _ := readAttr(filepath.Join(subsys, "namespaces", "1", "enable")); on == "1" {
+		if err := writeAttr(filepath.Join(subsys, "namespaces", "1", "enable"), "0"); err != nil {
+			return fmt.Errorf("unexport %s: disable namespace: %w", nqn, err)
+		}
+	}
+	steps = append(steps, filepath.Join(subsys, "namespaces", "1"))
+	steps = append(steps, hosts...)
+	steps = append(steps, subsys)
+	rmdir := t.rmdir
+	if rmdir == nil {
+		rmdir = os.Remove
+	}
+	for _, p := range steps {
+		if err := rmdir(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("unexport %s: remove %s: %w", nqn, p, err)
+		}
+	}
+	return nil
+}
+
+func (e Export) validate() error {
+	switch {
+	case !validNQN(e.NQN):
+		return fmt.Errorf("export: subsystem NQN %q: want nqn.yyyy-mm.reverse-domain:name, at most 223 bytes, no '/' or blanks", e.NQN)
+	case !validNQN(e.HostNQN):
+		return fmt.Errorf("export %s: host NQN %q: want nqn.yyyy-mm.reverse-domain:name", e.NQN, e.HostNQN)
+	case !filepath.IsAbs(e.Device):
+		return fmt.Errorf("export %s: device %q: want an absolute path", e.NQN, e.Device)
+	case e.Addr == "" || strings.ContainsAny(e.Addr, " ,/"):
+		return fmt.Errorf("export %s: address %q: want an IPv4 address", e.NQN, e.Addr)
+	case e.Port <= 0 || e.Port > 65535:
+		return fmt.Errorf("export %s: port %d: want 1 to 65535", e.NQN, e.Port)
+	case !validUUID(e.UUID):
+		return fmt.Errorf("export %s: namespace UUID %q: want 8-4-4-4-12 hexadecimal digits", e.NQN, e.UUID)
+	}
+	return nil
+}
+
+// validNQN checks the shape the kernel and the spec accept and that the
+// name can be a configfs directory and a connect option.
+func validNQN(s string) bool {
+	return strings.HasPrefix(s, "nqn.") && len(s) <= 223 && !strings.ContainsAny(s, "/ ,=\t\n")
+}
+
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case !strings.ContainsRune("0123456789abcdefABCDEF", c):
+			return false
+		}
+	}
+	return true
+}
+
+func mkdir(p string) error {
+	if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+func mkdirs(paths ...string) error {
+	for _, p := range paths {
+		if err := mkdir(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func symlink(target, link string) error {
+	if cur, err := os.Readlink(link); err == nil {
+		if filepath.Clean(cur) == filepath.Clean(target) || filepath.Base(cur) == filepath.Base(target) {
+			return nil
+		}
+		return fmt.Errorf("%s points at %s, not %s", link, cur, target)
+	}
+	return os.Symlink(target, link)
+}
+
+func readAttr(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}
+
+func writeAttr(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(v); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
