@@ -341,7 +341,11 @@ func (d *daemon) watchMirrors(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			err := d.eng.RecordMirrors(ctx)
+			// Bounded: a long drain holds the engine's lock, and the next
+			// look must not wait behind this one.
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := d.eng.RecordMirrors(rctx)
+			cancel()
 			switch {
 			case err != nil && !failing:
 				d.log.Error("recording the write mirrors' legs failed; retrying every second", "err", err)
