@@ -48,6 +48,10 @@ type Policy struct {
 	// OnSSDError is what an SSD I/O error does: OnSSDErrorWritethrough
 	// (the default, also when empty) or OnSSDErrorNone.
 	OnSSDError string `json:"onSSDError,omitempty"`
+	// Protect, if set, is the protection of volumes whose spec sets none:
+	// "none" or "local". Read when a volume is created; an existing
+	// volume keeps the protection it was created with.
+	Protect string `json:"protect,omitempty"`
 }
 
 // Validate checks the policy on its own and reports every problem.
@@ -86,6 +90,11 @@ func (p Policy) Validate() error {
 	}
 	if p.WearThresholdPercent < 0 || p.WearThresholdPercent > 100 {
 		add("wearThresholdPercent %d: want 1 to 100, or 0 for off", p.WearThresholdPercent)
+	}
+	if p.Protect != "" {
+		if _, err := pool.ParseProtection(p.Protect); err != nil {
+			add("protect %q: want none or local", p.Protect)
+		}
 	}
 	switch p.OnSSDError {
 	case "", OnSSDErrorWritethrough, OnSSDErrorNone:

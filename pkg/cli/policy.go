@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,7 +51,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 				return err
 			}
 			// The flags alone, before etcd is dialled.
-			probe := api.Policy{Name: args[0], Mode: p.Mode, OnSSDError: p.OnSSDError, FlushInterval: api.Duration(flush), WearThresholdPercent: wear}
+			probe := api.Policy{Name: args[0], Mode: p.Mode, OnSSDError: p.OnSSDError, FlushInterval: api.Duration(flush), WearThresholdPercent: wear, Protect: p.Protect}
 			if err := probe.Validate(); err != nil {
 				return usageError{policyFlagError(err)}
 			}
@@ -95,6 +96,9 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 			if f.Changed("on-ssd-error") {
 				cur.OnSSDError = p.OnSSDError
 			}
+			if f.Changed("protect") {
+				cur.Protect = p.Protect
+			}
 			if err := cur.Validate(); err != nil {
 				return usageError{policyFlagError(err)}
 			}
@@ -119,6 +123,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	f.DurationVar(&flush, "flush-interval", 0, "write every dirty block back on this schedule (0: off)")
 	f.IntVar(&wear, "wear-threshold", 0, "SSD wear percent at which volumes go writethrough with an alert (0: off)")
 	f.StringVar(&p.OnSSDError, "on-ssd-error", "", "on an SSD I/O error: writethrough (default) or none")
+	f.StringVar(&p.Protect, "protect", "", "protection of new volumes whose spec names none: local (write cache mirrored on two SSDs) or none; empty: the node chooses")
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
 	_ = cmd.RegisterFlagCompletionFunc("on-ssd-error", cobra.FixedCompletions([]string{api.OnSSDErrorWritethrough, api.OnSSDErrorNone}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -134,6 +139,7 @@ var policyFlags = map[string]string{
 	"flushInterval":        "--flush-interval",
 	"wearThresholdPercent": "--wear-threshold",
 	"onSSDError":           "--on-ssd-error",
+	"protect":              "--protect",
 }
 
 // policyFlagError rewrites the field names of api.Policy.Validate's
@@ -202,7 +208,7 @@ func newPolicyListCmd(g *Globals) *cobra.Command {
 				}
 				return fmt.Sprintf("%d%%", *p)
 			}
-			t := newTable(g.Stdout, "NAME", "MODE", "HIGH", "LOW", "WB JOBS", "AUTOCOMMIT", "FLUSH EVERY", "WEAR LIMIT", "ON SSD ERROR")
+			t := newTable(g.Stdout, "NAME", "MODE", "HIGH", "LOW", "WB JOBS", "AUTOCOMMIT", "FLUSH EVERY", "WEAR LIMIT", "ON SSD ERROR", "PROTECT")
 			for _, p := range out {
 				jobs, autocommit := "-", "-"
 				if p.WritebackJobs != nil {
@@ -212,7 +218,7 @@ func newPolicyListCmd(g *Globals) *cobra.Command {
 					autocommit = fmt.Sprintf("%dms", *p.AutocommitTimeMs)
 				}
 				t.row(p.Name, p.Mode, opt(p.HighWatermark), opt(p.LowWatermark), jobs, autocommit,
-					time.Duration(p.FlushInterval).String(), fmt.Sprintf("%d%%", p.WearThresholdPercent), p.OnSSDError)
+					time.Duration(p.FlushInterval).String(), fmt.Sprintf("%d%%", p.WearThresholdPercent), p.OnSSDError, cmp.Or(p.Protect, "-"))
 			}
 			return t.flush()
 		},

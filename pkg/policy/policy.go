@@ -61,6 +61,9 @@ func Effective(def, named *api.Policy) api.Policy {
 		if p.OnSSDError != "" {
 			out.OnSSDError = p.OnSSDError
 		}
+		if p.Protect != "" {
+			out.Protect = p.Protect
+		}
 	}
 	return out
 }

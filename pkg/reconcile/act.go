@@ -36,7 +36,7 @@ func (c *Controller) act(ctx context.Context, o observation, vs *volState, p pla
 		}
 	}
 	if p.create {
-		return c.create(ctx, o.spec, d, p.tuning, st)
+		return c.create(ctx, o.spec, d, p, st)
 	}
 	if p.mismatch != "" {
 		st.Alerts = append(st.Alerts, p.mismatch)

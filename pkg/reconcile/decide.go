@@ -24,6 +24,9 @@ type plan struct {
 	// tuning is the write-tier tuning the policy asks for (nil: node
 	// defaults).
 	tuning *pool.Tuning
+	// protect is the protection a new volume gets when its spec names
+	// none: the policy's ("" lets the node choose).
+	protect pool.Protection
 
 	// create is set when the volume does not exist yet: act creates it in
 	// decision.Mode, then sets tuning. Nothing below applies.
@@ -67,6 +70,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 		tripped:      d.Latch != nil && (o.latch == nil || o.latch.Revision != d.Latch.Revision),
 		acknowledged: d.Latch == nil && o.latch != nil,
 		tuning:       policyTuning(o.policy),
+		protect:      pool.Protection(o.policy.Protect),
 		requeue:      d.FlushIn,
 	}
 	if !o.exists {

@@ -311,11 +311,15 @@ func (c *Controller) originFacts(name string, p engine.PoolInfo, ok bool) *polic
 }
 
 // create creates a missing volume in the mode decided.
-func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.Decision, tuning *pool.Tuning, st api.VolumeStatus) outcome {
+func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.Decision, p plan, st api.VolumeStatus) outcome {
+	tuning := p.tuning
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
 		Mode: d.Mode, BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
-		FUAWindow: spec.AllowFUAWindow, Protect: pool.Protection(spec.Protect),
+		FUAWindow: spec.AllowFUAWindow, Protect: cmp.Or(pool.Protection(spec.Protect), p.protect),
+	}
+	if req.WriteCache == 0 && spec.Protect == "" {
+		req.Protect = "" // a policy's protection concerns write caches only
 	}
 	st.State = api.StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {

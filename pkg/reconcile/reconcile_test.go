@@ -701,3 +701,25 @@ func TestOneEngineReadPerReconcile(t *testing.T) {
 		t.Errorf("%d repairs, want 1", n)
 	}
 }
+
+// TestCreateProtection: a spec that names no protection gets its policy's;
+// a spec's own wins; a volume without a write cache gets none asked for.
+func TestCreateProtection(t *testing.T) {
+	e := newEnv(t, nil).start()
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", Protect: "local"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	plain := spec("db")
+	own := spec("logs")
+	own.Protect = "none"
+	noCache := spec("scratch")
+	noCache.WriteCacheBytes, noCache.Mode = 0, "passthrough"
+	for _, s := range []api.VolumeSpec{plain, own, noCache} {
+		m := e.createSpec(s)
+		e.waitStatus(s.Name, "created", func(st api.VolumeStatus) bool { return st.ObservedRevision == m.ModRevision && st.State == api.StateActive })
+	}
+	want := []string{"create db pool=fast mode=writeback protect=local", "create logs pool=fast mode=writeback protect=none", "create scratch pool=fast mode=passthrough"}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}

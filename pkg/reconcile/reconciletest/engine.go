@@ -177,11 +177,14 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	call := fmt.Sprintf("create %s pool=%s mode=%s", req.Name, poolName, req.Mode)
 	if req.ReadBlockSize != 0 {
-		f.record("create %s pool=%s mode=%s read-block-size=%d", req.Name, poolName, req.Mode, req.ReadBlockSize)
-	} else {
-		f.record("create %s pool=%s mode=%s", req.Name, poolName, req.Mode)
+		call += fmt.Sprintf(" read-block-size=%d", req.ReadBlockSize)
 	}
+	if req.Protect != "" {
+		call += " protect=" + string(req.Protect)
+	}
+	f.record("%s", call)
 	if poolName == "" && len(f.pools) == 1 {
 		poolName = f.pools[0]
 	}
