@@ -716,7 +716,9 @@ func TestCreateProtection(t *testing.T) {
 	noCache.WriteCacheBytes, noCache.Mode = 0, "passthrough"
 	for _, s := range []api.VolumeSpec{plain, own, noCache} {
 		m := e.createSpec(s)
-		e.waitStatus(s.Name, "created", func(st api.VolumeStatus) bool { return st.ObservedRevision == m.ModRevision && st.State == api.StateActive })
+		e.waitStatus(s.Name, "created", func(st api.VolumeStatus) bool {
+			return st.ObservedRevision == m.ModRevision && st.State == api.StateActive
+		})
 	}
 	want := []string{"create db pool=fast mode=writeback protect=local", "create logs pool=fast mode=writeback protect=none", "create scratch pool=fast mode=passthrough"}
 	if got := e.eng.Calls(); !slices.Equal(got, want) {
