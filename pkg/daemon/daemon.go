@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,11 @@ type Config struct {
 	Reconcile reconcile.Config
 	// Engine configures the single-node engine.
 	Engine engine.Config
+	// LegRetry is how long after a write mirror leg failed the daemon first
+	// gives it back to dm-raid (engine.GiveBackLeg); the wait doubles after
+	// each attempt that does not bring the mirror back in sync, up to
+	// maxLegRetry.
+	LegRetry time.Duration
 	// FlushOnShutdown writes every dirty block back before exiting. Not
 	// needed for safety (boot assembly restores the cache) but shortens
 	// a later drain, e.g. before moving disks.
@@ -98,6 +104,7 @@ func Default() Config {
 		PlacementInterval: 5 * time.Second,
 		Reconcile:         reconcile.Default(host),
 		Engine:            engine.DefaultConfig(),
+		LegRetry:          30 * time.Second,
 		ShutdownTimeout:   2 * time.Minute,
 	}
 }
@@ -122,6 +129,9 @@ func (c Config) Validate() error {
 	if c.InventoryInterval <= 0 || c.PlacementInterval <= 0 {
 		return errors.New("config: inventory and placement intervals must be positive")
 	}
+	if c.LegRetry < time.Second {
+		return fmt.Errorf("config leg-retry: %s, want at least 1s", c.LegRetry)
+	}
 	return c.Engine.Validate()
 }
 
@@ -132,8 +142,10 @@ type Engine interface {
 	reconcile.Engine
 	Pools(ctx context.Context) ([]engine.PoolInfo, error)
 	// RecordMirrors records in the layout which legs of each running
-	// write mirror lack writes (see engine.Engine.RecordMirrors).
-	RecordMirrors(ctx context.Context) error
+	// write mirror lack writes and returns the mirrors with a failed leg;
+	// GiveBackLeg reloads such a mirror (see package engine).
+	RecordMirrors(ctx context.Context) ([]string, error)
+	GiveBackLeg(ctx context.Context, name string) (bool, error)
 }
 
 // node is what Run opens on the host and serve runs on.
@@ -330,31 +342,73 @@ func (d *daemon) health(w http.ResponseWriter, r *http.Request) {
 // changes a look is a few device-mapper status calls.
 const mirrorInterval = time.Second
 
+// maxLegRetry bounds the wait between two attempts to give a failed leg
+// back: each attempt suspends the mirror for a moment.
+const maxLegRetry = 10 * time.Minute
+
 // watchMirrors keeps the layout's record of out-of-sync mirror legs in
-// step with dm-raid (engine.RecordMirrors). It needs no cluster store.
+// step with dm-raid (engine.RecordMirrors), and gives a failed leg back to
+// dm-raid after cfg.LegRetry, then after twice as long each time it fails
+// again: an SSD that had a transient fault (a reset, a cable, a peer that
+// rebooted) resyncs from the bitmap without an operator. It needs no
+// cluster store.
 func (d *daemon) watchMirrors(ctx context.Context) {
 	t := time.NewTicker(mirrorInterval)
 	defer t.Stop()
 	failing := false
+	retries := map[string]*legRetry{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// Bounded: a long drain holds the engine's lock, and the next
-			// look must not wait behind this one.
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := d.eng.RecordMirrors(rctx)
-			cancel()
-			switch {
-			case err != nil && !failing:
-				d.log.Error("recording the write mirrors' legs failed; retrying every second", "err", err)
-			case err == nil && failing:
-				d.log.Info("write mirror legs recorded again")
+		}
+		// Bounded: a long drain holds the engine's lock, and the next
+		// look must not wait behind this one.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		failed, err := d.eng.RecordMirrors(rctx)
+		cancel()
+		switch {
+		case err != nil && !failing:
+			d.log.Error("recording the write mirrors' legs failed; retrying every second", "err", err)
+		case err == nil && failing:
+			d.log.Info("write mirror legs recorded again")
+		}
+		failing = err != nil
+		now := time.Now()
+		for vol := range retries {
+			if !slices.Contains(failed, vol) {
+				delete(retries, vol) // back in sync, or gone
 			}
-			failing = err != nil
+		}
+		for _, vol := range failed {
+			r, ok := retries[vol]
+			if !ok {
+				retries[vol] = &legRetry{next: now.Add(d.cfg.LegRetry), wait: d.cfg.LegRetry}
+				continue
+			}
+			if now.Before(r.next) {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			reloaded, err := d.eng.GiveBackLeg(rctx, vol)
+			cancel()
+			r.wait = min(2*r.wait, maxLegRetry)
+			r.next = now.Add(r.wait)
+			switch {
+			case err != nil:
+				d.log.Warn("giving a failed write mirror leg back failed", "volume", vol, "err", err, "next_try_in", r.wait)
+			case reloaded:
+				d.log.Info("failed write mirror leg given back to dm-raid; if its SSD answers it resyncs, else it fails again", "volume", vol, "next_try_in", r.wait)
+			}
 		}
 	}
+}
+
+// legRetry is when the daemon next gives a mirror's failed leg back.
+type legRetry struct {
+	next time.Time
+	wait time.Duration
 }
 
 // watchdog pings systemd's watchdog at half its interval while the engine

@@ -100,6 +100,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.DurationVar(&cfg.Reconcile.ResyncInterval, "resync-interval", cfg.Reconcile.ResyncInterval, "how often every volume is checked against the kernel's tables")
 	f.StringVar(&cfg.Reconcile.DriftPolicy, "drift-policy", cfg.Reconcile.DriftPolicy, "what to do when a table was changed behind tidecache's back: repair or report")
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
+	f.DurationVar(&cfg.LegRetry, "leg-retry", cfg.LegRetry, "how long after a write mirror leg failed it is first given back to dm-raid (then twice as long after each failed try, up to 10m)")
 	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")
 	return cmd
 }

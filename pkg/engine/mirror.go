@@ -11,7 +11,6 @@ import (
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
-	"github.com/tidecache/tidecache/pkg/superblock"
 )
 
 // A write mirror leg that misses writes (its SSD failed, or was absent
@@ -40,29 +39,36 @@ func outOfSync(ms dm.RaidStatus) []int {
 }
 
 // RecordMirrors brings the layout's record of out-of-sync mirror legs in
-// step with what dm-raid reports for every running mirror. It reads only
+// step with what dm-raid reports for every running mirror, and returns the
+// volumes whose mirror has a failed leg (see GiveBackLeg). It reads only
 // device-mapper status while nothing changed since its last call, so the
-// daemon can call it every few seconds; the superblocks are read and
-// written only when a mirror's health changed.
-func (e *Engine) RecordMirrors(ctx context.Context) error {
+// daemon can call it every second; the superblocks are read and written
+// only when a mirror's health changed.
+func (e *Engine) RecordMirrors(ctx context.Context) (failed []string, err error) {
 	running, err := e.runningMirrors(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	for vol, legs := range running {
+		if len(legs) > 0 {
+			failed = append(failed, vol)
+		}
+	}
+	slices.Sort(failed)
 	e.mu.Lock()
 	same := maps.EqualFunc(running, e.mirrors, slices.Equal)
 	e.mu.Unlock()
 	if same {
-		return nil
+		return failed, nil
 	}
 	unlock, err := e.lock(ctx)
 	if err != nil {
-		return err
+		return failed, err
 	}
 	defer unlock()
 	found, err := e.scan(ctx)
 	if err != nil {
-		return err
+		return failed, err
 	}
 	var errs []error
 	for _, p := range found.sortedPools() {
@@ -77,12 +83,45 @@ func (e *Engine) RecordMirrors(ctx context.Context) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return failed, err
 	}
 	e.mu.Lock()
 	e.mirrors = running
 	e.mu.Unlock()
-	return nil
+	return failed, nil
+}
+
+// GiveBackLeg loads a volume's write mirror again when one of its legs has
+// failed and that leg's SSD is on the node, as `volume repair` does: if the
+// SSD answers again, dm-raid takes the leg back and resyncs it from its
+// bitmap; if it does not, dm-raid fails the leg again at once and the
+// other leg serves on. It reports whether it reloaded.
+func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return false, err
+	}
+	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return false, err
+	}
+	// The leg's own devices may have been replaced since (a drifted
+	// table is for repair to look at): only a mirror whose devices all
+	// match the layout is reloaded here.
+	for _, d := range st.Devices {
+		if d.Role != stack.RoleWriteMeta0 && d.Role != stack.RoleWriteLeg0 && d.Role != stack.RoleWriteMeta1 && d.Role != stack.RoleWriteLeg1 {
+			continue
+		}
+		if same, _, err := e.sameTable(ctx, d); err != nil || !same {
+			return false, err
+		}
+	}
+	return e.refreshMirror(ctx, *v, st)
 }
 
 // runningMirrors returns the out-of-sync legs of every running write
@@ -136,32 +175,6 @@ func (e *Engine) setOutOfSync(ctx context.Context, p *poolState, volume string, 
 	} else {
 		e.log.Info("write mirror back in sync", "volume", volume)
 	}
-	return nil
-}
-
-// writeLayoutPresent records a layout on the members that are on the node
-// and on the origin, like writeLayout, for a pool with a member missing:
-// the missing member keeps its older generation, and assembly rewrites it
-// from the newest when it is back.
-func (e *Engine) writeLayoutPresent(p *poolState, origin string, l *pool.Layout) error {
-	if err := l.Validate(); err != nil {
-		return fmt.Errorf("pool %s: refusing to write an invalid layout: %w", l.Name, err)
-	}
-	for _, m := range l.Members {
-		path, ok := p.Members[m.UUID]
-		if !ok {
-			continue
-		}
-		if err := e.writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
-			return fmt.Errorf("pool %s: %w", l.Name, err)
-		}
-		p.Generations[m.UUID] = l.Generation
-	}
-	if err := e.writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
-		return fmt.Errorf("pool %s: %w", l.Name, err)
-	}
-	p.Layout = l
-	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation, "missing_members", len(l.Members)-len(p.Members))
 	return nil
 }
 

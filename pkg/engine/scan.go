@@ -235,12 +235,28 @@ func mdName(path string) string {
 // fails is reported; the others keep the newer generation, which wins on
 // the next read.
 func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error {
+	return e.recordLayout(p, origin, l, false)
+}
+
+// writeLayoutPresent records a layout on the members that are on the node
+// and on the origin, for a pool with a member missing: the missing member
+// keeps its older generation, and assembly rewrites it from the newest
+// when it is back. Only the record of a write mirror's legs is written
+// this way (see mirror.go).
+func (e *Engine) writeLayoutPresent(p *poolState, origin string, l *pool.Layout) error {
+	return e.recordLayout(p, origin, l, true)
+}
+
+func (e *Engine) recordLayout(p *poolState, origin string, l *pool.Layout, skipMissing bool) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("pool %s: refusing to write an invalid layout: %w", l.Name, err)
 	}
 	for _, m := range l.Members {
 		path, ok := p.Members[m.UUID]
-		if !ok {
+		switch {
+		case !ok && skipMissing:
+			continue
+		case !ok:
 			return fmt.Errorf("pool %s: member %s is missing; cannot record the change", l.Name, m.UUID)
 		}
 		if err := e.writeSuperblock(path, superblock.Superblock{Role: superblock.RoleSSD, DeviceUUID: m.UUID, Layout: *l}); err != nil {
@@ -252,7 +268,7 @@ func (e *Engine) writeLayout(p *poolState, origin string, l *pool.Layout) error 
 		return fmt.Errorf("pool %s: %w", l.Name, err)
 	}
 	p.Layout = l
-	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation)
+	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation, "missing_members", len(l.Members)-len(p.Members))
 	return nil
 }
 

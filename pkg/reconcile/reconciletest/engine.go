@@ -366,7 +366,10 @@ func (f *Engine) Pools(ctx context.Context) ([]engine.PoolInfo, error) {
 }
 
 // RecordMirrors does nothing: the fake has no write mirrors.
-func (f *Engine) RecordMirrors(context.Context) error { return nil }
+func (f *Engine) RecordMirrors(context.Context) ([]string, error) { return nil, nil }
+
+// GiveBackLeg does nothing: the fake has no write mirrors.
+func (f *Engine) GiveBackLeg(context.Context, string) (bool, error) { return false, nil }
 
 // Scans returns how many times Observe (or Pools) read the whole node.
 func (f *Engine) Scans() int {
