@@ -5,7 +5,6 @@ package vm_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -43,12 +42,7 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := harness.TestDir(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := ln.Addr().String()
-	ln.Close()
+	hub := hubAddr(t)
 
 	names := []string{"a", "b", "c"}
 	nodes := make([]*node, 3)

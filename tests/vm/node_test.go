@@ -5,6 +5,7 @@ package vm_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,6 +45,18 @@ type node struct {
 	bin  string
 	dir  string
 	spec nodeSpec
+}
+
+// hubAddr returns a free local address for the hub of a test network
+// (harness.Network.Listen), which the first VM listens on.
+func hubAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // diskName returns the guest device of the i-th disk: /dev/vda, /dev/vdb...

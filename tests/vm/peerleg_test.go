@@ -5,7 +5,6 @@ package vm_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,12 +103,7 @@ func TestReplicaPeerLeg(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := harness.TestDir(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := ln.Addr().String()
-	ln.Close()
+	hub := hubAddr(t)
 	a, b := bootPair(t, dir, bin, hub)
 
 	exportLeg(b)

@@ -47,13 +47,24 @@ func (n *node) waitOutOfSync(name string, want []int) {
 
 // failLeg makes one leg of a volume's write mirror return I/O errors, as
 // an SSD that dies under it does: its metadata and data devices get an
-// error table. tidectl volume repair loads the linear tables back.
+// error table (their linear tables are kept in /run for restoreLeg).
+// tidectl volume repair loads the linear tables back.
 func (n *node) failLeg(name string, leg int) {
 	n.t.Helper()
 	for _, role := range []string{"wmeta", "wleg"} {
 		dev := "tc-" + name + "-" + role + string(rune('0'+leg))
-		n.mustSh("size=$(blockdev --getsz /dev/mapper/" + dev + ") && dmsetup suspend " + dev +
+		n.mustSh("dmsetup table " + dev + " > /run/" + dev + ".table && size=$(blockdev --getsz /dev/mapper/" + dev + ") && dmsetup suspend " + dev +
 			" && dmsetup reload " + dev + " --table \"0 $size error\" && dmsetup resume " + dev)
+	}
+}
+
+// restoreLeg puts back the tables failLeg replaced, as an SSD that answers
+// again after a transient fault: nothing of tidecache's runs.
+func (n *node) restoreLeg(name string, leg int) {
+	n.t.Helper()
+	for _, role := range []string{"wmeta", "wleg"} {
+		dev := "tc-" + name + "-" + role + string(rune('0'+leg))
+		n.mustSh("dmsetup suspend " + dev + " && dmsetup reload " + dev + " /run/" + dev + ".table && dmsetup resume " + dev)
 	}
 }
 
@@ -101,6 +112,17 @@ func TestReplicaLocalMirror(t *testing.T) {
 	first := fioJob("/dev/mapper/tc-m", "first", "randwrite", "0", "16M")
 	second := fioJob("/dev/mapper/tc-m", "second", "randwrite", "24M", "16M")
 	n.fio(first + " --do_verify=1 --fsync_on_close=1")
+
+	// A mode round trip: writethrough drains the write tier and removes
+	// the mirror with it; writeback builds a new one, both legs zeroed.
+	n.mustTidectl("volume set-mode m writethrough")
+	if devs := strings.Join(n.dmDevices(), " "); strings.Contains(devs, "tc-m-wleg") || strings.Contains(devs, "tc-m-wdata") {
+		t.Fatalf("writethrough left mirror devices: %s", devs)
+	}
+	n.fio(first + " --verify_only")
+	n.mustTidectl("volume set-mode m writeback")
+	n.waitMirror("m", "AA")
+	n.fio(first + " --verify_only")
 
 	// One SSD fails under I/O: the writes go on to the other leg, verified.
 	{
@@ -180,7 +202,7 @@ func TestReplicaLocalMirror(t *testing.T) {
 		// running: it records the leg out of sync within seconds; repair
 		// reloads the leg's devices and gives the leg back to dm-raid,
 		// which resyncs what was written meanwhile, and the record goes.
-		n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd")
+		n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd --leg-retry 3s")
 		third := fioJob("/dev/mapper/tc-m", "third", "randwrite", "44M", "16M")
 		n.failLeg("m", 1)
 		n.fio(third + " --do_verify=1 --fsync_on_close=1")
@@ -197,12 +219,29 @@ func TestReplicaLocalMirror(t *testing.T) {
 		t.Logf("repair to both legs in sync: %.1fs", time.Since(start).Seconds())
 		n.waitOutOfSync("m", nil)
 
+		// Another transient fault, and the SSD answers again by itself:
+		// the daemon gives the leg back (after --leg-retry, doubling while
+		// it keeps failing) and dm-raid resyncs it, with no operator.
+		fourth := fioJob("/dev/mapper/tc-m", "fourth", "randwrite", "16M", "8M")
+		n.failLeg("m", 1)
+		n.fio(fourth + " --do_verify=1 --fsync_on_close=1")
+		n.waitOutOfSync("m", []int{1})
+		n.restoreLeg("m", 1)
+		start = time.Now()
+		n.waitMirror("m", "AA")
+		t.Logf("daemon gave the leg back, in sync %.1fs after the SSD answered", time.Since(start).Seconds())
+		n.waitOutOfSync("m", nil)
+		if log := n.mustSh("cat /run/daemon.log"); !strings.Contains(log, "failed write mirror leg given back") {
+			t.Fatalf("the mirror is whole again, but not by the daemon:\n%s", log)
+		}
+
 		// Leg 1 missed the second and third jobs' writes; with leg 0 gone
 		// every read of a cached block is served by leg 1 alone.
 		n.failLeg("m", 0)
 		n.fio(first + " --verify_only")
 		n.fio(second + " --verify_only")
 		n.fio(third + " --verify_only")
+		n.fio(fourth + " --verify_only")
 		if v := n.volume("m"); v.Mirror == nil || v.Mirror.Health != "DA" || v.WriteCache == nil || v.WriteCache.Error != 0 {
 			t.Fatalf("after failing leg 0: mirror %+v, write cache %+v; want health DA and no write cache error", v.Mirror, v.WriteCache)
 		}
