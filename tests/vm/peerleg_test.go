@@ -117,7 +117,7 @@ func TestReplicaPeerLeg(t *testing.T) {
 	waitRaid(a, "AA")
 	t.Logf("peer leg %s attached, mirror in sync", dev)
 
-	first := fioJob("/dev/mapper/r", "first", "randwrite", "0", "32M")
+	first := fioJob("/dev/mapper/r", "first", "randwrite", "0", "16M")
 	a.fio(first + " --do_verify=1")
 
 	// Kill the peer while a paced writer runs; the longest write is the

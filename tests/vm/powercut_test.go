@@ -22,7 +22,7 @@ var (
 	// O_DSYNC and AIO besides, by TestCrashSuite's raw workloads, which CI
 	// runs for 20 cycles; CI runs this older test for a few cycles only to
 	// keep its time budget, and make test-crash runs it for N.
-	powerCutCycles = flag.Int("powercut-cycles", 5, "power-cut cycles TestPowerCut runs (make test-crash N=100)")
+	powerCutCycles = flag.Int("powercut-cycles", 4, "power-cut cycles TestPowerCut runs (make test-crash N=100)")
 )
 
 // crashSpec is a node whose write cache is small (16 MiB) so that every
