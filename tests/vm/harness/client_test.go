@@ -141,4 +141,11 @@ func TestTail(t *testing.T) {
 	if got := tail("a\nb", 5); got != "a\nb" {
 		t.Errorf("got %q", got)
 	}
+	// A guest that printed nothing: the boot failure report must not
+	// panic on it (it did once, hiding the failure).
+	for _, s := range []string{"", "\n", "\n\n"} {
+		if got := tail(s, 40); got != "" {
+			t.Errorf("tail(%q) = %q, want empty", s, got)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,12 @@ func MustBoot(t testing.TB, cfg Config) *VM {
 		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	v, err := Boot(t.Context(), cfg)
+	if errors.Is(err, ErrSilentBoot) {
+		// The guest never ran (an emulator or host hiccup, seen once in
+		// many CI runs): its disks are as they were, so boot again once.
+		t.Logf("vm %s: boot again once: %v", cfg.Name, err)
+		v, err = Boot(t.Context(), cfg)
+	}
 	if err != nil {
 		w.stop()
 		t.Fatal(err)

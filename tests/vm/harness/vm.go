@@ -452,16 +452,36 @@ func (v *VM) bootFailure(err error) error {
 	default:
 	}
 	v.Kill()
+	if strings.TrimSpace(v.ConsoleLog()) == "" {
+		err = fmt.Errorf("%w: %w", ErrSilentBoot, err)
+	}
 	msg := fmt.Sprintf("vm %s: boot: %v (state in %s)", v.cfg.Name, err, v.bootDir)
 	if out := strings.TrimSpace(v.qemuOut.String()); out != "" {
 		msg += "\n--- qemu output ---\n" + out
 	}
 	msg += "\n--- console tail ---\n" + tail(v.ConsoleLog(), 40)
-	return errors.New(msg)
+	return &bootError{msg: msg, err: err}
 }
+
+// ErrSilentBoot marks a boot whose guest printed nothing at all on its
+// console before the boot timed out: qemu or the host never got the
+// kernel going, so nothing of the guest, and nothing on its disks, ran.
+var ErrSilentBoot = errors.New("the guest printed nothing on its console")
+
+// bootError is a boot failure: the full report, and the error it wraps.
+type bootError struct {
+	msg string
+	err error
+}
+
+func (e *bootError) Error() string { return e.msg }
+func (e *bootError) Unwrap() error { return e.err }
 
 func tail(s string, lines int) string {
 	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
 	i := len(s)
 	for n := 0; n < lines && i > 0; n++ {
 		i = strings.LastIndexByte(s[:i], '\n')
