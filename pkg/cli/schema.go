@@ -111,11 +111,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	}
 	out.Protection = string(v.Protection)
 	if m := v.Mirror; m != nil {
-		var health strings.Builder
-		for _, h := range m.Health {
-			health.WriteString(string(h))
-		}
-		out.Mirror = &Mirror{Health: health.String(), Copies: m.Copies, Degraded: m.Degraded,
+		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}
 	}
 	return out

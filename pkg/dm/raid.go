@@ -3,7 +3,6 @@ package dm
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -206,21 +205,14 @@ type RaidStatus struct {
 	Mismatches uint64 `json:"mismatches"`
 }
 
-// Degraded reports whether any leg is not alive and in sync.
-func (s RaidStatus) Degraded() bool {
-	return slices.ContainsFunc(s.Health, func(h LegHealth) bool { return h != LegInSync })
-}
-
-// InSync counts the legs that are alive and in sync: the copies of the
-// data that exist right now.
-func (s RaidStatus) InSync() int {
-	n := 0
+// HealthString returns the health letters as the status line prints them
+// ("AA", "AD").
+func (s RaidStatus) HealthString() string {
+	var b strings.Builder
 	for _, h := range s.Health {
-		if h == LegInSync {
-			n++
-		}
+		b.WriteString(string(h))
 	}
-	return n
+	return b.String()
 }
 
 // Copies counts the legs that hold every write the array acknowledged: the

@@ -93,24 +93,25 @@ func TestRaid1ParamsErrors(t *testing.T) {
 
 func TestParseRaidStatus(t *testing.T) {
 	tests := []struct {
-		in             string
-		degraded       bool
-		inSync, copies int
-		action         string
-		done, total    uint64
+		in          string
+		health      string
+		copies      int
+		action      string
+		done, total uint64
 	}{
-		{"raid1 2 AA 524288/524288 idle 0 0 -", false, 2, 2, "idle", 524288, 524288},
-		{"raid1 2 aa 32896/524288 resync 0 0 -", true, 0, 2, "resync", 32896, 524288},
-		{"raid1 2 AD 524288/524288 idle 0 0 -", true, 1, 1, "idle", 524288, 524288},
-		{"raid1 2 Aa 1024/524288 recover 0", true, 1, 1, "recover", 1024, 524288},
+		{"raid1 2 AA 524288/524288 idle 0 0 -", "AA", 2, "idle", 524288, 524288},
+		{"raid1 2 aa 32896/524288 resync 0 0 -", "aa", 2, "resync", 32896, 524288},
+		{"raid1 2 AD 524288/524288 idle 0 0 -", "AD", 1, "idle", 524288, 524288},
+		{"raid1 2 Aa 1024/524288 recover 0", "Aa", 1, "recover", 1024, 524288},
+		{"raid1 2 A- 524288/524288 idle 0 0 -", "A-", 1, "idle", 524288, 524288},
 	}
 	for _, tt := range tests {
 		s, err := ParseRaidStatus(tt.in)
 		if err != nil {
 			t.Fatalf("ParseRaidStatus(%q): %v", tt.in, err)
 		}
-		if s.Degraded() != tt.degraded || s.InSync() != tt.inSync || s.Copies() != tt.copies || s.SyncAction != tt.action || s.SyncDone != tt.done || s.SyncTotal != tt.total {
-			t.Errorf("ParseRaidStatus(%q) = %+v (degraded %v, in sync %d)", tt.in, s, s.Degraded(), s.InSync())
+		if s.HealthString() != tt.health || s.Copies() != tt.copies || s.SyncAction != tt.action || s.SyncDone != tt.done || s.SyncTotal != tt.total {
+			t.Errorf("ParseRaidStatus(%q) = %+v (copies %d)", tt.in, s, s.Copies())
 		}
 	}
 	for _, bad := range []string{"raid1 2 A 1/1 idle 0", "raid1 2 AX 1/1 idle 0", "raid1 2 AA 1 idle 0", "raid1 2 AA 1/1 idle"} {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
-	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/policy"
@@ -471,7 +470,7 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 		}
 		st.Protection = string(actual.Protection)
 		if m := actual.Mirror; m != nil {
-			st.MirrorCopies, st.MirrorHealth = m.Copies, mirrorHealth(m.Health)
+			st.MirrorCopies, st.MirrorHealth = m.Copies, m.HealthString()
 		}
 	}
 	if st.State == "" && st.Error != "" {
@@ -545,13 +544,4 @@ func policyTuning(p api.Policy) *pool.Tuning {
 		return nil
 	}
 	return t
-}
-
-// mirrorHealth joins dm-raid's per-leg health into its status string.
-func mirrorHealth(h []dm.LegHealth) string {
-	var b strings.Builder
-	for _, c := range h {
-		b.WriteString(string(c))
-	}
-	return b.String()
 }
