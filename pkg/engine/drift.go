@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -101,13 +102,10 @@ func (e *Engine) refreshMirror(ctx context.Context, v pool.Volume, st stack.Stac
 	if err != nil || !running {
 		return false, err
 	}
-	params, err := dm.ParseRaid1Params(raid.Table[0].Params)
-	if err != nil {
-		return false, err
-	}
+	absent := absentLegs(st)
 	dead := false
 	for i, h := range ms.Health {
-		if h == dm.LegDead && i < len(params.Legs) && params.Legs[i].Data != dm.MissingLeg {
+		if h == dm.LegDead && !slices.Contains(absent, i) {
 			dead = true
 		}
 	}
