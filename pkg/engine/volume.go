@@ -93,7 +93,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 // on two SSDs when the pool has two with room for it (with the rest of
 // the volume), else one copy.
 func addVolume(l *pool.Layout, req pool.VolumeRequest) (*pool.Layout, pool.Volume, error) {
-	if req.Protect == "" && req.WriteCache > 0 && l.CanMirror(req.WriteCache) {
+	if req.Protect == "" && req.WriteCache > 0 {
 		mirrored := req
 		mirrored.Protect = pool.ProtectLocal
 		next := l.Clone()

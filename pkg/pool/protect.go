@@ -98,22 +98,6 @@ func (v *Volume) Protection() Protection {
 	return ProtectNone
 }
 
-// CanMirror reports whether two different members each have a free extent
-// for a leg of writeCache bytes and its metadata slice. It ignores the
-// other slices a volume would take (AddVolume has the last word): it is
-// the quick check behind the default protection.
-func (l *Layout) CanMirror(writeCache uint64) bool {
-	leg := BytesToSectors(writeCache)
-	a := newAllocator(l)
-	fits := 0
-	for _, m := range l.Members {
-		if _, ok := a.firstFit(m.UUID, leg+MirrorMetaSectors); ok {
-			fits++
-		}
-	}
-	return fits >= 2
-}
-
 // placeMirror allocates a mirrored write cache of length sectors: leg 0 on
 // the member with the most free space, leg 1 on the next one, each with its
 // metadata slice on its own member.
