@@ -34,8 +34,12 @@ type VolumeRequest struct {
 	// Volume.FUAWindow. It needs a write cache.
 	FUAWindow bool
 	// Protect says whether the write cache is mirrored; "" means
-	// ProtectNone. ProtectLocal needs a write cache and two SSDs.
+	// ProtectNone. ProtectLocal needs a write cache and two SSDs,
+	// ProtectPeer a write cache and Peer.
 	Protect Protection
+	// Peer is the attached replica that becomes leg 1 of a ProtectPeer
+	// mirror.
+	Peer *RemoteLeg
 }
 
 // AddVolume carves a new volume out of free space and adds it to the
@@ -130,6 +134,24 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 			return Volume{}, err
 		}
 		v.WriteCache, v.WriteMirror = &e, &m
+	case req.Protect == ProtectPeer:
+		if req.WriteCache == 0 || req.Peer == nil {
+			return invalid("protection peer mirrors the write cache onto a peer's replica: it needs a write cache and the replica")
+		}
+		what := "write cache of volume " + quote(req.Name)
+		e, err := a.onMember(BytesToSectors(req.WriteCache), "", what)
+		if err != nil {
+			return Volume{}, err
+		}
+		meta, err := a.onMember(MirrorMetaSectors, e.Member, what+" (leg 0 metadata)")
+		if err != nil {
+			return Volume{}, err
+		}
+		if meta.Member != e.Member {
+			return Volume{}, errorf(ErrNoSpace, "%s: no room for leg 0's %s metadata slice next to its data on %s",
+				what, formatSectors(MirrorMetaSectors), l.devicePath(e.Member))
+		}
+		v.WriteCache, v.WriteMirror = &e, &Mirror{Meta: meta, Remote: clonePtr(req.Peer)}
 	case req.Protect != "" && req.Protect != ProtectNone:
 		if _, err := ParseProtection(string(req.Protect)); err != nil {
 			return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)
@@ -217,6 +239,9 @@ func newAllocator(l *Layout) *allocator {
 		for _, re := range l.Volumes[i].Extents() {
 			a.used[re.Member] = append(a.used[re.Member], re.Extent)
 		}
+	}
+	for _, r := range l.Replicas {
+		a.used[r.Extent.Member] = append(a.used[r.Extent.Member], r.Extent)
 	}
 	return a
 }

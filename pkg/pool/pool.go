@@ -317,7 +317,10 @@ func (v *Volume) Extents() []RoleExtent {
 		out = append(out, RoleExtent{"write cache", *v.WriteCache})
 	}
 	if m := v.WriteMirror; m != nil {
-		out = append(out, RoleExtent{"write mirror meta", m.Meta}, RoleExtent{"write mirror", m.Leg}, RoleExtent{"write mirror leg meta", m.LegMeta})
+		out = append(out, RoleExtent{"write mirror meta", m.Meta})
+		if m.Remote == nil {
+			out = append(out, RoleExtent{"write mirror", m.Leg}, RoleExtent{"write mirror leg meta", m.LegMeta})
+		}
 	}
 	if v.ReadCache != nil {
 		out = append(out, RoleExtent{"read cache", *v.ReadCache})
@@ -340,6 +343,7 @@ func (v Volume) clone() Volume {
 	if v.WriteMirror != nil {
 		m := *v.WriteMirror
 		m.OutOfSync = slices.Clone(m.OutOfSync)
+		m.Remote = clonePtr(m.Remote)
 		c.WriteMirror = &m
 	}
 	c.ReadCache = cloneExtent(v.ReadCache)
@@ -364,6 +368,9 @@ type Layout struct {
 	Origin     Origin
 	Members    []Member
 	Volumes    []Volume
+	// Replicas are slices of this pool's SSDs kept for other nodes'
+	// mirrors (see Replica).
+	Replicas []Replica
 }
 
 // New returns the layout of a new, empty pool at generation 1. It checks
@@ -394,6 +401,7 @@ func New(name, uuid string, origin Origin, members []Member) (*Layout, error) {
 func (l *Layout) Clone() *Layout {
 	c := *l
 	c.Members = slices.Clone(l.Members)
+	c.Replicas = slices.Clone(l.Replicas)
 	if l.Volumes != nil {
 		c.Volumes = make([]Volume, len(l.Volumes))
 		for i, v := range l.Volumes {

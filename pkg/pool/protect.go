@@ -17,16 +17,20 @@ const (
 	// ProtectLocal mirrors the write cache onto a second SSD of the same
 	// node (Volume.WriteMirror): either SSD can die without losing a write.
 	ProtectLocal Protection = "local"
+	// ProtectPeer mirrors the write cache onto a slice of another node's
+	// SSD, reached over NVMe/TCP (Mirror.Remote): the SSD or the whole
+	// node can die without losing a write.
+	ProtectPeer Protection = "peer"
 )
 
 // Protections lists the protections a volume can be created with.
-var Protections = []Protection{ProtectNone, ProtectLocal}
+var Protections = []Protection{ProtectNone, ProtectLocal, ProtectPeer}
 
 // ParseProtection parses a protection name as written in Protections.
 func ParseProtection(s string) (Protection, error) {
 	p := Protection(s)
 	if !slices.Contains(Protections, p) {
-		return "", errorf(ErrInvalidRequest, "invalid protection %q: want none or local", s)
+		return "", errorf(ErrInvalidRequest, "invalid protection %q: want none, local or peer", s)
 	}
 	return p, nil
 }
@@ -42,7 +46,10 @@ const MirrorMetaSectors = Alignment
 // its own metadata slice on the same SSD:
 //
 //	leg 0: Meta    + the volume's WriteCache
-//	leg 1: LegMeta + Leg, on another SSD
+//	leg 1: LegMeta + Leg, on another SSD (protection local), or
+//	       a peer node's replica slice, Remote (protection peer), which
+//	       holds the leg's metadata in its first MirrorMetaSectors and
+//	       its data after them
 //
 // dm-raid acknowledges a write (data and dm-writecache's metadata commits
 // alike) only once every leg that is in service has it, and its bitmap
@@ -50,8 +57,10 @@ const MirrorMetaSectors = Alignment
 // back resyncs only those.
 type Mirror struct {
 	Meta    Extent // leg 0's metadata, on the WriteCache's member
-	Leg     Extent // leg 1's data: as long as WriteCache, on another member
-	LegMeta Extent // leg 1's metadata, on Leg's member
+	Leg     Extent // leg 1's data: as long as WriteCache, on another member; zero when Remote
+	LegMeta Extent // leg 1's metadata, on Leg's member; zero when Remote
+	// Remote, when set, is leg 1 on a peer node (protection peer).
+	Remote *RemoteLeg
 	// OutOfSync lists the legs (0, 1) known to have missed writes: absent
 	// at an assembly, or failed while the volume ran. Such a leg's copy is
 	// stale until dm-raid has resynced it from the other, so the mirror is
@@ -92,10 +101,13 @@ func (l *Layout) SetMirrorOutOfSync(volume string, legs []int) (changed bool, er
 
 // Protection returns the volume's protection.
 func (v *Volume) Protection() Protection {
-	if v.WriteMirror != nil {
-		return ProtectLocal
+	switch {
+	case v.WriteMirror == nil:
+		return ProtectNone
+	case v.WriteMirror.Remote != nil:
+		return ProtectPeer
 	}
-	return ProtectNone
+	return ProtectLocal
 }
 
 // placeMirror allocates a mirrored write cache of length sectors: leg 0 on
@@ -161,6 +173,8 @@ func validateMirror(v *Volume, add func(format string, a ...any)) {
 	switch {
 	case v.WriteCache == nil:
 		add("%s: write mirror without a write cache", who)
+	case m.Remote != nil:
+		validateRemote(v, add)
 	case m.Leg.Member == v.WriteCache.Member:
 		add("%s: both legs of the write mirror are on member %s, want two SSDs", who, m.Leg.Member)
 	case m.Leg.Length != v.WriteCache.Length:

@@ -198,6 +198,8 @@ func (l *Layout) Validate() error {
 		}
 	}
 
+	used = append(used, l.validateReplicas(members, add)...)
+
 	// Overlaps: sort by device and offset; an extent starting before the
 	// furthest-reaching earlier extent on the same device ends overlaps it.
 	slices.SortFunc(used, func(a, b owned) int {

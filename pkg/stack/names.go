@@ -72,3 +72,11 @@ func ParseUUID(dmUUID string) (Role, string, error) {
 	}
 	return "", "", fmt.Errorf("dm uuid %q: unknown role %q", dmUUID, role)
 }
+
+// ReplicaNamePrefix starts the dm name of a replica device: a slice this
+// node keeps for another node's mirror ("tcr-<volume>"). It is not
+// NamePrefix, so a replica is never taken for a device of a local volume.
+const ReplicaNamePrefix = "tcr-"
+
+// ReplicaRole is the role part of a replica device's dm UUID.
+const ReplicaRole Role = "replica"

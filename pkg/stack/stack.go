@@ -15,6 +15,9 @@ import (
 type Devices struct {
 	Origin  string            // path of the pool's origin array
 	Members map[string]string // member UUID -> path of that SSD
+	// Remote maps a peer leg's UUID to the block device its NVMe/TCP
+	// export is attached as; a peer leg not attached is absent.
+	Remote map[string]string
 }
 
 func (d Devices) path(e pool.Extent) (string, error) {
@@ -191,30 +194,53 @@ var ErrStaleLeg = errors.New("the write mirror's only present leg is stale")
 // misses. Both legs absent is an error.
 func mirror(v pool.Volume, devs Devices, slice func(Role, pool.Extent) (Device, error), add func(Role, dm.Table) Device) (Device, error) {
 	m := v.WriteMirror
-	legs := []struct {
-		meta, data       Role
-		metaExt, dataExt pool.Extent
-	}{
-		{RoleWriteMeta0, RoleWriteLeg0, m.Meta, *v.WriteCache},
-		{RoleWriteMeta1, RoleWriteLeg1, m.LegMeta, m.Leg},
+	type leg struct {
+		meta, data Role
+		// path resolves the leg's two slices (metadata, data).
+		path func() (meta, data pool.Extent, dev string, err error)
+	}
+	local := func(metaExt, dataExt pool.Extent) func() (pool.Extent, pool.Extent, string, error) {
+		return func() (pool.Extent, pool.Extent, string, error) {
+			_, errMeta := devs.path(metaExt)
+			_, errData := devs.path(dataExt)
+			return metaExt, dataExt, "", errors.Join(errMeta, errData)
+		}
+	}
+	legs := []leg{
+		{RoleWriteMeta0, RoleWriteLeg0, local(m.Meta, *v.WriteCache)},
+		{RoleWriteMeta1, RoleWriteLeg1, local(m.LegMeta, m.Leg)},
+	}
+	if r := m.Remote; r != nil {
+		// The peer's replica holds the leg's metadata, then its data.
+		legs[1].path = func() (pool.Extent, pool.Extent, string, error) {
+			dev, ok := devs.Remote[r.UUID]
+			if !ok || dev == "" {
+				return pool.Extent{}, pool.Extent{}, "", fmt.Errorf("peer leg on node %s (%s at %s:%d) not attached", r.Node, r.NQN, r.Addr, r.Port)
+			}
+			return pool.Extent{Offset: 0, Length: pool.MirrorMetaSectors},
+				pool.Extent{Offset: pool.MirrorMetaSectors, Length: v.WriteCache.Length}, dev, nil
+		}
 	}
 	var params dm.Raid1Params
 	var absent []error
 	for _, l := range legs {
-		_, errMeta := devs.path(l.metaExt)
-		_, errData := devs.path(l.dataExt)
-		if err := errors.Join(errMeta, errData); err != nil {
+		metaExt, dataExt, dev, err := l.path()
+		if err != nil {
 			absent = append(absent, err)
 			params.Legs = append(params.Legs, dm.RaidLeg{Meta: dm.MissingLeg, Data: dm.MissingLeg})
 			continue
 		}
-		meta, err := slice(l.meta, l.metaExt)
-		if err != nil {
-			return Device{}, err
-		}
-		data, err := slice(l.data, l.dataExt)
-		if err != nil {
-			return Device{}, err
+		var meta, data Device
+		if dev != "" {
+			meta = add(l.meta, dm.Table{dm.LinearParams{Device: dev, Offset: metaExt.Offset}.Target(0, metaExt.Length)})
+			data = add(l.data, dm.Table{dm.LinearParams{Device: dev, Offset: dataExt.Offset}.Target(0, dataExt.Length)})
+		} else {
+			if meta, err = slice(l.meta, metaExt); err != nil {
+				return Device{}, err
+			}
+			if data, err = slice(l.data, dataExt); err != nil {
+				return Device{}, err
+			}
 		}
 		params.Legs = append(params.Legs, dm.RaidLeg{Meta: meta.Path(), Data: data.Path()})
 	}

@@ -279,3 +279,43 @@ func TestBuildMirrorDegraded(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildPeerMirror checks leg 1 of a peer mirror is carved from the
+// attached export (metadata first, then data), is left out while the
+// export is not attached, and that a stale local leg is never built alone.
+func TestBuildPeerMirror(t *testing.T) {
+	v := testVolume()
+	v.ReadCache, v.ReadMeta = nil, nil
+	v.WriteMirror = &pool.Mirror{
+		Meta:   pool.Extent{Member: "ssd-a", Offset: 286720, Length: 2048},
+		Remote: &pool.RemoteLeg{Node: "b", NQN: "nqn.2026-11.io.tidecache:replica:r", HostNQN: "nqn.2026-11.io.tidecache:node:a", Addr: "10.0.0.2", Port: 4420, UUID: "r-uuid"},
+	}
+	attached := Devices{Origin: testDevices.Origin, Members: testDevices.Members, Remote: map[string]string{"r-uuid": "/dev/nvme2n1"}}
+	s, err := Build(v, attached, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Role]string{
+		RoleWriteMeta1: "0 2048 linear /dev/nvme2n1 0",
+		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
+		RoleWriteData:  "0 262144 raid raid1 1 0 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
+	}
+	for role, table := range want {
+		d, ok := s.Find(role)
+		if !ok || strings.TrimSpace(d.Table.String()) != table {
+			t.Errorf("%s = %q, want %q", role, d.Table.String(), table)
+		}
+	}
+	detached := Devices{Origin: testDevices.Origin, Members: testDevices.Members}
+	s, err = Build(v, detached, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raid, _ := s.Find(RoleWriteData); !strings.HasSuffix(raid.Table[0].Params, "tc-db-wleg0 - -") {
+		t.Errorf("raid without the export = %q, want leg 1 missing", raid.Table[0].Params)
+	}
+	v.WriteMirror.OutOfSync = []int{1}
+	if _, err := Build(v, Devices{Origin: testDevices.Origin, Remote: attached.Remote}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {
+		t.Errorf("Build on the stale remote leg alone: %v, want ErrStaleLeg", err)
+	}
+}

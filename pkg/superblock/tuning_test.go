@@ -186,3 +186,34 @@ func TestWriteMirrorRoundTrip(t *testing.T) {
 		t.Fatalf("Decode of an unknown mirror field = %v, want a refusal naming it", err)
 	}
 }
+
+// TestPeerMirrorRoundTrip checks both halves of a peer mirror survive the
+// superblock: the owner's remote leg, from which it attaches the peer's
+// export after a reboot, and the peer's replica, which keeps its slice out
+// of every other allocation and lets it export the slice again.
+func TestPeerMirrorRoundTrip(t *testing.T) {
+	l := testLayout(t)
+	peer := &pool.RemoteLeg{Node: "b", NQN: "nqn.2026-11.io.tidecache:replica:u1", HostNQN: "nqn.2026-11.io.tidecache:node:a",
+		Addr: "10.0.0.2", Port: 4420, UUID: "0b7e3e2a-1c55-4b8e-9f39-4f1f0e0f2a11"}
+	if _, err := l.AddVolume(pool.VolumeRequest{Name: "ledger", Size: gib, WriteCache: 64 << 20, Protect: pool.ProtectPeer, Peer: peer}, "uuid-ledger", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AddReplica(pool.ReplicaRequest{Volume: "orders", Owner: "c", HostNQN: "nqn.2026-11.io.tidecache:node:c", WriteCache: 64 << 20}, "uuid-replica"); err != nil {
+		t.Fatal(err)
+	}
+	sb := ssdSB(l)
+	img := mustEncode(t, sb)
+	p := string(payloadOf(img))
+	for _, key := range []string{`"remote":{"node":"b","nqn":`, `"replicas":[{"volume":"orders","owner":"c",`} {
+		if !strings.Contains(p, key) {
+			t.Errorf("payload lacks %s:\n%s", key, p)
+		}
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sb) {
+		t.Fatalf("round trip differs:\n got %+v %+v\nwant %+v %+v", got.Layout.Volumes, got.Layout.Replicas, sb.Layout.Volumes, sb.Layout.Replicas)
+	}
+}

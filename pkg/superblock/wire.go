@@ -20,6 +20,18 @@ type wirePool struct {
 	Origin     wireOrigin   `json:"origin"`
 	Members    []wireMember `json:"members"`
 	Volumes    []wireVolume `json:"volumes"`
+	// Replicas (slices kept for other nodes' peer mirrors) were added in
+	// format 1 as an optional field. Older binaries refuse a payload that
+	// has them (unknown field) rather than hand the slices to new volumes.
+	Replicas []wireReplica `json:"replicas,omitempty"`
+}
+
+type wireReplica struct {
+	Volume  string     `json:"volume"`
+	Owner   string     `json:"owner"`
+	HostNQN string     `json:"host_nqn"`
+	UUID    string     `json:"uuid"`
+	Extent  wireExtent `json:"extent"`
 }
 
 type wireOrigin struct {
@@ -75,20 +87,48 @@ type wireMirror struct {
 	LegMeta wireExtent `json:"leg_meta"`
 	// OutOfSync lists the legs that missed writes; absent when none did.
 	OutOfSync []int `json:"out_of_sync,omitempty"`
+	// Remote is leg 1 on a peer node (protection peer); Leg and LegMeta
+	// are then zero. Optional, like the mirror itself.
+	Remote *wireRemote `json:"remote,omitempty"`
+}
+
+type wireRemote struct {
+	Node    string `json:"node"`
+	NQN     string `json:"nqn"`
+	HostNQN string `json:"host_nqn"`
+	Addr    string `json:"addr"`
+	Port    int    `json:"port"`
+	UUID    string `json:"uuid"`
+}
+
+func remoteToWire(r *pool.RemoteLeg) *wireRemote {
+	if r == nil {
+		return nil
+	}
+	return &wireRemote{Node: r.Node, NQN: r.NQN, HostNQN: r.HostNQN, Addr: r.Addr, Port: r.Port, UUID: r.UUID}
+}
+
+func remoteFromWire(w *wireRemote) *pool.RemoteLeg {
+	if w == nil {
+		return nil
+	}
+	return &pool.RemoteLeg{Node: w.Node, NQN: w.NQN, HostNQN: w.HostNQN, Addr: w.Addr, Port: w.Port, UUID: w.UUID}
 }
 
 func mirrorToWire(m *pool.Mirror) *wireMirror {
 	if m == nil {
 		return nil
 	}
-	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta), OutOfSync: m.OutOfSync}
+	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta), OutOfSync: m.OutOfSync,
+		Remote: remoteToWire(m.Remote)}
 }
 
 func mirrorFromWire(w *wireMirror) *pool.Mirror {
 	if w == nil {
 		return nil
 	}
-	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta), OutOfSync: w.OutOfSync}
+	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta), OutOfSync: w.OutOfSync,
+		Remote: remoteFromWire(w.Remote)}
 }
 
 type wireTuning struct {
@@ -153,6 +193,9 @@ func toWire(sb *Superblock) *wireV1 {
 			WriteMirror:   mirrorToWire(v.WriteMirror),
 		})
 	}
+	for _, r := range l.Replicas {
+		w.Pool.Replicas = append(w.Pool.Replicas, wireReplica{Volume: r.Volume, Owner: r.Owner, HostNQN: r.HostNQN, UUID: r.UUID, Extent: extentToWire(r.Extent)})
+	}
 	return w
 }
 
@@ -188,6 +231,9 @@ func fromWire(w *wireV1, role Role) Superblock {
 			FUAWindow:     v.FUAWindow,
 			WriteMirror:   mirrorFromWire(v.WriteMirror),
 		})
+	}
+	for _, r := range p.Replicas {
+		sb.Layout.Replicas = append(sb.Layout.Replicas, pool.Replica{Volume: r.Volume, Owner: r.Owner, HostNQN: r.HostNQN, UUID: r.UUID, Extent: extentFromWire(r.Extent)})
 	}
 	return sb
 }
