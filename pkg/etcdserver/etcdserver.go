@@ -1,12 +1,44 @@
-// Package etcdserver runs a single-member etcd inside tidecached, so that one
-// server needs nothing else (`tidecached --embedded-etcd`).
+// Package etcdserver runs etcd inside tidecached: either a single member,
+// so that one server needs nothing else (`tidecached run --embedded-etcd`),
+// or one member of a multi-member cluster, typically three tidecached
+// nodes running one member each, so that the store keeps a quorum when one
+// of those nodes dies.
 //
 // It owns the embedded server's configuration and lifecycle only: the
 // daemon and tidectl talk to it through pkg/store like to any other etcd,
-// using the URLs Endpoints returns. A cluster of several nodes points every
-// daemon at one etcd (this embedded one, reachable on a non-loopback client
-// URL, or a real etcd cluster with mTLS); this package never forms a
-// multi-member cluster.
+// using the URLs Endpoints returns. Nodes that run no member point their
+// daemon at the members' client URLs, or at an external etcd cluster.
+//
+// # Single member
+//
+// The default (InitialCluster empty). The member forms a cluster of its
+// own; its peer URL stays on loopback, since no peer ever dials it.
+//
+// # Several members
+//
+// With InitialCluster ("a=http://10.0.0.1:2390,b=...,c=...", the same on
+// every member) the member is Name, one of those listed, listening for
+// its peers on its own entry's URL (PeerURL, which may be left empty). To
+// form a cluster, start every listed member with InitialClusterState
+// ClusterNew and the same InitialClusterToken. To replace a dead member,
+// remove it and add the new one with etcdctl member remove/add, then
+// start the new one on an empty data directory with ClusterExisting.
+// Once a member's data directory holds data, the initial-cluster settings
+// are ignored: the membership is what the data says, so a restart needs no
+// change of settings.
+//
+// Start waits until the member serves clients, and a member of a cluster
+// serves only once a quorum of members (two of three) talk to each other:
+// the first member of a forming cluster, and every member restarted while
+// the others are down, blocks in Start until enough of the others have
+// started. The wait is bounded by Start's context, or DefaultStartTimeout;
+// under systemd a member that gave up is restarted and waits again.
+//
+// Endpoints returns this member's client URL first, then the client URLs
+// the other members advertise in the cluster membership, so the daemon
+// learns them from etcd itself and no flag lists them twice. A member that
+// has not yet started since it was added advertises none, and is missing
+// from the list until it has.
 //
 // # TLS
 //
@@ -14,17 +46,21 @@
 // ClientURL). With CAFile as well it requires every client to present a
 // certificate signed by that CA (mutual TLS): etcd then refuses the TLS
 // handshake of a client without one. pkg/store always connects with a
-// client certificate, so both work for tidecached and tidectl. The peer
-// URL stays plaintext: a single member has no peers, and it listens on
-// loopback by default.
+// client certificate, so both work for tidecached and tidectl.
+//
+// Between members, PeerCertFile, PeerKeyFile and PeerCAFile turn on mutual
+// TLS (https peer URLs): each member presents its certificate and accepts
+// only peers whose certificate that CA signed. Without them peer traffic,
+// every write replicated, is plaintext and unauthenticated, and must stay
+// on a trusted network; Start logs a warning for a plaintext peer URL that
+// is not on loopback.
 //
 // # Lifecycle
 //
-// Start returns once the member has elected itself leader and serves client
-// requests, or fails; the caller owns the returned Server and must Close it,
-// after closing every store.Store that uses it (a client whose server went
-// away retries until its own timeouts). Err reports a server that failed
-// while running.
+// Start returns once the member serves client requests, or fails; the
+// caller owns the returned Server and must Close it, after closing every
+// store.Store that uses it (a client whose server went away retries until
+// its own timeouts). Err reports a server that failed while running.
 //
 // # What is chosen here, and why
 //
@@ -38,6 +74,8 @@
 //     from pkg/store and re-list, which the reconciler does anyway.
 //   - Data is fsynced (etcd's default). Desired state must survive a power
 //     cut like the cache layout does.
+//   - etcd's raft timings (100 ms heartbeat, 1 s election timeout) are
+//     kept: members of one tidecache cluster sit on one LAN.
 package etcdserver
 
 import (
@@ -94,10 +132,29 @@ type Config struct {
 	// certificates (CAFile) anyone who can reach the port can change every
 	// volume, so Start logs a warning.
 	ClientURL string
-	// PeerURL is where other members would connect. A single member never
-	// dials it, but etcd listens on it anyway, so it stays on loopback by
-	// default.
+	// PeerURL is where the other members connect, listened on and
+	// advertised. A single member is never dialled, but etcd listens
+	// anyway, so it stays on loopback by default. A member of a cluster
+	// takes its entry in InitialCluster when PeerURL is empty; if set, it
+	// must equal that entry.
 	PeerURL string
+	// InitialCluster lists every member of a multi-member cluster as
+	// name=peerURL, comma-separated, and must include Name. Empty: a
+	// single member. Read only when the data directory is empty.
+	InitialCluster string
+	// InitialClusterState is ClusterNew (default) to form the cluster
+	// with the others listed, ClusterExisting to join a running one that
+	// already lists this member. Only with InitialCluster.
+	InitialClusterState string
+	// InitialClusterToken must be the same on every member of one
+	// cluster and differ between clusters; DefaultClusterToken if empty.
+	// Only with InitialCluster.
+	InitialClusterToken string
+	// PeerCertFile, PeerKeyFile and PeerCAFile (PEM), all three or none,
+	// turn on mutual TLS between members: https peer URLs, and only peers
+	// with a certificate signed by PeerCAFile are accepted. Only with
+	// InitialCluster.
+	PeerCertFile, PeerKeyFile, PeerCAFile string
 	// CertFile and KeyFile are the server certificate and key (PEM) for
 	// an https ClientURL: both or neither.
 	CertFile, KeyFile string
@@ -120,6 +177,25 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
+	if c.clusterMode() {
+		if c.Name == "" {
+			c.Name = d.Name
+		}
+		if c.PeerURL == "" {
+			// A bad InitialCluster is reported by Validate.
+			if members, err := ParseInitialCluster(c.InitialCluster, c.peerTLS()); err == nil {
+				if u := memberURL(members, c.Name); u != nil {
+					c.PeerURL = u.String()
+				}
+			}
+		}
+		if c.InitialClusterState == "" {
+			c.InitialClusterState = ClusterNew
+		}
+		if c.InitialClusterToken == "" {
+			c.InitialClusterToken = DefaultClusterToken
+		}
+	}
 	if c.DataDir == "" {
 		c.DataDir = d.DataDir
 	}
@@ -149,11 +225,14 @@ func (c Config) Validate() error {
 	if _, err := parseURL("ClientURL", c.ClientURL, tls); err != nil {
 		return err
 	}
-	if _, err := parseURL("PeerURL", c.PeerURL, false); err != nil {
-		return err
-	}
 	if strings.ContainsAny(c.Name, "=,") {
 		return fmt.Errorf("etcdserver: Name %q: must not contain '=' or ','", c.Name)
+	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if _, err := parseURL("PeerURL", c.PeerURL, c.peerTLS()); err != nil {
+		return err
 	}
 	return nil
 }
@@ -185,13 +264,16 @@ func parseURL(field, s string, tls bool) (*url.URL, error) {
 
 // Server is a running embedded etcd member.
 type Server struct {
-	etcd      *embed.Etcd
-	endpoints []string
+	etcd *embed.Etcd
+	// own are this member's client URLs with the ports actually bound.
+	own       []string
 	closeOnce sync.Once
 }
 
 // Start starts the member and waits until it serves clients, for at most
-// ctx's deadline or DefaultStartTimeout. On failure nothing is left
+// ctx's deadline or DefaultStartTimeout. A member of a cluster serves only
+// once a quorum has formed, so Start returns only when enough of the
+// other members run (see the package doc). On failure nothing is left
 // running. The caller Closes the Server.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
@@ -202,51 +284,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	tlsOn := cfg.CertFile != ""
-	curl, _ := parseURL("ClientURL", cfg.ClientURL, tlsOn)
-	purl, _ := parseURL("PeerURL", cfg.PeerURL, false)
-	if ip := net.ParseIP(curl.Hostname()); curl.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		switch {
-		case !tlsOn:
-			log.Warn("embedded etcd serves clients without TLS on a non-loopback address: anyone who reaches it can change desired state",
-				"url", cfg.ClientURL)
-		case cfg.CAFile == "":
-			log.Warn("embedded etcd serves TLS without requiring client certificates on a non-loopback address: anyone who reaches it can change desired state",
-				"url", cfg.ClientURL)
-		}
-	}
+	curl, _ := parseURL("ClientURL", cfg.ClientURL, cfg.CertFile != "")
+	purl, _ := parseURL("PeerURL", cfg.PeerURL, cfg.peerTLS())
+	warnExposed(log, cfg, curl, purl)
 	// embed creates the directory 0700 itself but only warns about a
 	// looser existing one; refuse nothing, create it right if missing.
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcdserver: data dir: %w", err)
 	}
 
-	ec := embed.NewConfig()
-	ec.Name = cfg.Name
-	ec.Dir = cfg.DataDir
-	ec.ListenClientUrls = []url.URL{*curl}
-	ec.AdvertiseClientUrls = []url.URL{*curl}
-	ec.ListenPeerUrls = []url.URL{*purl}
-	ec.AdvertisePeerUrls = []url.URL{*purl}
-	ec.InitialCluster = cfg.Name + "=" + purl.String()
-	ec.InitialClusterToken = "tidecache-" + cfg.Name
-	ec.AutoCompactionMode = embed.CompactorModePeriodic
-	ec.AutoCompactionRetention = AutoCompaction.String()
-	ec.LogLevel = "warn"
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdlog.New(log, zapcore.WarnLevel))
-	if tlsOn {
-		ec.ClientTLSInfo.CertFile = cfg.CertFile
-		ec.ClientTLSInfo.KeyFile = cfg.KeyFile
-		// etcd requires and verifies client certificates when a trusted
-		// CA is set; ClientCertAuth says so explicitly.
-		ec.ClientTLSInfo.TrustedCAFile = cfg.CAFile
-		ec.ClientTLSInfo.ClientCertAuth = cfg.CAFile != ""
+	ec, err := embedConfig(cfg, log, curl, purl)
+	if err != nil {
+		return nil, err
 	}
-
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultStartTimeout)
 		defer cancel()
+	}
+	if cfg.clusterMode() {
+		log.Info("embedded etcd member starting; it serves once a quorum of the cluster runs",
+			"member", cfg.Name, "initial_cluster", ec.InitialCluster, "state", ec.ClusterState)
 	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -260,21 +318,116 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	case <-ctx.Done():
 		e.Server.Stop()
 		e.Close()
+		if cfg.clusterMode() {
+			return nil, fmt.Errorf("etcdserver: member %q not ready, no quorum yet (are enough of %s running and reachable on their peer URLs?): %w",
+				cfg.Name, ec.InitialCluster, ctx.Err())
+		}
 		return nil, fmt.Errorf("etcdserver: member %q not ready: %w", cfg.Name, ctx.Err())
 	}
 
 	s := &Server{etcd: e}
 	for _, l := range e.Clients {
 		u := url.URL{Scheme: curl.Scheme, Host: l.Addr().String()}
-		s.endpoints = append(s.endpoints, u.String())
+		s.own = append(s.own, u.String())
 	}
-	log.Info("embedded etcd ready", "endpoints", s.endpoints, "data_dir", cfg.DataDir)
+	if n := len(e.Server.Cluster().Members()); cfg.clusterMode() && n == 1 && strings.Contains(cfg.InitialCluster, ",") {
+		// The data directory was made by a single member (or a cluster of
+		// one); etcd ignores InitialCluster when it finds data.
+		log.Warn("embedded etcd data directory holds a single-member cluster: the initial cluster setting is ignored once data exists",
+			"data_dir", cfg.DataDir, "initial_cluster", cfg.InitialCluster)
+	}
+	log.Info("embedded etcd ready", "endpoints", s.Endpoints(), "data_dir", cfg.DataDir)
 	return s, nil
 }
 
-// Endpoints returns the client URLs the member listens on, with the ports
-// actually bound, for store.Config.Endpoints.
-func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints...) }
+// embedConfig translates cfg (valid, defaults applied) into etcd's.
+func embedConfig(cfg Config, log *slog.Logger, curl, purl *url.URL) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	ec.ListenClientUrls = []url.URL{*curl}
+	ec.AdvertiseClientUrls = []url.URL{*curl}
+	ec.ListenPeerUrls = []url.URL{*purl}
+	ec.AdvertisePeerUrls = []url.URL{*purl}
+	ec.InitialCluster = cfg.Name + "=" + purl.String()
+	ec.InitialClusterToken = "tidecache-" + cfg.Name
+	if cfg.clusterMode() {
+		members, err := ParseInitialCluster(cfg.InitialCluster, cfg.peerTLS())
+		if err != nil {
+			return nil, err
+		}
+		var ic []string
+		for _, m := range members {
+			ic = append(ic, m.Name+"="+m.PeerURL.String())
+		}
+		ec.InitialCluster = strings.Join(ic, ",")
+		ec.InitialClusterToken = cfg.InitialClusterToken
+		ec.ClusterState = cfg.InitialClusterState
+		if len(members)%2 == 0 {
+			log.Warn("embedded etcd cluster with an even number of members: it tolerates no more failures than one member fewer, use 3",
+				"members", len(members))
+		}
+	}
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = AutoCompaction.String()
+	ec.LogLevel = "warn"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(etcdlog.New(log, zapcore.WarnLevel))
+	if cfg.CertFile != "" {
+		ec.ClientTLSInfo.CertFile = cfg.CertFile
+		ec.ClientTLSInfo.KeyFile = cfg.KeyFile
+		// etcd requires and verifies client certificates when a trusted
+		// CA is set; ClientCertAuth says so explicitly.
+		ec.ClientTLSInfo.TrustedCAFile = cfg.CAFile
+		ec.ClientTLSInfo.ClientCertAuth = cfg.CAFile != ""
+	}
+	if cfg.peerTLS() {
+		ec.PeerTLSInfo.CertFile = cfg.PeerCertFile
+		ec.PeerTLSInfo.KeyFile = cfg.PeerKeyFile
+		ec.PeerTLSInfo.TrustedCAFile = cfg.PeerCAFile
+		ec.PeerTLSInfo.ClientCertAuth = true
+	}
+	return ec, nil
+}
+
+// warnExposed logs a warning for each URL that lets the network change
+// desired state unchecked: clients served without TLS or without client
+// certificates, and plaintext peers, on an address other than loopback.
+func warnExposed(log *slog.Logger, cfg Config, curl, purl *url.URL) {
+	if !isLoopback(curl) {
+		switch {
+		case cfg.CertFile == "":
+			log.Warn("embedded etcd serves clients without TLS on a non-loopback address: anyone who reaches it can change desired state",
+				"url", cfg.ClientURL)
+		case cfg.CAFile == "":
+			log.Warn("embedded etcd serves TLS without requiring client certificates on a non-loopback address: anyone who reaches it can change desired state",
+				"url", cfg.ClientURL)
+		}
+	}
+	if !isLoopback(purl) && !cfg.peerTLS() {
+		log.Warn("embedded etcd peer URL without TLS on a non-loopback address: replication crosses the network in clear and anyone who reaches it can pose as a member; keep it on a trusted network or set peer certificates",
+			"url", cfg.PeerURL)
+	}
+}
+
+func isLoopback(u *url.URL) bool {
+	ip := net.ParseIP(u.Hostname())
+	return u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// Endpoints returns the client URLs for store.Config.Endpoints: this
+// member's, with the ports actually bound, then those the other members
+// of its cluster advertise, as the membership stands now. A member added
+// but not yet started advertises none.
+func (s *Server) Endpoints() []string {
+	eps := append([]string(nil), s.own...)
+	self := s.etcd.Server.MemberID()
+	for _, m := range s.etcd.Server.Cluster().Members() {
+		if m.ID != self {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	return eps
+}
 
 // Err delivers an error when the member fails while running (a listener
 // died, the data directory became unwritable). The channel is closed after
@@ -282,8 +435,9 @@ func (s *Server) Endpoints() []string { return append([]string(nil), s.endpoints
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // Close stops the member: listeners close, in-flight requests get a grace
-// period, then the raft node stops and the data is synced. A client
-// stream still open (a watch of another node, or of a store.Store not yet
-// closed) holds the grace period to its end, about 7 s with etcd's default
-// timings: close the local Store first. Safe to call more than once.
+// period, then the raft node stops and the data is synced; a leader hands
+// leadership to another member first. A client stream still open (a
+// watch of another node, or of a store.Store not yet closed) holds the
+// grace period to its end, about 7 s with etcd's default timings: close
+// the local Store first. Safe to call more than once.
 func (s *Server) Close() { s.closeOnce.Do(s.etcd.Close) }
