@@ -221,6 +221,17 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		}
 		pr.Volumes = append(pr.Volumes, vr)
 	}
+	// Replicas kept for peers get their devices back; the daemon exports
+	// them (ServeReplicas), which needs the network.
+	for _, r := range l.Replicas {
+		d, err := stack.Replica(r, p.devices(origin))
+		if err == nil {
+			_, err = e.ensure(ctx, d)
+		}
+		if err != nil {
+			e.log.Warn("replica device not built", "volume", r.Volume, "owner", r.Owner, "pool", l.Name, "err", err)
+		}
+	}
 	return pr
 }
 

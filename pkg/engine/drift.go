@@ -109,7 +109,17 @@ func (e *Engine) refreshMirror(ctx context.Context, v pool.Volume, st stack.Stac
 			dead = true
 		}
 	}
-	if !dead {
+	// A leg the running table leaves out whose device is here now (a
+	// peer's export attached after boot) joins with the new table.
+	joins := false
+	if !dead && len(absent) < len(ms.Health)-ms.Copies {
+		live, err := e.dm.Table(ctx, raid.Name)
+		if err != nil {
+			return false, fmt.Errorf("table of %s: %w", raid.Name, err)
+		}
+		joins = len(absent) < len(absentLegs(stack.Stack{Devices: []stack.Device{{Role: stack.RoleWriteData, Table: live}}}))
+	}
+	if !dead && !joins {
 		return false, nil
 	}
 	if err := e.reload(ctx, raid.Name, raid.Table, nil); err != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/command"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/mdraid"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
@@ -104,6 +105,9 @@ type Engine struct {
 	prober  blockdev.Prober
 	checker blockdev.Checker
 	disks   disks
+	// initiator attaches peer legs, target exports replicas (NVMe/TCP).
+	initiator nvmeof.Initiator
+	target    nvmeof.Target
 
 	mu       sync.Mutex
 	versions map[string]dm.Version
@@ -140,14 +144,16 @@ func NewWithClient(cfg Config, client *dm.Client) (*Engine, error) {
 	}
 	runner := command.Runner{Logger: log}
 	return &Engine{
-		cfg:     cfg,
-		log:     log,
-		dm:      client,
-		md:      mdraid.Manager{Runner: runner},
-		runner:  runner,
-		prober:  blockdev.Prober{Runner: runner},
-		checker: blockdev.Checker{SysRoot: cfg.SysRoot, ProcRoot: cfg.ProcRoot},
-		disks:   hostDisks{sysRoot: cfg.SysRoot},
+		cfg:       cfg,
+		log:       log,
+		dm:        client,
+		md:        mdraid.Manager{Runner: runner},
+		runner:    runner,
+		prober:    blockdev.Prober{Runner: runner},
+		checker:   blockdev.Checker{SysRoot: cfg.SysRoot, ProcRoot: cfg.ProcRoot},
+		disks:     hostDisks{sysRoot: cfg.SysRoot},
+		initiator: nvmeof.Initiator{Fabrics: "/dev/nvme-fabrics", SysRoot: cfg.SysRoot, DevRoot: "/dev", Poll: 100 * time.Millisecond},
+		target:    nvmeof.NewTarget(),
 	}, nil
 }
 

@@ -36,13 +36,18 @@ func TestHostRefreshMirror(t *testing.T) {
 		status  string
 		reload  bool
 		running bool
+		// ranOn builds the running table, when not from devs: a leg left
+		// out then ("- -") whose device is here now.
+		ranOn *stack.Devices
 	}{
-		{"leg 1 dead, SSD present: reloaded", both, "raid1 2 AD 2048/2048 idle 0 0 -", true, true},
-		{"leg 0 dead, SSD present: reloaded", both, "raid1 2 DA 2048/2048 idle 0 0 -", true, true},
-		{"both in sync: left alone", both, "raid1 2 AA 2048/2048 idle 0 0 -", false, true},
-		{"rebuilding: left alone", both, "raid1 2 Aa 1024/2048 recover 0 0 -", false, true},
-		{"leg's SSD gone: left alone", oneLeg, "raid1 2 AD 2048/2048 idle 0 0 -", false, true},
-		{"mirror not running", both, "", false, false},
+		{"leg 1 dead, SSD present: reloaded", both, "raid1 2 AD 2048/2048 idle 0 0 -", true, true, nil},
+		{"leg 0 dead, SSD present: reloaded", both, "raid1 2 DA 2048/2048 idle 0 0 -", true, true, nil},
+		{"both in sync: left alone", both, "raid1 2 AA 2048/2048 idle 0 0 -", false, true, nil},
+		{"rebuilding: left alone", both, "raid1 2 Aa 1024/2048 recover 0 0 -", false, true, nil},
+		{"leg's SSD gone: left alone", oneLeg, "raid1 2 AD 2048/2048 idle 0 0 -", false, true, nil},
+		{"mirror not running", both, "", false, false, nil},
+		{"leg 1 left out, its device here now: reloaded with it", both, "raid1 2 A- 2048/2048 idle 0 0 -", true, true, &oneLeg},
+		{"leg 1 left out, still absent: left alone", oneLeg, "raid1 2 A- 2048/2048 idle 0 0 -", false, true, &oneLeg},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -54,7 +59,15 @@ func TestHostRefreshMirror(t *testing.T) {
 			}
 			raid, _ := st.Find(stack.RoleWriteData)
 			if c.running {
-				k.AddDevice(raid.Name, raid.UUID, raid.Table)
+				running := raid
+				if c.ranOn != nil {
+					old, err := stack.Build(v, *c.ranOn, stack.DefaultTuning())
+					if err != nil {
+						t.Fatal(err)
+					}
+					running, _ = old.Find(stack.RoleWriteData)
+				}
+				k.AddDevice(raid.Name, raid.UUID, running.Table)
 				k.SetStatus(raid.Name, c.status)
 			}
 			reloaded, err := e.refreshMirror(ctx, v, st)

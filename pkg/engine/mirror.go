@@ -92,10 +92,12 @@ func (e *Engine) RecordMirrors(ctx context.Context) (failed []string, err error)
 }
 
 // GiveBackLeg loads a volume's write mirror again when one of its legs has
-// failed and that leg's SSD is on the node, as `volume repair` does: if the
-// SSD answers again, dm-raid takes the leg back and resyncs it from its
-// bitmap; if it does not, dm-raid fails the leg again at once and the
-// other leg serves on. It reports whether it reloaded.
+// failed, or was left out, and that leg's device is on the node, as
+// `volume repair` does: if the device answers again, dm-raid takes the leg
+// back and resyncs it from its bitmap; if it does not, dm-raid fails the
+// leg again at once and the other leg serves on. A peer leg is attached
+// first (its export may have come back under another device name, which
+// its two slices then follow). It reports whether it reloaded.
 func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
@@ -106,18 +108,37 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if m := v.WriteMirror; m != nil && m.Remote != nil && v.Mode == pool.ModeWriteback {
+		dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length)
+		if err != nil {
+			return false, err
+		}
+		p.Remote[m.Remote.UUID] = dev
+	}
 	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
 	if err != nil {
 		return false, err
 	}
 	// The leg's own devices may have been replaced since (a drifted
-	// table is for repair to look at): only a mirror whose devices all
-	// match the layout is reloaded here.
+	// table is for repair to look at): only a mirror whose local devices
+	// all match the layout is reloaded here. A leg left out gets its
+	// devices now; a peer leg's follow its export.
 	for _, d := range st.Devices {
-		if d.Role != stack.RoleWriteMeta0 && d.Role != stack.RoleWriteLeg0 && d.Role != stack.RoleWriteMeta1 && d.Role != stack.RoleWriteLeg1 {
+		switch d.Role {
+		case stack.RoleWriteMeta0, stack.RoleWriteLeg0, stack.RoleWriteMeta1, stack.RoleWriteLeg1:
+		default:
 			continue
 		}
-		if same, _, err := e.sameTable(ctx, d); err != nil || !same {
+		remote := v.WriteMirror.Remote != nil && (d.Role == stack.RoleWriteMeta1 || d.Role == stack.RoleWriteLeg1)
+		created, err := e.ensure(ctx, d)
+		var drift *DriftError
+		switch {
+		case created:
+		case errors.As(err, &drift) && remote:
+			if err := e.reload(ctx, d.Name, d.Table, nil); err != nil {
+				return false, err
+			}
+		case err != nil:
 			return false, err
 		}
 	}

@@ -23,6 +23,9 @@ type poolState struct {
 	// Generations maps member UUID to the generation its superblock holds;
 	// a member behind the newest generation missed an update.
 	Generations map[string]uint64
+	// Remote maps the UUID of each attached peer leg of the pool's
+	// volumes to its block device.
+	Remote map[string]string
 }
 
 // missing returns the UUIDs of members the layout names but no device holds.
@@ -38,7 +41,7 @@ func (p *poolState) missing() []string {
 
 // devices returns the resolved paths of the pool's SSDs for stack building.
 func (p *poolState) devices(origin string) stack.Devices {
-	return stack.Devices{Origin: origin, Members: p.Members}
+	return stack.Devices{Origin: origin, Members: p.Members, Remote: p.Remote}
 }
 
 // CorruptDevice is a device whose tidecache superblock exists but cannot be
@@ -146,18 +149,23 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 			p.Layout = l
 		}
 	}
+	for _, p := range res.Pools {
+		p.Remote = e.remoteDevices(p.Layout)
+	}
 	return res, nil
 }
 
 // skipScan reports devices whose superblock must not be read: tidecache's
-// own dm devices (their content is user data), md components (the array
+// own dm devices (their content is user data), attached peer legs
+// (another node's replica, which may hang while that node is down), md
+// components (the array
 // is what matters), whole disks with partitions (their content belongs to
 // the partitions: a pool member on the first partition, at the usual
 // 1 MiB alignment, would also be read through the disk, its slot A at the
 // disk's slot B) and optical/floppy drives that may block on read.
 func (e *Engine) skipScan(path string) bool {
 	name := filepath.Base(path)
-	if strings.HasPrefix(name, "sr") || strings.HasPrefix(name, "fd") {
+	if strings.HasPrefix(name, "sr") || strings.HasPrefix(name, "fd") || e.isReplicaExport(name) {
 		return true
 	}
 	if parts, err := blockdev.Partitions(e.cfg.SysRoot, name); err == nil && len(parts) > 0 {

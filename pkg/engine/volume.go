@@ -61,6 +61,18 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		return VolumeInfo{}, err
 	}
 
+	if req.Protect == pool.ProtectPeer {
+		// The peer leg must answer before anything is recorded: a
+		// volume is never created with a leg it could not reach.
+		if req.Peer == nil {
+			return VolumeInfo{}, fmt.Errorf("volume %s: protection peer needs the peer's replica: %w", req.Name, pool.ErrInvalidRequest)
+		}
+		dev, err := e.attachRemote(ctx, *req.Peer, pool.BytesToSectors(req.WriteCache))
+		if err != nil {
+			return VolumeInfo{}, fmt.Errorf("volume %s: %w", req.Name, err)
+		}
+		p.Remote[req.Peer.UUID] = dev
+	}
 	next, v, err := addVolume(p.Layout, withReadBlockSize(req, e.cfg.Tuning))
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
@@ -150,11 +162,24 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 		// Both legs of a mirror, and their dm-raid metadata: a raid1 that
 		// finds no superblock on either leg starts as a new array.
 		if m := v.WriteMirror; m != nil {
-			extents = append(extents, m.Meta, m.Leg, m.LegMeta)
+			extents = append(extents, m.Meta)
+			if m.Remote == nil {
+				extents = append(extents, m.Leg, m.LegMeta)
+			}
 		}
 	}
 	if read && v.ReadMeta != nil {
 		extents = append(extents, *v.ReadMeta)
+	}
+	// A peer leg's metadata heads its replica, on the attached export.
+	if m := v.WriteMirror; write && m != nil && m.Remote != nil {
+		path, ok := p.Remote[m.Remote.UUID]
+		if !ok {
+			return fmt.Errorf("volume %s: peer leg on node %s not attached", v.Name, m.Remote.Node)
+		}
+		if err := e.zeroHead(path, pool.Extent{Length: pool.MirrorMetaSectors}); err != nil {
+			return fmt.Errorf("volume %s: peer leg: %w", v.Name, err)
+		}
 	}
 	for _, x := range extents {
 		path, ok := p.Members[x.Member]
@@ -233,6 +258,13 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 	}
 	if err := e.writeLayout(p, origin, next); err != nil {
 		return err
+	}
+	// The peer leg's export is no longer needed here; the peer drops
+	// its replica once the cluster no longer places it there.
+	if m := v.WriteMirror; m != nil && m.Remote != nil {
+		if err := e.initiator.Detach(m.Remote.NQN); err != nil {
+			e.log.Warn("peer leg not detached", "volume", name, "nqn", m.Remote.NQN, "err", err)
+		}
 	}
 	e.log.Info("volume deleted", "volume", name, "pool", p.Layout.Name)
 	return nil
