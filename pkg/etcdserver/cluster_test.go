@@ -230,6 +230,7 @@ func (c *cluster) get(ctx context.Context, name, policy string) int {
 // replaced by a new one (member remove, member add, start with state
 // existing on an empty data directory) gets everything too.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := newCluster(t, "http", nil, "a", "b", "c")
@@ -327,6 +328,7 @@ func sorted(s []string) []string {
 // A member alone cannot form the cluster: Start gives up at its deadline,
 // says why, and leaves nothing running (the ports are free again).
 func TestClusterNoQuorum(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, "http", nil, "a", "b", "c")
 	t0 := time.Now()
 	err := c.start(500*time.Millisecond, "a")["a"]
@@ -341,6 +343,7 @@ func TestClusterNoQuorum(t *testing.T) {
 // certificates of the cluster's CA form a quorum; a third whose
 // certificate another CA signed is refused by both and never serves.
 func TestClusterPeerTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := etcdtest.NewCA(t, dir, "ca")
 	other := etcdtest.NewCA(t, dir, "other-ca")

@@ -403,6 +403,10 @@ func warnExposed(log *slog.Logger, cfg Config, curl, purl *url.URL) {
 				"url", cfg.ClientURL)
 		}
 	}
+	if cfg.clusterMode() && isLoopback(curl) && !isLoopback(purl) {
+		log.Warn("embedded etcd cluster member serves clients on loopback only: daemons and tidectl on other nodes cannot use it; give a client URL on this host's address",
+			"url", cfg.ClientURL)
+	}
 	if !isLoopback(purl) && !cfg.peerTLS() {
 		log.Warn("embedded etcd peer URL without TLS on a non-loopback address: replication crosses the network in clear and anyone who reaches it can pose as a member; keep it on a trusted network or set peer certificates",
 			"url", cfg.PeerURL)
