@@ -14,12 +14,35 @@ type Node struct {
 	Name string `json:"name"`
 	// Address is where peers and tidectl reach the daemon (host:port).
 	Address string `json:"address,omitempty"`
+	// ReplicaAddress is where the node's NVMe/TCP target serves replicas
+	// to peers (IPv4:port); empty when the node keeps none. The leader
+	// places replicas only on nodes that have one.
+	ReplicaAddress string `json:"replicaAddress,omitempty"`
+	// FaultDomain groups nodes that can fail together (a rack, a power
+	// feed); the leader puts a replica in another domain when it can.
+	FaultDomain string `json:"faultDomain,omitempty"`
+	// Replicas are the slices this node keeps for peers' mirrors.
+	Replicas []ReplicaInventory `json:"replicas,omitempty"`
 	// Version is the daemon's version.
 	Version   string          `json:"version,omitempty"`
 	Pools     []PoolInventory `json:"pools,omitempty"`
 	SSDs      []SSDInventory  `json:"ssds,omitempty"`
 	StartedAt time.Time       `json:"startedAt"`
 	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// ReplicaInventory is one replica a node keeps: how its owner attaches it.
+type ReplicaInventory struct {
+	Volume string `json:"volume"`
+	Owner  string `json:"owner"`
+	Pool   string `json:"pool"`
+	// NQN and UUID are the export's subsystem NQN and namespace UUID.
+	NQN       string `json:"nqn"`
+	UUID      string `json:"uuid"`
+	SizeBytes uint64 `json:"sizeBytes"`
+	// Exported says the export is in place; Error says why not.
+	Exported bool   `json:"exported"`
+	Error    string `json:"error,omitempty"`
 }
 
 // PoolInventory describes one pool on a node.

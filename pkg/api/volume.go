@@ -89,11 +89,17 @@ type VolumeSpec struct {
 	// can then be lost on power failure. It needs WriteCacheBytes and is
 	// fixed once the volume exists.
 	AllowFUAWindow bool `json:"allowFUAWindow,omitempty"`
-	// Protect is how many copies the write cache keeps: "none", or
-	// "local", mirrored on two SSDs of the node. Empty lets the node choose
-	// local when the pool has two SSDs with room, else none. It needs
+	// Protect is how many copies the write cache keeps: "none", "local",
+	// mirrored on two SSDs of the node, or "peer", mirrored on a slice of
+	// another node's SSD over NVMe/TCP. Empty lets the node choose local
+	// when the pool has two SSDs with room, else none. It needs
 	// WriteCacheBytes and is fixed once the volume exists.
 	Protect string `json:"protect,omitempty"`
+	// ReplicaNode and ReplicaPool say where a peer-protected volume's
+	// replica (its write mirror's second leg) lives. The leader fills them
+	// in when they are empty; a user may name the node.
+	ReplicaNode string `json:"replicaNode,omitempty"`
+	ReplicaPool string `json:"replicaPool,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
 }
@@ -147,6 +153,26 @@ func (v VolumeSpec) Validate() error {
 			add(err)
 		} else if p != pool.ProtectNone && v.WriteCacheBytes == 0 {
 			add(fmt.Errorf("protect %s needs writeCacheBytes greater than 0", p))
+		}
+	}
+	if v.ReplicaNode != "" || v.ReplicaPool != "" {
+		switch {
+		case v.Protect != string(pool.ProtectPeer):
+			add(fmt.Errorf("replicaNode and replicaPool need protect %s", pool.ProtectPeer))
+		case v.ReplicaNode == "" && v.ReplicaPool != "":
+			add(errors.New("replicaPool needs replicaNode"))
+		case v.ReplicaNode != "" && v.ReplicaNode == v.Node:
+			add(fmt.Errorf("replicaNode %s is the volume's own node: a peer replica must be on another node", v.ReplicaNode))
+		}
+		if v.ReplicaNode != "" {
+			if err := ValidateNodeName(v.ReplicaNode); err != nil {
+				add(fmt.Errorf("replicaNode: %w", err))
+			}
+		}
+		if v.ReplicaPool != "" {
+			if err := pool.ValidateName("pool", v.ReplicaPool); err != nil {
+				add(fmt.Errorf("replicaPool: %w", err))
+			}
 		}
 	}
 	if v.Policy != "" {

@@ -140,7 +140,7 @@ func TestCreateRequest(t *testing.T) {
 		{"protect unset: the node chooses", func(*createFlags) {}, 0, "", ""},
 		{"protect local", func(c *createFlags) { c.protect = "local" }, 0, pool.ProtectLocal, ""},
 		{"protect none", func(c *createFlags) { c.protect = "none" }, 0, pool.ProtectNone, ""},
-		{"protect typo", func(c *createFlags) { c.protect = "peer" }, 0, "", `invalid --protect "peer": want none or local`},
+		{"protect typo", func(c *createFlags) { c.protect = "mirror" }, 0, "", `invalid --protect "mirror": want none, local or peer`},
 		{"protect local without write cache", func(c *createFlags) { c.protect, c.writeCache, c.mode = "local", "0", "writethrough" }, 0, "", "--protect local needs --write-cache"},
 	}
 	for _, tc := range cases {

@@ -24,6 +24,8 @@ type clusterFlags struct {
 	cert, key, ca, prefix string
 	wait                  bool
 	timeout               time.Duration
+	// replicaNode is volume create's --replica-node.
+	replicaNode string
 }
 
 func (g *Globals) cluster() bool { return g.cl.endpoints != "" }
@@ -83,7 +85,7 @@ func (b *clusterBackend) CreateVolume(ctx context.Context, req pool.VolumeReques
 		Name: req.Name, Node: node, Pool: poolName, SizeBytes: req.Size,
 		WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
 		Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize,
-		AllowFUAWindow: req.FUAWindow, Protect: string(req.Protect),
+		AllowFUAWindow: req.FUAWindow, Protect: string(req.Protect), ReplicaNode: b.g.cl.replicaNode,
 	}
 	meta, err := b.st.CreateVolumeSpec(ctx, spec)
 	if err != nil {

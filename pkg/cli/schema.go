@@ -57,9 +57,11 @@ type Volume struct {
 	LegacyStack bool         `json:"legacy_stack,omitempty"`
 	Tuning      *pool.Tuning `json:"tuning,omitempty"`
 	Alerts      []string     `json:"alerts,omitempty"`
-	// Protection is none or local (write cache mirrored on two SSDs);
-	// Mirror is dm-raid's view of the mirror where it runs.
+	// Protection is none, local (write cache mirrored on two SSDs) or
+	// peer (mirrored on an SSD of PeerNode, over NVMe/TCP); Mirror is
+	// dm-raid's view of the mirror where it runs.
 	Protection string  `json:"protection,omitempty"`
+	PeerNode   string  `json:"peer_node,omitempty"`
 	Mirror     *Mirror `json:"mirror,omitempty"`
 
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
@@ -109,7 +111,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	if rc := v.ReadCache; rc != nil {
 		out.ReadHitRatio = rc.ReadHitRatio
 	}
-	out.Protection = string(v.Protection)
+	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}
@@ -127,6 +129,7 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 		BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
 		DesiredMode: spec.Mode, State: statePending, FUAWindow: spec.AllowFUAWindow,
 		Protection:   spec.Protect,
+		PeerNode:     spec.ReplicaNode,
 		SpecRevision: rev,
 	}
 	if out.BlockSize == 0 && spec.WriteCacheBytes > 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -93,11 +94,11 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 	req.FUAWindow = c.allowFUAWindow
 	if c.protect != "" {
 		if req.Protect, err = pool.ParseProtection(c.protect); err != nil {
-			return pool.VolumeRequest{}, fmt.Errorf("invalid --protect %q: want none or local", c.protect)
+			return pool.VolumeRequest{}, fmt.Errorf("invalid --protect %q: want none, local or peer", c.protect)
 		}
 	}
-	if req.Protect == pool.ProtectLocal && req.WriteCache == 0 {
-		return pool.VolumeRequest{}, fmt.Errorf("--protect local needs --write-cache: it mirrors the write cache")
+	if req.Protect != "" && req.Protect != pool.ProtectNone && req.WriteCache == 0 {
+		return pool.VolumeRequest{}, fmt.Errorf("--protect %s needs --write-cache: it mirrors the write cache", req.Protect)
 	}
 	return req, nil
 }
@@ -140,16 +141,37 @@ without losing one, and the volume goes on, degraded, on the other. It
 takes twice the write-cache space. With none the dirty blocks live on one
 SSD: if it dies, the writes it held that were not yet on the HDDs are
 lost. Without --protect a volume gets local when its pool has two SSDs
-with room for the mirror, else none, with a warning.`,
+with room for the mirror, else none, with a warning.
+
+With peer (cluster mode only) the second leg is a slice of another node's
+SSD: the leader picks a node that serves replicas (tidecached
+--replica-address) with room, in another fault domain when it can, or
+the one --replica-node names. That node exports the slice over NVMe/TCP
+to this volume's node alone, and a write is acknowledged once both nodes'
+SSDs have it. If the peer dies, I/O stalls a few seconds and goes on with
+the local leg, degraded; when the peer is back the daemon attaches it
+again and dm-raid resyncs what its bitmap recorded.`,
 		Example: `  tidectl volume create mysql --size 500G --write-cache 40G --read-cache 80G
   tidectl volume create scans --size 2T --write-cache 40G --read-cache 200G --read-block-size 512K
   tidectl volume create scratch --size 10G --write-cache 1G --mode writethrough
-  tidectl volume create ledger --size 200G --write-cache 20G --protect local`,
+  tidectl volume create ledger --size 200G --write-cache 20G --protect local
+  tidectl volume create orders --size 200G --write-cache 20G --protect peer --node db1 --etcd-endpoints http://10.0.0.1:2389`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := cf.request(args[0])
 			if err != nil {
 				return usageError{err}
+			}
+			if req.Protect == pool.ProtectPeer && !g.cluster() {
+				return usageError{fmt.Errorf("--protect peer needs the cluster (--etcd-endpoints): the leader places the replica on another node, whose daemon exports it")}
+			}
+			if g.cl.replicaNode != "" {
+				if req.Protect != pool.ProtectPeer {
+					return usageError{fmt.Errorf("--replica-node needs --protect peer")}
+				}
+				if err := api.ValidateNodeName(g.cl.replicaNode); err != nil {
+					return usageError{fmt.Errorf("--replica-node: %w", err)}
+				}
 			}
 			if poolName != "" {
 				if err := pool.ValidateName("pool", poolName); err != nil {
@@ -171,7 +193,7 @@ with room for the mirror, else none, with a warning.`,
 				return err
 			}
 			if v.WriteCacheBytes > 0 && v.Protection == string(pool.ProtectNone) {
-				fmt.Fprintf(g.Stderr, "warning: volume %s: the write cache has one copy, on one SSD: if that SSD dies, writes not yet on the HDDs are lost; --protect local mirrors it on a second SSD\n", v.Name)
+				fmt.Fprintf(g.Stderr, "warning: volume %s: the write cache has one copy, on one SSD: if that SSD dies, writes not yet on the HDDs are lost; --protect local or peer mirrors it on a second SSD\n", v.Name)
 			}
 			if g.cluster() && !g.cl.wait {
 				if g.JSON() {
@@ -195,8 +217,10 @@ with room for the mirror, else none, with a warning.`,
 	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
 	_ = cmd.RegisterFlagCompletionFunc("node", g.completeNodes)
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
-	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (mirrored on two SSDs of the pool) or none (one SSD); default: local when the pool has two SSDs with room, else none")
-	_ = cmd.RegisterFlagCompletionFunc("protect", cobra.FixedCompletions([]string{string(pool.ProtectNone), string(pool.ProtectLocal)}, cobra.ShellCompDirectiveNoFileComp))
+	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (mirrored on two SSDs of the pool), peer (mirrored on another node's SSD over NVMe/TCP; cluster mode) or none (one SSD); default: local when the pool has two SSDs with room, else none")
+	_ = cmd.RegisterFlagCompletionFunc("protect", cobra.FixedCompletions([]string{string(pool.ProtectNone), string(pool.ProtectLocal), string(pool.ProtectPeer)}, cobra.ShellCompDirectiveNoFileComp))
+	f.StringVar(&g.cl.replicaNode, "replica-node", "", "cluster mode, --protect peer: node to keep the replica on (default: the leader places it)")
+	_ = cmd.RegisterFlagCompletionFunc("replica-node", g.completeNodes)
 	f.BoolVar(&cf.allowFUAWindow, "allow-fua-window", false, "build the write cache without the fuaflush kernel target: FUA writes (O_DSYNC, journal commits) can be lost on power failure; recorded and alerted on")
 	_ = cmd.MarkFlagRequired("size")
 	return cmd
@@ -370,19 +394,29 @@ func durability(v Volume) string {
 // protection says how many copies of the write cache exist right now.
 func protection(v Volume) string {
 	m := v.Mirror
-	switch {
-	case v.Protection == string(pool.ProtectLocal) && m == nil:
-		return "local (mirrored on two SSDs; the mirror is not running)"
-	case v.Protection == string(pool.ProtectLocal) && m.Degraded && m.SyncAction == "recover":
-		return fmt.Sprintf("local, DEGRADED: legs %s, rebuilding a leg, %.1f%% done", m.Health, m.SyncPercent)
-	case v.Protection == string(pool.ProtectLocal) && m.Degraded:
-		return fmt.Sprintf("local, DEGRADED: legs %s, %d copy of the dirty blocks; replace or bring back the failed SSD, then tidectl volume repair %s", m.Health, m.Copies, v.Name)
-	case v.Protection == string(pool.ProtectLocal) && m.SyncAction == "resync":
-		return fmt.Sprintf("local: mirrored on two SSDs, legs %s, initial resync %.1f%% done (every write goes to both)", m.Health, m.SyncPercent)
-	case v.Protection == string(pool.ProtectLocal):
-		return fmt.Sprintf("local: mirrored on two SSDs, legs %s", m.Health)
+	var kind, where string
+	switch v.Protection {
+	case string(pool.ProtectLocal):
+		kind, where = "local", "mirrored on two SSDs"
+	case string(pool.ProtectPeer):
+		peer := cmp.Or(v.PeerNode, "a peer node not placed yet")
+		kind, where = "peer", "mirrored on this node's SSD and on "+peer+"'s, over NVMe/TCP"
+	default:
+		return "NONE: one copy on one SSD; losing it loses the writes not yet on the HDDs (--protect local or peer mirrors it)"
 	}
-	return "NONE: one copy on one SSD; losing it loses the writes not yet on the HDDs (--protect local mirrors it)"
+	switch {
+	case m == nil:
+		return fmt.Sprintf("%s (%s; the mirror is not running)", kind, where)
+	case m.Degraded && m.SyncAction == "recover":
+		return fmt.Sprintf("%s, DEGRADED: legs %s, rebuilding a leg, %.1f%% done", kind, m.Health, m.SyncPercent)
+	case m.Degraded && kind == "peer":
+		return fmt.Sprintf("%s, DEGRADED: legs %s, %d copy of the dirty blocks; the daemon attaches the peer leg again when %s answers (or tidectl volume repair %s)", kind, m.Health, m.Copies, cmp.Or(v.PeerNode, "the peer"), v.Name)
+	case m.Degraded:
+		return fmt.Sprintf("%s, DEGRADED: legs %s, %d copy of the dirty blocks; replace or bring back the failed SSD, then tidectl volume repair %s", kind, m.Health, m.Copies, v.Name)
+	case m.SyncAction == "resync":
+		return fmt.Sprintf("%s: %s, legs %s, initial resync %.1f%% done (every write goes to both)", kind, where, m.Health, m.SyncPercent)
+	}
+	return fmt.Sprintf("%s: %s, legs %s", kind, where, m.Health)
 }
 
 // formatTuning prints a volume's own write-tier tuning: the knobs it sets,

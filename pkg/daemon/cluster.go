@@ -3,10 +3,14 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/placement"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/version"
 )
@@ -14,7 +18,12 @@ import (
 // inventory builds this node's record: pools with free space and SSD
 // health. A failing part is logged and left out; the record still goes out.
 func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
-	n := api.Node{Name: d.cfg.Node, Address: d.cfg.Address, Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
+	n := api.Node{Name: d.cfg.Node, Address: d.cfg.Address, ReplicaAddress: d.cfg.ReplicaAddress, FaultDomain: d.cfg.FaultDomain,
+		Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
+	if n.ReplicaAddress != "" {
+		host, port, _ := replicaAddress(n.ReplicaAddress)
+		n.ReplicaAddress = net.JoinHostPort(host, strconv.Itoa(port))
+	}
 	pools, err := d.eng.Pools(ctx)
 	if err != nil {
 		d.log.Warn("inventory: pools", "err", err)
@@ -41,6 +50,7 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	}
 	d.mu.Lock()
 	d.lastSSDs = n.SSDs
+	n.Replicas = slices.Clone(d.replicas)
 	d.mu.Unlock()
 	return n
 }
@@ -87,11 +97,12 @@ func (d *daemon) membership(ctx context.Context) {
 				d.log.Warn("node lease lost; registering again")
 				break refresh
 			case <-t.C:
-				if err := reg.Update(ctx, d.inventory(ctx, started)); err != nil {
-					d.log.Warn("inventory update failed", "err", err)
-					if errors.Is(err, store.ErrLeaseLost) {
-						break refresh
-					}
+			case <-d.inventoryNow:
+			}
+			if err := reg.Update(ctx, d.inventory(ctx, started)); err != nil {
+				d.log.Warn("inventory update failed", "err", err)
+				if errors.Is(err, store.ErrLeaseLost) {
+					break refresh
 				}
 			}
 		}
@@ -136,8 +147,9 @@ func (d *daemon) leadership(ctx context.Context) {
 }
 
 // placeUnassigned gives every spec without a node the node placement
-// chooses, with a revision-checked update (a concurrent user edit wins and
-// the spec is looked at again next round).
+// chooses, and every peer-protected spec without a replica node the
+// replica placement chooses, each with a revision-checked update (a
+// concurrent user edit wins and the spec is looked at again next round).
 func (d *daemon) placeUnassigned(ctx context.Context) {
 	specs, _, _, err := d.st.ListVolumeSpecs(ctx)
 	if err != nil {
@@ -146,15 +158,19 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 	var nodes []api.Node
 	for _, it := range specs {
 		if it.Value.Node != "" {
+			if it.Value.Protect == string(pool.ProtectPeer) && it.Value.ReplicaNode == "" {
+				if nodes == nil {
+					if nodes, err = d.liveNodes(ctx); err != nil {
+						return
+					}
+				}
+				d.placeReplica(ctx, it, nodes)
+			}
 			continue
 		}
 		if nodes == nil {
-			items, _, _, err := d.st.ListNodes(ctx)
-			if err != nil {
+			if nodes, err = d.liveNodes(ctx); err != nil {
 				return
-			}
-			for _, n := range items {
-				nodes = append(nodes, n.Value)
 			}
 		}
 		choice, err := placement.Place(it.Value, nodes)
@@ -170,6 +186,35 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 		}
 		d.log.Info("volume placed", "volume", spec.Name, "on", choice.Node, "pool", choice.Pool)
 	}
+}
+
+// placeReplica records where a peer-protected volume's replica goes.
+func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec], nodes []api.Node) {
+	choice, err := placement.PlaceReplica(it.Value, nodes)
+	if err != nil {
+		d.log.Warn("cannot place replica", "volume", it.Value.Name, "err", err)
+		return
+	}
+	spec := it.Value
+	spec.ReplicaNode, spec.ReplicaPool = choice.Node, choice.Pool
+	if _, err := d.st.UpdateVolumeSpec(ctx, spec, it.Meta.ModRevision); err != nil {
+		d.log.Warn("replica placement update failed", "volume", spec.Name, "err", err)
+		return
+	}
+	d.log.Info("replica placed", "volume", spec.Name, "owner", spec.Node, "on", choice.Node, "pool", choice.Pool)
+}
+
+// liveNodes lists the registered nodes.
+func (d *daemon) liveNodes(ctx context.Context) ([]api.Node, error) {
+	items, _, _, err := d.st.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]api.Node, 0, len(items))
+	for _, n := range items {
+		nodes = append(nodes, n.Value)
+	}
+	return nodes, nil
 }
 
 // sleep waits d or until ctx is done; it reports whether to go on.

@@ -72,6 +72,15 @@ type Config struct {
 	Reconcile reconcile.Config
 	// Engine configures the single-node engine.
 	Engine engine.Config
+	// ReplicaAddress is where this node's NVMe/TCP target serves the
+	// replicas it keeps for peers' mirrors, "IPv4:port" (port 4420 if
+	// left out). Empty: the node keeps no replicas, and the leader never
+	// places one on it.
+	ReplicaAddress string
+	// FaultDomain is published in the node record: the leader puts a
+	// volume's replica in another fault domain than the volume when it
+	// can.
+	FaultDomain string
 	// LegRetry is how long after a write mirror leg failed the daemon first
 	// gives it back to dm-raid (engine.GiveBackLeg); the wait doubles after
 	// each attempt that does not bring the mirror back in sync, up to
@@ -129,6 +138,11 @@ func (c Config) Validate() error {
 	if c.InventoryInterval <= 0 || c.PlacementInterval <= 0 {
 		return errors.New("config: inventory and placement intervals must be positive")
 	}
+	if c.ReplicaAddress != "" {
+		if _, _, err := replicaAddress(c.ReplicaAddress); err != nil {
+			return fmt.Errorf("config replica-address: %w", err)
+		}
+	}
 	if c.LegRetry < time.Second {
 		return fmt.Errorf("config leg-retry: %s, want at least 1s", c.LegRetry)
 	}
@@ -146,6 +160,11 @@ type Engine interface {
 	// GiveBackLeg reloads such a mirror (see package engine).
 	RecordMirrors(ctx context.Context) ([]string, error)
 	GiveBackLeg(ctx context.Context, name string) (bool, error)
+	// The replicas this node keeps for peers' mirrors: HostReplica and
+	// DropReplica for the controller, ServeReplicas (build and export
+	// every one) for the daemon's own loop.
+	reconcile.Replicas
+	ServeReplicas(ctx context.Context, addr string, port int) ([]engine.ReplicaInfo, error)
 }
 
 // node is what Run opens on the host and serve runs on.
@@ -226,11 +245,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 		return err
 	}
 
-	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds}
+	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds, inventoryNow: make(chan struct{}, 1)}
 	rc := cfg.Reconcile
 	rc.Node, rc.Logger, rc.Metrics = cfg.Node, log, rmet
 	rc.OnEtcdUp = d.setEtcdUp
 	rc.SSDs = inventorySSDs{d}
+	if cfg.ReplicaAddress != "" {
+		rc.Replicas, rc.ReplicaKept = eng, d.replicaKept
+	}
 	ctrl, err := reconcile.New(rc, eng, st)
 	if err != nil {
 		return err
@@ -263,6 +285,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	g.Go(func() error { d.leadership(gctx); return nil })
 	g.Go(func() error { d.watchdog(gctx); return nil })
 	g.Go(func() error { d.watchMirrors(gctx); return nil })
+	if cfg.ReplicaAddress != "" {
+		g.Go(func() error { d.serveReplicas(gctx); return nil })
+	}
 
 	if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady); err != nil {
 		log.Warn("systemd notify failed", "err", err)
@@ -301,6 +326,10 @@ type daemon struct {
 	etcdUp   bool
 	leader   bool
 	lastSSDs []api.SSDInventory
+	// replicas is what the last ServeReplicas reported, for the node
+	// record; inventoryNow asks membership to publish the record now.
+	replicas     []api.ReplicaInventory
+	inventoryNow chan struct{}
 }
 
 func (d *daemon) setEtcdUp(up bool) {

@@ -45,9 +45,11 @@ type VolumeInfo struct {
 	Error      string            `json:"error,omitempty"`
 	WriteCache *WriteCacheStatus `json:"write_cache,omitempty"`
 	ReadCache  *ReadCacheStatus  `json:"read_cache,omitempty"`
-	// Protection is how many copies the write cache keeps: none or local
+	// Protection is how many copies the write cache keeps: none, local or peer
 	// (mirrored on two SSDs).
 	Protection pool.Protection `json:"protection"`
+	// PeerNode is the node holding leg 1 of a peer mirror.
+	PeerNode string `json:"peer_node,omitempty"`
 	// Mirror is the write mirror as dm-raid reports it, when it runs.
 	Mirror *MirrorStatus `json:"mirror,omitempty"`
 	// MirrorOutOfSync lists the mirror legs the layout records as lacking
@@ -127,6 +129,9 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	}
 	if v.WriteMirror != nil {
 		info.MirrorOutOfSync = v.WriteMirror.OutOfSync
+		if r := v.WriteMirror.Remote; r != nil {
+			info.PeerNode = r.Node
+		}
 	}
 	if v.ReadCache != nil {
 		info.ReadCacheBytes = v.ReadCache.Length * pool.SectorSize

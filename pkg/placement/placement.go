@@ -57,3 +57,60 @@ func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 	})
 	return cands[0].Choice, nil
 }
+
+// PlaceReplica picks where a peer-protected volume's replica goes: a live
+// node other than the volume's own that serves replicas (ReplicaAddress),
+// with a pool whose SSDs have room for the replica slice. A node in
+// another fault domain than the owner's wins over one in the same domain
+// (nodes without a domain count as their own); then the most free SSD
+// space; then the node name, so every leader decides the same way.
+func PlaceReplica(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
+	ownerDomain := ""
+	for _, n := range nodes {
+		if n.Name == spec.Node {
+			ownerDomain = n.FaultDomain
+		}
+	}
+	type candidate struct {
+		Choice
+		sameDomain bool
+		ssdFree    uint64
+	}
+	var cands []candidate
+	need := spec.WriteCacheBytes + 1<<20 // the leg's data and its dm-raid metadata
+	for _, n := range nodes {
+		if n.Name == spec.Node || n.ReplicaAddress == "" {
+			continue
+		}
+		if spec.ReplicaNode != "" && n.Name != spec.ReplicaNode {
+			continue
+		}
+		for _, p := range n.Pools {
+			if spec.ReplicaPool != "" && p.Name != spec.ReplicaPool {
+				continue
+			}
+			if p.SSDFreeBytes < need {
+				continue
+			}
+			same := ownerDomain != "" && n.FaultDomain == ownerDomain
+			cands = append(cands, candidate{Choice{Node: n.Name, Pool: p.Name}, same, p.SSDFreeBytes})
+		}
+	}
+	if len(cands) == 0 {
+		return Choice{}, fmt.Errorf("replica of volume %s (%d bytes of write cache): %w: no other live node serving replicas has a pool with that much free SSD space", spec.Name, spec.WriteCacheBytes, ErrNoCapacity)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.sameDomain != b.sameDomain {
+			return !a.sameDomain
+		}
+		if a.ssdFree != b.ssdFree {
+			return a.ssdFree > b.ssdFree
+		}
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		return a.Pool < b.Pool
+	})
+	return cands[0].Choice, nil
+}

@@ -45,3 +45,38 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("no nodes: %v", err)
 	}
 }
+
+func TestPlaceReplica(t *testing.T) {
+	node := func(name, addr, domain string, free uint64) api.Node {
+		return api.Node{Name: name, ReplicaAddress: addr, FaultDomain: domain, Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free, OriginFreeBytes: 1 << 40}}}
+	}
+	spec := api.VolumeSpec{Name: "db", Node: "a", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 30, Protect: "peer"}
+	cases := []struct {
+		name  string
+		spec  api.VolumeSpec
+		nodes []api.Node
+		want  string // node, "" for ErrNoCapacity
+	}{
+		{"never the owner", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "10.0.0.2:4420", "", 2<<30)}, "b"},
+		{"only nodes that serve replicas", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "", "", 8<<30)}, ""},
+		{"room for the leg and its metadata", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 1<<30)}, ""},
+		{"another fault domain first", spec, []api.Node{node("a", "", "r1", 0), node("b", "10.0.0.2:4420", "r1", 8<<30), node("c", "10.0.0.3:4420", "r2", 2<<30)}, "c"},
+		{"then the most free space", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, "c"},
+		{"the node the spec names", api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 30, Protect: "peer", ReplicaNode: "b"},
+			[]api.Node{node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, "b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := PlaceReplica(tc.spec, tc.nodes)
+			if tc.want == "" {
+				if !errors.Is(err, ErrNoCapacity) {
+					t.Fatalf("PlaceReplica = %+v, %v; want ErrNoCapacity", got, err)
+				}
+				return
+			}
+			if err != nil || got.Node != tc.want || got.Pool != "fast" {
+				t.Fatalf("PlaceReplica = %+v, %v; want node %s pool fast", got, err, tc.want)
+			}
+		})
+	}
+}

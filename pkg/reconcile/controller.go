@@ -35,6 +35,13 @@ type Engine interface {
 	SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error)
 }
 
+// Replicas keeps the slices this node holds for other nodes' peer mirrors
+// (see package engine).
+type Replicas interface {
+	HostReplica(ctx context.Context, pool string, req pool.ReplicaRequest) (engine.ReplicaInfo, error)
+	DropReplica(ctx context.Context, volume string) error
+}
+
 // Store is the part of *store.Store the controller uses.
 type Store interface {
 	ListVolumeSpecs(ctx context.Context) ([]store.Item[api.VolumeSpec], int64, []store.InvalidRecord, error)
@@ -43,6 +50,8 @@ type Store interface {
 	GetVolumeStatus(ctx context.Context, name string) (api.VolumeStatus, store.Meta, error)
 	ListPolicies(ctx context.Context) ([]store.Item[api.Policy], int64, []store.InvalidRecord, error)
 	GetNodeSpec(ctx context.Context, node string) (api.NodeSpec, store.Meta, error)
+	// GetNode reads a node's record: a peer's, for the replica it keeps.
+	GetNode(ctx context.Context, name string) (api.Node, store.Meta, error)
 	Watch(ctx context.Context, fromRevision int64) <-chan store.WatchResult
 	Healthy(ctx context.Context) error
 }
@@ -83,6 +92,13 @@ type Config struct {
 	OnEtcdUp func(up bool)
 	// SSDs is the optional source of SSD health.
 	SSDs SSDSource
+	// Replicas, if set, keeps the replicas volume specs place on this
+	// node (spec.ReplicaNode); nil means the node keeps none (it has no
+	// replica address), and such specs are reported, not served.
+	Replicas Replicas
+	// ReplicaKept, if set, is called after a replica was kept, so that it
+	// is exported and published at once rather than at the next round.
+	ReplicaKept func(ctx context.Context)
 
 	// HealthInterval is how often the store's health is checked.
 	HealthInterval time.Duration
@@ -183,7 +199,10 @@ type Controller struct {
 	// while its name is here was deleted by a user: the volume is deleted
 	// (once clean). A local volume never seen here is only reported.
 	owned map[string]int64
-	vols  map[string]*volState
+	// replicas holds the volumes whose spec was last seen placing their
+	// replica on this node.
+	replicas map[string]bool
+	vols     map[string]*volState
 	// unmanaged are local volumes reported as having no spec for this
 	// node, with the reason, so each is logged once.
 	unmanaged map[string]string
@@ -221,6 +240,7 @@ func New(cfg Config, eng Engine, st Store) (*Controller, error) {
 		workers:   map[string]*worker{},
 		known:     map[string]string{},
 		owned:     map[string]int64{},
+		replicas:  map[string]bool{},
 		vols:      map[string]*volState{},
 		unmanaged: map[string]string{},
 	}, nil
@@ -447,9 +467,10 @@ func (c *Controller) handle(ev store.Event) {
 	case store.KindVolumeSpec:
 		c.mu.Lock()
 		_, mine := c.owned[ev.Name]
+		mine = mine || c.replicas[ev.Name]
 		if v, ok := ev.Value.(api.VolumeSpec); ok {
 			c.known[ev.Name] = v.Node
-			mine = mine || v.Node == c.cfg.Node
+			mine = mine || v.Node == c.cfg.Node || v.ReplicaNode == c.cfg.Node
 		} else if ev.Type == store.Delete {
 			delete(c.known, ev.Name)
 		}

@@ -201,7 +201,7 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 				"volume", name, "spec_node", spec.Node)
 		}
 		c.forget(name)
-		return spec, 0, outcome{done: true}, false
+		return spec, 0, c.reconcileReplica(ctx, spec), false
 	}
 	c.mu.Lock()
 	c.owned[name] = meta.ModRevision
@@ -320,6 +320,16 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 	if req.WriteCache == 0 && spec.Protect == "" {
 		req.Protect = "" // a policy's protection concerns write caches only
 	}
+	if req.Protect == pool.ProtectPeer {
+		leg, err := c.peerLeg(ctx, spec)
+		if err != nil {
+			// Not an error of this volume: the replica is on its way.
+			st.State, st.Error = api.StateCreating, err.Error()
+			c.log.Info("volume waits for its peer replica", "volume", spec.Name, "why", err)
+			return outcome{res: Result{RequeueAfter: replicaWait}, err: c.putStatus(ctx, st, nil)}
+		}
+		req.Peer = &leg
+	}
 	st.State = api.StateCreating
 	if err := c.putStatus(ctx, st, nil); err != nil {
 		return outcome{err: err}
@@ -409,6 +419,9 @@ func collectDrift(err error, out *[]*engine.DriftError) {
 // deletes a volume's status with its spec, so progress and refusals here
 // are reported in the log and the error metric only.
 func (c *Controller) reconcileDeleted(ctx context.Context, name string) outcome {
+	if out, kept := c.dropReplica(ctx, name); kept {
+		return out
+	}
 	c.mu.Lock()
 	_, owned := c.owned[name]
 	delete(c.known, name)

@@ -383,3 +383,16 @@ func (f *Engine) Scans() int {
 func driftError(name string) error {
 	return errors.Join(&engine.DriftError{Device: "tc-" + name, Want: "0 2097152 writecache s ...", Got: "0 2097152 linear 253:0 0"})
 }
+
+// HostReplica refuses: the fake keeps no replicas.
+func (f *Engine) HostReplica(context.Context, string, pool.ReplicaRequest) (engine.ReplicaInfo, error) {
+	return engine.ReplicaInfo{}, errors.New("reconciletest: the fake engine keeps no replicas")
+}
+
+// DropReplica does nothing: the fake keeps no replicas.
+func (f *Engine) DropReplica(context.Context, string) error { return nil }
+
+// ServeReplicas serves nothing: the fake keeps no replicas.
+func (f *Engine) ServeReplicas(context.Context, string, int) ([]engine.ReplicaInfo, error) {
+	return nil, nil
+}

@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// replicaInterval is how often the daemon makes sure every replica it
+// keeps is built and exported: after a reboot (assembly builds the
+// devices, the export needs the network), after a failed export, or after
+// someone removed one.
+const replicaInterval = 5 * time.Second
+
+// defaultReplicaPort is the NVMe/TCP port, IANA's for NVMe over TCP.
+const defaultReplicaPort = 4420
+
+// replicaAddress parses --replica-address: an IPv4 address with an
+// optional port.
+func replicaAddress(s string) (string, int, error) {
+	host, port := s, defaultReplicaPort
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 65535 {
+			return "", 0, fmt.Errorf("%q: bad port %q", s, p)
+		}
+		host, port = h, n
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil || ip.IsUnspecified() {
+		return "", 0, fmt.Errorf("%q: want the IPv4 address peers reach this node's NVMe/TCP target at, optionally with :port", s)
+	}
+	return host, port, nil
+}
+
+// serveReplicas exports the replicas this node keeps, every
+// replicaInterval. It needs no etcd: a peer that rebooted serves its
+// replicas again whether or not the cluster store answers.
+func (d *daemon) serveReplicas(ctx context.Context) {
+	t := time.NewTicker(replicaInterval)
+	defer t.Stop()
+	for {
+		d.replicaKept(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// replicaKept exports every replica now and, when what is served changed,
+// publishes the node record at once: the owner waits for it to attach.
+func (d *daemon) replicaKept(ctx context.Context) {
+	host, port, err := replicaAddress(d.cfg.ReplicaAddress)
+	if err != nil {
+		return // Validate refused it already
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	served, err := d.eng.ServeReplicas(sctx, host, port)
+	cancel()
+	if err != nil {
+		d.log.Warn("serving replicas failed", "err", err)
+		return
+	}
+	inv := replicaInventory(served)
+	d.mu.Lock()
+	changed := !reflect.DeepEqual(inv, d.replicas)
+	d.replicas = inv
+	d.mu.Unlock()
+	if changed {
+		select {
+		case d.inventoryNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// replicaInventory is the node record's view of the served replicas.
+func replicaInventory(served []engine.ReplicaInfo) []api.ReplicaInventory {
+	var out []api.ReplicaInventory
+	for _, r := range served {
+		out = append(out, api.ReplicaInventory{
+			Volume: r.Volume, Owner: r.Owner, Pool: r.Pool, NQN: r.NQN, UUID: r.UUID,
+			SizeBytes: r.Extent.Length * pool.SectorSize, Exported: r.Exported, Error: r.Error,
+		})
+	}
+	return out
+}

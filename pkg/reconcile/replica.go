@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// A peer-protected volume (protect peer) involves two nodes. The spec's
+// node owns the volume and reconciles it as any other; the spec's
+// ReplicaNode keeps the replica that becomes the mirror's second leg:
+//
+//  1. the leader places the replica (spec.ReplicaNode, ReplicaPool);
+//  2. the replica node keeps a slice for it (reconcileReplica), exports it
+//     to the owner alone and publishes it in its node record;
+//  3. the owner reads that record (peerLeg), attaches the export and
+//     creates the volume with it as leg 1.
+//
+// The replica node drops its slice when the spec is deleted or places the
+// replica elsewhere.
+
+// replicaWait is how soon a volume waiting for its replica is looked at
+// again.
+const replicaWait = 2 * time.Second
+
+// reconcileReplica keeps the replica spec places on this node, or drops
+// one this node kept that the spec no longer places here.
+func (c *Controller) reconcileReplica(ctx context.Context, spec api.VolumeSpec) outcome {
+	if spec.ReplicaNode != c.cfg.Node || spec.Node == "" {
+		out, _ := c.dropReplica(ctx, spec.Name)
+		return out
+	}
+	c.mu.Lock()
+	c.replicas[spec.Name] = true
+	c.mu.Unlock()
+	if c.cfg.Replicas == nil {
+		return outcome{err: Terminal(fmt.Errorf("volume %s places its replica on this node, which keeps none: start tidecached with --replica-address", spec.Name))}
+	}
+	r, err := c.cfg.Replicas.HostReplica(ctx, spec.ReplicaPool, pool.ReplicaRequest{
+		Volume: spec.Name, Owner: spec.Node, HostNQN: nvmeof.HostNQN(spec.Node), WriteCache: spec.WriteCacheBytes,
+	})
+	if err != nil {
+		return outcome{err: classify(fmt.Errorf("keep replica of volume %s for node %s: %w", spec.Name, spec.Node, err))}
+	}
+	c.log.Debug("replica kept", "volume", spec.Name, "owner", spec.Node, "pool", r.Pool, "nqn", r.NQN)
+	if c.cfg.ReplicaKept != nil {
+		c.cfg.ReplicaKept(ctx)
+	}
+	return outcome{}
+}
+
+// dropReplica drops the replica this node kept for the named volume, if
+// it kept one; kept says whether it did.
+func (c *Controller) dropReplica(ctx context.Context, name string) (out outcome, kept bool) {
+	c.mu.Lock()
+	kept = c.replicas[name]
+	c.mu.Unlock()
+	if !kept || c.cfg.Replicas == nil {
+		return outcome{done: true}, kept
+	}
+	if err := c.cfg.Replicas.DropReplica(ctx, name); err != nil {
+		return outcome{err: fmt.Errorf("drop replica of volume %s: %w", name, err)}, true
+	}
+	c.log.Info("replica dropped: the volume's spec no longer places it here", "volume", name)
+	c.mu.Lock()
+	delete(c.replicas, name)
+	c.mu.Unlock()
+	return outcome{done: true}, true
+}
+
+// peerLeg returns the peer leg of a peer-protected volume about to be
+// created, from the replica node's record; the error says what it waits
+// for.
+func (c *Controller) peerLeg(ctx context.Context, spec api.VolumeSpec) (pool.RemoteLeg, error) {
+	if spec.ReplicaNode == "" {
+		return pool.RemoteLeg{}, fmt.Errorf("waiting for the leader to place the replica of its write cache on another node")
+	}
+	sctx, cancel := c.storeCtx(ctx)
+	n, _, err := c.store.GetNode(sctx, spec.ReplicaNode)
+	cancel()
+	if err != nil {
+		return pool.RemoteLeg{}, fmt.Errorf("waiting for replica node %s: %w", spec.ReplicaNode, err)
+	}
+	for _, r := range n.Replicas {
+		if r.Volume != spec.Name || r.Owner != c.cfg.Node {
+			continue
+		}
+		if !r.Exported {
+			return pool.RemoteLeg{}, fmt.Errorf("node %s keeps the replica but does not export it yet: %s", n.Name, r.Error)
+		}
+		host, port, err := splitReplicaAddress(n.ReplicaAddress)
+		if err != nil {
+			return pool.RemoteLeg{}, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		return pool.RemoteLeg{Node: n.Name, NQN: r.NQN, HostNQN: nvmeof.HostNQN(c.cfg.Node), Addr: host, Port: port, UUID: r.UUID}, nil
+	}
+	return pool.RemoteLeg{}, fmt.Errorf("waiting for node %s to keep and export the replica", spec.ReplicaNode)
+}
+
+// splitReplicaAddress splits a node's replica address, "IPv4:port".
+func splitReplicaAddress(s string) (string, int, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("replica address %q: %w", s, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("replica address %q: bad port", s)
+	}
+	return host, port, nil
+}
