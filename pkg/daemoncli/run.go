@@ -20,8 +20,10 @@ import (
 func newRunCmd(g *cli.Globals) *cobra.Command {
 	cfg := daemon.Default()
 	var endpoints string
-	// The embedded member's server TLS (CertFile, KeyFile, CAFile).
-	var embeddedTLS etcdserver.Config
+	// The embedded member's settings daemon.Config does not carry: server
+	// TLS (CertFile, KeyFile, CAFile) and membership of a multi-member
+	// cluster (Name, PeerURL, InitialCluster..., Peer*File).
+	var member etcdserver.Config
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node daemon: reconcile etcd specs into device-mapper, serve metrics",
@@ -37,9 +39,30 @@ inside the daemon with its data in --etcd-data-dir. It serves TLS with
 --embedded-etcd-cert/--embedded-etcd-key (and an https --etcd-client-url),
 and requires client certificates signed by --embedded-etcd-client-ca
 (mutual TLS); the daemon's own client then needs --etcd-cert/--etcd-key/
---etcd-ca too. A cluster uses an external etcd: --etcd-endpoints with
---etcd-cert/--etcd-key/--etcd-ca for mutual TLS. A plaintext (http://)
-endpoint that is not on loopback is logged as a warning at start.
+--etcd-ca too.
+
+Three nodes can instead each run one member of a three-member embedded
+etcd, which keeps a quorum when one of them dies: give every one of them
+--embedded-etcd with the same --embedded-etcd-initial-cluster
+(name=peerURL for all three), an --etcd-client-url on its own address,
+and, once, --embedded-etcd-initial-cluster-state new. Each member's name
+is --embedded-etcd-name (default: --node) and it listens for the others
+on its entry's peer URL. The daemon waits until two members talk to each
+other (a quorum) before it goes on, and its client then uses every
+member's client URL, learnt from the cluster membership (no flag lists
+them). To replace a dead member, etcdctl member remove/add it, then start
+the new node with --embedded-etcd-initial-cluster-state existing on an
+empty --etcd-data-dir. Once a member has data, the initial-cluster flags
+are ignored. Peer traffic is plaintext unless --embedded-etcd-peer-cert,
+--embedded-etcd-peer-key and --embedded-etcd-peer-ca (all three) set up
+mutual TLS between members; keep plaintext peers on a trusted network (a
+warning is logged otherwise). See docs/runbook.md, "Run etcd with three
+members".
+
+Other nodes, and production clusters, use an external etcd:
+--etcd-endpoints with --etcd-cert/--etcd-key/--etcd-ca for mutual TLS. A
+plaintext (http://) endpoint that is not on loopback is logged as a
+warning at start.
 
 If etcd becomes unreachable, the kernel tables stay as they are and I/O is
 unaffected; the daemon reports the outage (tidecache_etcd_up 0) and catches
@@ -49,6 +72,8 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
       --embedded-etcd-cert /etc/tidecache/etcd.crt --embedded-etcd-key /etc/tidecache/etcd.key \
       --embedded-etcd-client-ca /etc/tidecache/ca.crt \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt
+  tidecached run --node db1 --embedded-etcd --etcd-client-url http://10.0.0.1:2389 \
+      --embedded-etcd-initial-cluster db1=http://10.0.0.1:2390,db2=http://10.0.0.2:2390,db3=http://10.0.0.3:2390
   tidecached run --node db1 --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt`,
 		Args: cobra.NoArgs,
@@ -65,12 +90,19 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 				cfg.Engine.LockPath = g.Lock
 			}
 			cfg.Reconcile.Node = cfg.Node
-			tlsFlags := embeddedTLS.CertFile != "" || embeddedTLS.KeyFile != "" || embeddedTLS.CAFile != ""
+			tlsFlags := changed(cmd, "embedded-etcd-cert", "embedded-etcd-key", "embedded-etcd-client-ca")
+			clusterFlags := changed(cmd, "embedded-etcd-name", "embedded-etcd-peer-url", "embedded-etcd-initial-cluster",
+				"embedded-etcd-initial-cluster-state", "embedded-etcd-initial-cluster-token",
+				"embedded-etcd-peer-cert", "embedded-etcd-peer-key", "embedded-etcd-peer-ca")
 			switch {
-			case tlsFlags && !cfg.EmbeddedEtcd:
+			case len(tlsFlags) > 0 && !cfg.EmbeddedEtcd:
 				return errors.New("--embedded-etcd-cert, --embedded-etcd-key and --embedded-etcd-client-ca configure the embedded etcd: give --embedded-etcd, or drop them")
-			case cfg.EmbeddedEtcd && tlsFlags:
-				stop, err := startEmbeddedTLS(cmd.Context(), &cfg, embeddedTLS)
+			case len(clusterFlags) > 0 && !cfg.EmbeddedEtcd:
+				return fmt.Errorf("%s configure the embedded etcd: give --embedded-etcd, or drop them", strings.Join(clusterFlags, ", "))
+			case member.InitialCluster != "" && endpoints != "":
+				return errors.New("--etcd-endpoints with --embedded-etcd-initial-cluster: the daemon's client uses the client URLs the members advertise; drop --etcd-endpoints")
+			case cfg.EmbeddedEtcd && len(tlsFlags)+len(clusterFlags) > 0:
+				stop, err := startEmbedded(cmd.Context(), &cfg, member)
 				if err != nil {
 					return err
 				}
@@ -88,9 +120,17 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.BoolVar(&cfg.EmbeddedEtcd, "embedded-etcd", false, "run a single-member etcd inside the daemon (one server, nothing else to install)")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "data directory of the embedded etcd (on a local disk that is not a tidecache volume)")
 	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "client URL the embedded etcd serves (https:// with --embedded-etcd-cert)")
-	f.StringVar(&embeddedTLS.CertFile, "embedded-etcd-cert", "", "server certificate (PEM) of the embedded etcd: serve clients over TLS")
-	f.StringVar(&embeddedTLS.KeyFile, "embedded-etcd-key", "", "server key (PEM) of the embedded etcd")
-	f.StringVar(&embeddedTLS.CAFile, "embedded-etcd-client-ca", "", "CA (PEM) the embedded etcd requires client certificates to be signed by (mutual TLS)")
+	f.StringVar(&member.CertFile, "embedded-etcd-cert", "", "server certificate (PEM) of the embedded etcd: serve clients over TLS")
+	f.StringVar(&member.KeyFile, "embedded-etcd-key", "", "server key (PEM) of the embedded etcd")
+	f.StringVar(&member.CAFile, "embedded-etcd-client-ca", "", "CA (PEM) the embedded etcd requires client certificates to be signed by (mutual TLS)")
+	f.StringVar(&member.InitialCluster, "embedded-etcd-initial-cluster", "", "every member of a multi-member embedded etcd as name=peerURL,... (the same on every member, this one included); empty: a single member")
+	f.StringVar(&member.Name, "embedded-etcd-name", "", "this member's name in --embedded-etcd-initial-cluster (default: --node)")
+	f.StringVar(&member.PeerURL, "embedded-etcd-peer-url", "", "URL the other members connect to (default: this member's entry in --embedded-etcd-initial-cluster; single member: "+etcdserver.DefaultPeerURL+")")
+	f.StringVar(&member.InitialClusterState, "embedded-etcd-initial-cluster-state", "", "new: form the cluster with the other members listed (default); existing: join a running cluster after etcdctl member add")
+	f.StringVar(&member.InitialClusterToken, "embedded-etcd-initial-cluster-token", "", "the same on every member, another for each cluster on one network (default "+etcdserver.DefaultClusterToken+")")
+	f.StringVar(&member.PeerCertFile, "embedded-etcd-peer-cert", "", "certificate (PEM) this member presents to its peers, for server and client use: mutual TLS between members (https peer URLs)")
+	f.StringVar(&member.PeerKeyFile, "embedded-etcd-peer-key", "", "key (PEM) of --embedded-etcd-peer-cert")
+	f.StringVar(&member.PeerCAFile, "embedded-etcd-peer-ca", "", "CA (PEM) that signed every member's peer certificate; peers without one are refused")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated")
 	f.StringVar(&cfg.Store.CertFile, "etcd-cert", "", "client certificate for etcd mutual TLS")
 	f.StringVar(&cfg.Store.KeyFile, "etcd-key", "", "client key for etcd mutual TLS")
@@ -105,31 +145,51 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	return cmd
 }
 
-// startEmbeddedTLS starts the embedded member with server TLS and points
-// the daemon's store at it, in place of the daemon's own embedded start,
-// which has no TLS settings (daemon.Config carries only the client URL).
-// The caller runs the daemon, which closes its store before returning, and
-// then calls stop: the same order as the daemon's own shutdown.
-func startEmbeddedTLS(ctx context.Context, cfg *daemon.Config, srvTLS etcdserver.Config) (stop func(), err error) {
-	if cfg.Store.CertFile == "" {
+// startEmbedded starts the embedded member with the settings daemon.Config
+// cannot carry (server TLS, cluster membership) and points the daemon's
+// store at it, in place of the daemon's own embedded start (daemon.Config
+// has only the data directory and the client and peer URLs). The caller
+// runs the daemon, which closes its store before returning, and then
+// calls stop: the same order as the daemon's own shutdown.
+//
+// A member of a cluster returns only once a quorum has formed: until then
+// the daemon does not start, and gives up after etcdserver's start timeout
+// (systemd starts it again).
+func startEmbedded(ctx context.Context, cfg *daemon.Config, member etcdserver.Config) (stop func(), err error) {
+	if member.CertFile != "" && cfg.Store.CertFile == "" {
 		return nil, errors.New("--embedded-etcd-cert: the daemon's own client of the embedded etcd needs --etcd-cert, --etcd-key and --etcd-ca (store TLS is always mutual)")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{
-		DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL,
-		CertFile: srvTLS.CertFile, KeyFile: srvTLS.KeyFile, CAFile: srvTLS.CAFile,
-		Logger: cfg.Logger,
-	})
+	member.DataDir, member.ClientURL, member.Logger = cfg.EtcdDataDir, cfg.EtcdClientURL, cfg.Logger
+	if member.Name == "" {
+		member.Name = cfg.Node
+	}
+	if member.PeerURL == "" && member.InitialCluster == "" {
+		member.PeerURL = cfg.EtcdPeerURL
+	}
+	srv, err := etcdserver.Start(ctx, member)
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
 	cfg.EmbeddedEtcd = false
 	cfg.Store.Endpoints = srv.Endpoints()
-	cfg.Logger.Info("embedded etcd started", "node", cfg.Node, "endpoints", cfg.Store.Endpoints,
-		"data_dir", cfg.EtcdDataDir, "client_cert_auth", srvTLS.CAFile != "")
+	cfg.Logger.Info("embedded etcd started", "member", member.Name, "endpoints", cfg.Store.Endpoints,
+		"data_dir", cfg.EtcdDataDir, "client_cert_auth", member.CAFile != "", "cluster", member.InitialCluster != "")
 	return srv.Close, nil
+}
+
+// changed returns, as --flag, those of the named flags given on the
+// command line.
+func changed(cmd *cobra.Command, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
 }
 
 // warnPlaintext logs a warning for each external etcd endpoint reached

@@ -95,3 +95,40 @@ func TestRunEmbeddedTLSFlags(t *testing.T) {
 		})
 	}
 }
+
+// The embedded etcd's cluster flags are refused where they cannot be
+// honoured, before device-mapper or etcd is touched.
+func TestRunEmbeddedClusterFlags(t *testing.T) {
+	const ic = "n1=http://10.0.0.1:2390,n2=http://10.0.0.2:2390,n3=http://10.0.0.3:2390"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cluster without --embedded-etcd", []string{"--embedded-etcd-initial-cluster", ic},
+			"--embedded-etcd-initial-cluster configure the embedded etcd: give --embedded-etcd"},
+		{"name and state without --embedded-etcd", []string{"--embedded-etcd-name", "n1", "--embedded-etcd-initial-cluster-state", "new"},
+			"--embedded-etcd-name, --embedded-etcd-initial-cluster-state configure"},
+		{"peer TLS without --embedded-etcd", []string{"--embedded-etcd-peer-ca", "ca"}, "give --embedded-etcd"},
+		{"external endpoints too", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster", ic, "--etcd-endpoints", "http://10.0.0.9:2379"},
+			"drop --etcd-endpoints"},
+		{"node not in the cluster", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster", strings.ReplaceAll(ic, "n1=", "n9=")},
+			`Name "n1" is not in InitialCluster (n9, n2, n3)`},
+		{"name not in the cluster", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster", ic, "--embedded-etcd-name", "n4"},
+			`Name "n4" is not in InitialCluster`},
+		{"peer URL differs", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster", ic, "--embedded-etcd-peer-url", "http://10.0.0.5:2390"},
+			"differs from"},
+		{"state without a cluster", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster-state", "existing"},
+			"set InitialCluster too"},
+		{"client URL on all interfaces", []string{"--embedded-etcd", "--embedded-etcd-initial-cluster", ic, "--etcd-client-url", "http://0.0.0.0:2389"},
+			"ClientURL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := run(t, append([]string{"run", "--node", "n1", "--etcd-data-dir", t.TempDir()}, tt.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
