@@ -141,6 +141,8 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&cfg.Reconcile.DriftPolicy, "drift-policy", cfg.Reconcile.DriftPolicy, "what to do when a table was changed behind tidecache's back: repair or report")
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
 	f.DurationVar(&cfg.LegRetry, "leg-retry", cfg.LegRetry, "how long after a write mirror leg failed it is first given back to dm-raid (then twice as long after each failed try, up to 10m)")
+	f.StringVar(&cfg.ReplicaAddress, "replica-address", "", "IPv4[:port] where this node's NVMe/TCP target serves replicas of peers' write caches (--protect peer; port 4420 by default); without it the node keeps none")
+	f.StringVar(&cfg.FaultDomain, "fault-domain", "", "fault domain of this node (a rack, a power feed): a volume's replica goes to another domain when one has room")
 	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")
 	return cmd
 }

@@ -1,0 +1,239 @@
+//go:build vm
+
+package vm_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm/harness"
+)
+
+// peerCluster is the two nodes of the peer-protection test: a owns the
+// volume (RAID10 of four HDDs and one SSD) and runs etcd, b keeps the
+// replica (a small origin and one SSD) and serves it on 10.77.0.2.
+type peerCluster struct {
+	t          *testing.T
+	dir, bin   string
+	hub        string
+	a, b       *node
+	aSpec      nodeSpec
+	bSpec      nodeSpec
+	etcd       string
+	daemonArgs string
+}
+
+const peerReplicaAddr = "10.77.0.2"
+
+func (c *peerCluster) boot(name string, spec nodeSpec, addr string, listen bool) *node {
+	c.t.Helper()
+	netw := &harness.Network{Addr: addr + "/24"}
+	if listen {
+		netw.Listen = c.hub
+	} else {
+		netw.Connect = c.hub
+	}
+	dir := filepath.Join(c.dir, name)
+	disks := spec.disks(dir)
+	v := harness.MustBoot(c.t, harness.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw, Disks: disks})
+	return &node{VM: v, t: c.t, bin: c.bin, dir: dir, spec: spec}
+}
+
+// startEtcd runs the cluster's etcd on a, as its own process, with its
+// data on a's spare disk, which survives a's power cut as the cluster's
+// records must.
+func (c *peerCluster) startEtcd(format bool) {
+	if format {
+		c.a.mustSh("mkfs.ext4 -q " + c.a.spares()[0])
+	}
+	c.a.mustSh("mkdir -p /run/etcd && mount " + c.a.spares()[0] + " /run/etcd && tidecached etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
+	c.a.eventually(60*time.Second, "tidectl --etcd-endpoints "+c.etcd+" node list", "NODE")
+}
+
+// startDaemon runs tidecached on n; extra adds flags.
+func (c *peerCluster) startDaemon(n *node, extra string) {
+	c.t.Helper()
+	n.mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --etcd-endpoints %s %s %s >>/run/daemon.log 2>&1 & echo $! > /run/daemon.pid",
+		n.Name(), c.etcd, c.daemonArgs, extra))
+	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":true`)
+}
+
+// peerVolume is what the test reads of `tidectl -o json volume show` on a.
+type peerVolume struct {
+	volumeJSON
+	PeerNode string `json:"peer_node"`
+}
+
+func (c *peerCluster) volume(name string) peerVolume {
+	c.t.Helper()
+	var v peerVolume
+	out := c.a.mustTidectl("-o json volume show " + name)
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		c.t.Fatalf("parse volume show: %v\n%s", err, out)
+	}
+	return v
+}
+
+// waitMirror waits until a's volume shows the mirror health wanted, idle.
+func (c *peerCluster) waitMirror(name, health string, timeout time.Duration) peerVolume {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := c.volume(name)
+		if v.Mirror != nil && v.Mirror.Health == health && v.Mirror.SyncAction == "idle" {
+			return v
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("volume %s mirror %+v, want %s and idle after %s\na's daemon log:\n%s\nb's daemon log:\n%s", name, v.Mirror, health, timeout,
+				c.a.sh("tail -40 /run/daemon.log").Stdout, c.b.sh("tail -20 /run/daemon.log").Stdout)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// TestReplicaPeerVolume checks --protect peer end to end on two VMs and
+// the real kernel, driven through etcd:
+//   - the leader places the replica on b, the only other node serving
+//     replicas; b keeps a slice of its SSD and exports it to a alone; a
+//     attaches it and creates the volume, its write cache a dm-raid raid1
+//     of its SSD and b's;
+//   - fio with verify through the volume; b's VM killed under a paced
+//     writer: the longest write stays under 10 s, no verify error, the
+//     mirror goes on with a's leg and the layout records leg 1 out of
+//     sync;
+//   - b reboots: its assembly rebuilds the replica's device, its daemon
+//     exports it again, a's daemon attaches it and gives the leg back,
+//     and dm-raid resyncs it;
+//   - a power cut of a under writes: a's boot assembly (no network)
+//     starts the mirror on its own leg, its daemon attaches b's again,
+//     every acknowledged block verifies;
+//   - deleting the spec deletes the volume on a and drops the replica on
+//     b (device and export gone).
+func TestReplicaPeerVolume(t *testing.T) {
+	bin, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t),
+		aSpec:      nodeSpec{HDDs: 4, HDDSize: 128 << 20, SSDs: []int64{256 << 20}, Spares: []int64{128 << 20}},
+		bSpec:      nodeSpec{HDDs: 1, HDDSize: 128 << 20, SSDs: []int64{256 << 20}},
+		etcd:       "http://10.77.0.1:2389",
+		daemonArgs: "--lease-ttl 4s --resync-interval 3s --leg-retry 2s",
+	}
+	c.a = c.boot("a", c.aSpec, "10.77.0.1", true)
+	c.b = c.boot("b", c.bSpec, peerReplicaAddr, false)
+	c.a.createPool("fast")
+	c.b.mustTidectl("pool create spare --origin /dev/vda --ssd /dev/vdb")
+	c.startEtcd(true)
+	c.startDaemon(c.a, "")
+	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
+
+	// Placement: the leader puts the replica on b; a attaches it.
+	c.a.mustTidectl("volume create db --size 256M --write-cache 64M --protect peer --node a --wait --timeout 2m --etcd-endpoints " + c.etcd)
+	v := c.waitMirror("db", "AA", 2*time.Minute)
+	if v.Protection != "peer" || v.PeerNode != "b" || v.Mirror.Copies != 2 {
+		t.Fatalf("volume db: protection %q on %q, %d copies; want peer on b, 2 copies", v.Protection, v.PeerNode, v.Mirror.Copies)
+	}
+	if out := c.b.mustSh("dmsetup table tcr-db && cat /sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host && ls /sys/kernel/config/nvmet/subsystems/*/allowed_hosts"); !strings.Contains(out, "nqn.2026-11.io.tidecache:node:a") || !strings.Contains(out, "\n0\n") {
+		t.Fatalf("b's replica export: want one allowed host, a's, and any host refused:\n%s", out)
+	}
+	show := c.a.mustTidectl("volume show db")
+	if !strings.Contains(show, "peer: mirrored on this node's SSD and on b's, over NVMe/TCP, legs AA") {
+		t.Errorf("volume show does not say the write cache is mirrored on b:\n%s", show)
+	}
+	dev := "/dev/mapper/tc-db"
+	first := fioJob(dev, "first", "randwrite", "0", "32M")
+	c.a.fio(first + " --do_verify=1")
+
+	// Peer lost under a paced writer.
+	second := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --rate_iops=200 --do_verify=1"
+	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
+	time.Sleep(4 * time.Second)
+	killed := time.Now()
+	if err := c.b.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c.a.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
+	stall := fioMaxWrite(t, c.a, "/run/second.json", "/run/second.log")
+	t.Logf("peer killed: writer done %.1fs later, longest write %.1fs", time.Since(killed).Seconds(), stall.Seconds())
+	if stall > 10*time.Second {
+		t.Errorf("writes stalled %.1fs when the peer died, want under 10s", stall.Seconds())
+	}
+	c.a.eventually(30*time.Second, "tidectl -o json volume show db", `"out_of_sync":[1]`)
+	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Copies != 1 || !v.Mirror.Degraded {
+		t.Fatalf("after the peer died: mirror %+v, want 1 copy, degraded", v.Mirror)
+	}
+	c.a.fio(first + " --verify_only")
+
+	// The peer comes back: assembly rebuilds the replica's device, the
+	// daemon exports it, a's daemon attaches it and dm-raid resyncs.
+	c.b = c.boot("b", c.bSpec, peerReplicaAddr, false)
+	c.b.mustSh("tidecached assemble")
+	if out := c.b.mustSh("dmsetup ls"); !strings.Contains(out, "tcr-db") {
+		t.Fatalf("b's assembly did not rebuild the replica device:\n%s", out)
+	}
+	back := time.Now()
+	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
+	v = c.waitMirror("db", "AA", 3*time.Minute)
+	t.Logf("peer back: leg attached, given back and resynced %.1fs after b's daemon started", time.Since(back).Seconds())
+	c.a.eventually(30*time.Second, "tidectl -o json volume show db", `"copies":2`)
+	if len(v.Mirror.OutOfSync) != 0 {
+		c.a.eventually(30*time.Second, "tidectl -o json volume show db | grep -c out_of_sync || true", "0")
+	}
+	c.a.fio(first + " --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
+
+	// Power cut of the owner under writes; its assembly needs no network
+	// and starts on its own leg, its daemon brings b's leg back.
+	third := fioJob(dev, "third", "randwrite", "128M", "16M")
+	c.a.mustSh("fio " + third + " --do_verify=0 >/run/third.log 2>&1 &")
+	time.Sleep(3 * time.Second)
+	c.a.mustSh("killall -STOP fio; sync")
+	if err := c.a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c.a = c.boot("a", c.aSpec, "10.77.0.1", true)
+	asm := c.a.mustSh("tidecached assemble 2>&1")
+	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Copies != 1 {
+		t.Fatalf("after the owner's power cut, assembly: want the mirror on a's leg alone, got %+v\n%s", v.Mirror, asm)
+	}
+	c.a.fio(first + " --verify_only")
+	c.startEtcd(false)
+	c.startDaemon(c.a, "")
+	c.waitMirror("db", "AA", 3*time.Minute)
+	c.a.fio(first + " --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
+
+	// Delete: the owner removes the volume, the peer drops the replica.
+	c.a.mustTidectl("volume delete db --etcd-endpoints " + c.etcd)
+	c.a.eventually(60*time.Second, "dmsetup ls | grep -c tc-db || true", "0")
+	c.b.eventually(60*time.Second, "dmsetup ls | grep -c tcr-db || true; ls /sys/kernel/config/nvmet/subsystems | wc -l", "0\n0")
+}
+
+// fioMaxWrite returns the longest write completion of a fio JSON report,
+// failing the test if fio reported an error.
+func fioMaxWrite(t *testing.T, n *node, report, log string) time.Duration {
+	t.Helper()
+	var res struct {
+		Jobs []struct {
+			Error int `json:"error"`
+			Write struct {
+				ClatNs struct {
+					Max float64 `json:"max"`
+				} `json:"clat_ns"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	out := n.mustSh("cat " + report)
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res); err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("fio output: %v\n%s\n%s", err, out, n.mustSh("cat "+log))
+	}
+	if res.Jobs[0].Error != 0 {
+		t.Fatalf("fio failed (error %d):\n%s", res.Jobs[0].Error, n.mustSh("cat "+log))
+	}
+	return time.Duration(res.Jobs[0].Write.ClatNs.Max)
+}
