@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,8 +149,8 @@ func TestEtcdCommandCluster(t *testing.T) {
 	var eps [][]string
 	for i, p := range procs {
 		e := p.endpoints(t)
-		if len(e) == 0 || e[0] != clients[i] {
-			t.Errorf("%s serves %v, want its own %s first", names[i], e, clients[i])
+		if len(e) == 0 || e[0] != clients[i] || !sameSet(e, clients) {
+			t.Errorf("%s serves %v, want all of %v, its own %s first", names[i], e, clients, clients[i])
 		}
 		eps = append(eps, e)
 	}
@@ -173,6 +174,13 @@ func TestEtcdCommandCluster(t *testing.T) {
 	if p, _, err := open(clients[2]).GetPolicy(ctx, "default"); err != nil || p.WearThresholdPercent != 75 {
 		t.Fatalf("read through e3: %+v, %v", p, err)
 	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 // A cluster setting the command cannot honour is refused before anything

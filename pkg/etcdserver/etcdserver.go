@@ -38,7 +38,8 @@
 // the other members advertise in the cluster membership, so the daemon
 // learns them from etcd itself and no flag lists them twice. A member that
 // has not yet started since it was added advertises none, and is missing
-// from the list until it has.
+// from the list until it has; Start waits up to ClientURLWait for every
+// member's, which costs that much when a member is down.
 //
 // # TLS
 //
@@ -110,6 +111,12 @@ const (
 	// A member replaying a large WAL after a crash can take a while; one
 	// that has not come up after a minute will not.
 	DefaultStartTimeout = time.Minute
+
+	// ClientURLWait bounds how long Start, once a member of a cluster
+	// serves, waits for the other members' client URLs (Endpoints). A
+	// member that is down never announces them; one that started with
+	// this one does within a few milliseconds.
+	ClientURLWait = 2 * time.Second
 
 	// AutoCompaction is how much revision history the member keeps.
 	AutoCompaction = time.Hour
@@ -325,6 +332,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("etcdserver: member %q not ready: %w", cfg.Name, ctx.Err())
 	}
 
+	if cfg.clusterMode() {
+		awaitClientURLs(ctx, e, ClientURLWait)
+	}
 	s := &Server{etcd: e}
 	for _, l := range e.Clients {
 		u := url.URL{Scheme: curl.Scheme, Host: l.Addr().String()}
@@ -338,6 +348,31 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	log.Info("embedded etcd ready", "endpoints", s.Endpoints(), "data_dir", cfg.DataDir)
 	return s, nil
+}
+
+// awaitClientURLs waits, for at most wait or until ctx ends, until every
+// member in e's membership advertises its client URLs, so that Endpoints
+// lists the members that started with this one and not only those whose
+// announcement this member had applied when it became ready.
+func awaitClientURLs(ctx context.Context, e *embed.Etcd, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		all := true
+		for _, m := range e.Server.Cluster().Members() {
+			all = all && len(m.ClientURLs) > 0
+		}
+		if all {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // embedConfig translates cfg (valid, defaults applied) into etcd's.
@@ -421,7 +456,8 @@ func isLoopback(u *url.URL) bool {
 // Endpoints returns the client URLs for store.Config.Endpoints: this
 // member's, with the ports actually bound, then those the other members
 // of its cluster advertise, as the membership stands now. A member added
-// but not yet started advertises none.
+// but not yet started advertises none; Start waits up to ClientURLWait
+// for them all.
 func (s *Server) Endpoints() []string {
 	eps := append([]string(nil), s.own...)
 	self := s.etcd.Server.MemberID()
