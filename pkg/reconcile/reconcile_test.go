@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -724,4 +725,84 @@ func TestCreateProtection(t *testing.T) {
 	if got := e.eng.Calls(); !slices.Equal(got, want) {
 		t.Errorf("engine calls = %q, want %q", got, want)
 	}
+}
+
+// TestCreatePeerProtection checks the owner's half of --protect peer: the
+// volume waits (status creating, saying why, no engine call) until the
+// leader has placed the replica and the replica node publishes it
+// exported; then it is created with that node's export as its peer leg.
+func TestCreatePeerProtection(t *testing.T) {
+	e := newEnv(t, nil).start()
+	s := spec("ledger")
+	s.Protect = "peer"
+	e.createSpec(s)
+	e.waitStatus("ledger", "waiting for placement", func(st api.VolumeStatus) bool {
+		return st.State == api.StateCreating && strings.Contains(st.Error, "waiting for the leader to place the replica")
+	})
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode = "n2" })
+	e.waitStatus("ledger", "waiting for the replica node", func(st api.VolumeStatus) bool {
+		return st.State == api.StateCreating && strings.Contains(st.Error, "waiting for replica node n2")
+	})
+	peer := api.Node{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Replicas: []api.ReplicaInventory{
+		{Volume: "ledger", Owner: "n1", Pool: "spare", NQN: "nqn.2026-11.io.tidecache:replica:r1", UUID: "r1", Exported: true},
+	}}
+	reg, err := e.st.Register(e.ctx(), peer, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(e.ctx())
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaPool = "spare" }) // a change, so the volume is looked at now
+	e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+	want := []string{"create ledger pool=fast mode=writeback protect=peer peer=n2@10.0.0.2:4420/nqn.2026-11.io.tidecache:replica:r1"}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}
+
+// TestReplicaHost checks the replica node's half of --protect peer: a spec
+// placing its replica on this node makes it keep one for the spec's node
+// (allowing that node's host NQN) and export it at once; a spec placing
+// it elsewhere, or deleted, drops it. A spec owned by this node never
+// keeps a replica here.
+func TestReplicaHost(t *testing.T) {
+	var kept atomic.Int32
+	e := newEnv(t, func(c *reconcile.Config) {
+		c.ReplicaKept = func(context.Context) { kept.Add(1) }
+	})
+	e.cfg.Replicas = e.eng
+	e.start()
+	waitCalls := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.Equal(e.eng.Calls(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("engine calls = %q, want %q", e.eng.Calls(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	s := spec("ledger")
+	s.Node, s.Protect, s.ReplicaNode, s.ReplicaPool = "n2", "peer", "n1", "fast"
+	e.createSpec(s)
+	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast")
+	if kept.Load() == 0 {
+		t.Error("ReplicaKept not called after the replica was kept")
+	}
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode = "n3" })
+	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger")
+
+	other := spec("orders")
+	other.Node, other.Protect, other.ReplicaNode = "n2", "peer", "n1"
+	e.createSpec(other)
+	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger",
+		"host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=")
+	_, m, err := e.st.GetVolumeSpec(e.ctx(), "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.DeleteVolumeSpec(e.ctx(), "orders", m.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger",
+		"host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=", "drop-replica orders")
 }

@@ -39,9 +39,11 @@ type Engine struct {
 
 	mu    sync.Mutex
 	pools []string
-	vols  map[string]*Volume
-	calls []string
-	scans int
+	// replicas are the replicas kept (HostReplica), by volume.
+	replicas map[string]pool.ReplicaRequest
+	vols     map[string]*Volume
+	calls    []string
+	scans    int
 }
 
 // Volume is one volume of the fake engine. Tests change it through With.
@@ -183,6 +185,9 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 	if req.Protect != "" {
 		call += " protect=" + string(req.Protect)
+	}
+	if r := req.Peer; r != nil {
+		call += fmt.Sprintf(" peer=%s@%s:%d/%s", r.Node, r.Addr, r.Port, r.NQN)
 	}
 	f.record("%s", call)
 	if poolName == "" && len(f.pools) == 1 {
@@ -384,15 +389,34 @@ func driftError(name string) error {
 	return errors.Join(&engine.DriftError{Device: "tc-" + name, Want: "0 2097152 writecache s ...", Got: "0 2097152 linear 253:0 0"})
 }
 
-// HostReplica refuses: the fake keeps no replicas.
-func (f *Engine) HostReplica(context.Context, string, pool.ReplicaRequest) (engine.ReplicaInfo, error) {
-	return engine.ReplicaInfo{}, errors.New("reconciletest: the fake engine keeps no replicas")
+// HostReplica records the call and keeps the replica in memory.
+func (f *Engine) HostReplica(_ context.Context, poolName string, req pool.ReplicaRequest) (engine.ReplicaInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("host-replica %s owner=%s host=%s pool=%s", req.Volume, req.Owner, req.HostNQN, poolName)
+	if f.replicas == nil {
+		f.replicas = map[string]pool.ReplicaRequest{}
+	}
+	f.replicas[req.Volume] = req
+	return engine.ReplicaInfo{Pool: poolName, Replica: pool.Replica{Volume: req.Volume, Owner: req.Owner, HostNQN: req.HostNQN}}, nil
 }
 
-// DropReplica does nothing: the fake keeps no replicas.
-func (f *Engine) DropReplica(context.Context, string) error { return nil }
+// DropReplica records the call and forgets the replica.
+func (f *Engine) DropReplica(_ context.Context, volume string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("drop-replica %s", volume)
+	delete(f.replicas, volume)
+	return nil
+}
 
-// ServeReplicas serves nothing: the fake keeps no replicas.
+// ServeReplicas reports the replicas kept, all exported.
 func (f *Engine) ServeReplicas(context.Context, string, int) ([]engine.ReplicaInfo, error) {
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []engine.ReplicaInfo
+	for _, r := range f.replicas {
+		out = append(out, engine.ReplicaInfo{Replica: pool.Replica{Volume: r.Volume, Owner: r.Owner, HostNQN: r.HostNQN}, Exported: true})
+	}
+	return out, nil
 }
