@@ -22,8 +22,8 @@ func NewTidecached(stdout, stderr io.Writer) *cobra.Command {
             local filesystems are mounted; no network, no etcd)
   run       the node daemon: reconcile the cluster's volume specs from
             etcd into device-mapper, apply policies, serve metrics
-  etcd      run only the single-member etcd that 'run --embedded-etcd'
-            embeds
+  etcd      run only the etcd member that 'run --embedded-etcd' embeds
+            (alone, or one of a multi-member cluster)
 
 Exit status: 0 success, 1 error, 2 usage error, 3 assemble refused or
 failed a pool or volume (the report says which and why).`)
