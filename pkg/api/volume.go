@@ -91,13 +91,16 @@ type VolumeSpec struct {
 	AllowFUAWindow bool `json:"allowFUAWindow,omitempty"`
 	// Protect is how many copies the write cache keeps: "none", "local",
 	// mirrored on two SSDs of the node, or "peer", mirrored on a slice of
-	// another node's SSD over NVMe/TCP. Empty lets the node choose local
-	// when the pool has two SSDs with room, else none. It needs
+	// another node's SSD over NVMe/TCP. Empty (and no policy naming one)
+	// means peer when another live node serving replicas has room, else
+	// local when the pool has two SSDs with room, else none. It needs
 	// WriteCacheBytes and is fixed once the volume exists.
 	Protect string `json:"protect,omitempty"`
 	// ReplicaNode and ReplicaPool say where a peer-protected volume's
 	// replica (its write mirror's second leg) lives. The leader fills them
-	// in when they are empty; a user may name the node.
+	// in when they are empty, for protect peer, and for a spec naming no
+	// protection whose policy names none when another node can keep the
+	// replica (peer is then the default); a user may name the node.
 	ReplicaNode string `json:"replicaNode,omitempty"`
 	ReplicaPool string `json:"replicaPool,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
@@ -157,8 +160,8 @@ func (v VolumeSpec) Validate() error {
 	}
 	if v.ReplicaNode != "" || v.ReplicaPool != "" {
 		switch {
-		case v.Protect != string(pool.ProtectPeer):
-			add(fmt.Errorf("replicaNode and replicaPool need protect %s", pool.ProtectPeer))
+		case v.Protect != "" && v.Protect != string(pool.ProtectPeer):
+			add(fmt.Errorf("replicaNode and replicaPool need protect %s (or none named, for the default)", pool.ProtectPeer))
 		case v.ReplicaNode == "" && v.ReplicaPool != "":
 			add(errors.New("replicaPool needs replicaNode"))
 		case v.ReplicaNode != "" && v.ReplicaNode == v.Node:

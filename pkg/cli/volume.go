@@ -141,7 +141,8 @@ without losing one, and the volume goes on, degraded, on the other. It
 takes twice the write-cache space. With none the dirty blocks live on one
 SSD: if it dies, the writes it held that were not yet on the HDDs are
 lost. Without --protect a volume gets local when its pool has two SSDs
-with room for the mirror, else none, with a warning.
+with room for the mirror, else none, with a warning; in cluster mode it
+gets peer first, when another node serving replicas has room.
 
 With peer (cluster mode only) the second leg is a slice of another node's
 SSD: the leader picks a node that serves replicas (tidecached
@@ -217,7 +218,7 @@ again and dm-raid resyncs what its bitmap recorded.`,
 	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
 	_ = cmd.RegisterFlagCompletionFunc("node", g.completeNodes)
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
-	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (mirrored on two SSDs of the pool), peer (mirrored on another node's SSD over NVMe/TCP; cluster mode) or none (one SSD); default: local when the pool has two SSDs with room, else none")
+	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (mirrored on two SSDs of the pool), peer (mirrored on another node's SSD over NVMe/TCP; cluster mode) or none (one SSD); default: peer in cluster mode when another node can keep the replica, else local when the pool has two SSDs with room, else none")
 	_ = cmd.RegisterFlagCompletionFunc("protect", cobra.FixedCompletions([]string{string(pool.ProtectNone), string(pool.ProtectLocal), string(pool.ProtectPeer)}, cobra.ShellCompDirectiveNoFileComp))
 	f.StringVar(&g.cl.replicaNode, "replica-node", "", "cluster mode, --protect peer: node to keep the replica on (default: the leader places it)")
 	_ = cmd.RegisterFlagCompletionFunc("replica-node", g.completeNodes)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/placement"
+	"github.com/tidecache/tidecache/pkg/policy"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/version"
@@ -156,16 +157,18 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 		return
 	}
 	var nodes []api.Node
+	var pols []api.Policy
 	for _, it := range specs {
 		if it.Value.Node != "" {
-			if it.Value.Protect == string(pool.ProtectPeer) && it.Value.ReplicaNode == "" {
-				if nodes == nil {
-					if nodes, err = d.liveNodes(ctx); err != nil {
-						return
-					}
-				}
-				d.placeReplica(ctx, it, nodes)
+			if !d.wantsReplica(ctx, it.Value, &pols) {
+				continue
 			}
+			if nodes == nil {
+				if nodes, err = d.liveNodes(ctx); err != nil {
+					return
+				}
+			}
+			d.placeReplica(ctx, it, nodes)
 			continue
 		}
 		if nodes == nil {
@@ -188,11 +191,53 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 	}
 }
 
+// wantsReplica reports whether a placed spec needs its replica placed:
+// protect peer, or (peer being the default) a write cache whose spec and
+// policy name no protection on a volume not created yet. pols caches the
+// policies for the round.
+func (d *daemon) wantsReplica(ctx context.Context, spec api.VolumeSpec, pols *[]api.Policy) bool {
+	switch {
+	case spec.ReplicaNode != "" || spec.WriteCacheBytes == 0:
+		return false
+	case spec.Protect == string(pool.ProtectPeer):
+		return true
+	case spec.Protect != "":
+		return false
+	}
+	if *pols == nil {
+		items, _, _, err := d.st.ListPolicies(ctx)
+		if err != nil {
+			return false
+		}
+		*pols = []api.Policy{}
+		for _, it := range items {
+			*pols = append(*pols, it.Value)
+		}
+	}
+	var def, named *api.Policy
+	for i := range *pols {
+		switch p := &(*pols)[i]; p.Name {
+		case api.DefaultPolicy:
+			def = p
+		case spec.Policy:
+			named = p
+		}
+	}
+	if policy.Effective(def, named).Protect != "" {
+		return false
+	}
+	// A volume that exists keeps the protection it was created with.
+	st, _, err := d.st.GetVolumeStatus(ctx, spec.Name)
+	return errors.Is(err, store.ErrNotFound) || (err == nil && st.Protection == "")
+}
+
 // placeReplica records where a peer-protected volume's replica goes.
 func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec], nodes []api.Node) {
 	choice, err := placement.PlaceReplica(it.Value, nodes)
 	if err != nil {
-		d.log.Warn("cannot place replica", "volume", it.Value.Name, "err", err)
+		if it.Value.Protect == string(pool.ProtectPeer) {
+			d.log.Warn("cannot place replica", "volume", it.Value.Name, "err", err)
+		}
 		return
 	}
 	spec := it.Value

@@ -52,6 +52,8 @@ type Store interface {
 	GetNodeSpec(ctx context.Context, node string) (api.NodeSpec, store.Meta, error)
 	// GetNode reads a node's record: a peer's, for the replica it keeps.
 	GetNode(ctx context.Context, name string) (api.Node, store.Meta, error)
+	// ListNodes lists the live nodes: whether one could keep a replica.
+	ListNodes(ctx context.Context) ([]store.Item[api.Node], int64, []store.InvalidRecord, error)
 	Watch(ctx context.Context, fromRevision int64) <-chan store.WatchResult
 	Healthy(ctx context.Context) error
 }
@@ -393,14 +395,29 @@ func (c *Controller) list(ctx context.Context) (int64, error) {
 
 	known := make(map[string]string, len(specs))
 	var names []string
+	var replicas []string
 	for _, it := range specs {
 		known[it.Value.Name] = it.Value.Node
-		if it.Value.Node == c.cfg.Node {
+		switch c.cfg.Node {
+		case it.Value.Node:
 			names = append(names, it.Value.Name)
+		case it.Value.ReplicaNode:
+			replicas = append(replicas, it.Value.Name)
 		}
 	}
 	c.mu.Lock()
 	c.known, c.listed = known, true
+	// Replicas placed here are looked at too (kept and exported, or
+	// dropped when their spec goes), also after a restart.
+	for _, name := range replicas {
+		c.replicas[name] = true
+	}
+	names = append(names, replicas...)
+	for name := range c.replicas {
+		if _, ok := known[name]; !ok {
+			names = append(names, name) // deleted while the watch was not looking
+		}
+	}
 	for name := range c.owned {
 		if _, ok := known[name]; !ok || known[name] != c.cfg.Node {
 			names = append(names, name)
@@ -487,11 +504,14 @@ func (c *Controller) handle(ev store.Event) {
 	}
 }
 
-// enqueueOwned enqueues every volume this node owns.
+// enqueueOwned enqueues every volume this node owns or keeps a replica of.
 func (c *Controller) enqueueOwned() {
 	c.mu.Lock()
-	names := make([]string, 0, len(c.owned))
+	names := make([]string, 0, len(c.owned)+len(c.replicas))
 	for n := range c.owned {
+		names = append(names, n)
+	}
+	for n := range c.replicas {
 		names = append(names, n)
 	}
 	c.mu.Unlock()

@@ -320,6 +320,15 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 	if req.WriteCache == 0 && spec.Protect == "" {
 		req.Protect = "" // a policy's protection concerns write caches only
 	}
+	if req.Protect == "" && req.WriteCache > 0 {
+		peer, err := c.defaultPeer(ctx, spec)
+		if err != nil {
+			return outcome{err: err}
+		}
+		if peer {
+			req.Protect = pool.ProtectPeer
+		}
+	}
 	if req.Protect == pool.ProtectPeer {
 		leg, err := c.peerLeg(ctx, spec)
 		if err != nil {

@@ -806,3 +806,38 @@ func TestReplicaHost(t *testing.T) {
 	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger",
 		"host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=", "drop-replica orders")
 }
+
+// TestCreateDefaultPeer checks the default protection in a cluster: a spec
+// and policy naming none give peer when another live node serving
+// replicas has room (the volume waits for the leader to place it), and
+// leave the choice to the node otherwise.
+func TestCreateDefaultPeer(t *testing.T) {
+	e := newEnv(t, nil).start()
+	lone := spec("scratch") // no node can keep a replica yet
+	e.createSpec(lone)
+	e.waitStatus("scratch", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+
+	peer := api.Node{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Pools: []api.PoolInventory{{Name: "spare", SSDFreeBytes: 1 << 30}}}
+	reg, err := e.st.Register(e.ctx(), peer, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(e.ctx())
+	e.createSpec(spec("ledger"))
+	e.waitStatus("ledger", "waiting for placement", func(st api.VolumeStatus) bool {
+		return st.State == api.StateCreating && strings.Contains(st.Error, "waiting for the leader to place the replica")
+	})
+	peer.Replicas = []api.ReplicaInventory{{Volume: "ledger", Owner: "n1", Pool: "spare", NQN: "nqn.2026-11.io.tidecache:replica:r1", UUID: "r1", Exported: true}}
+	if err := reg.Update(e.ctx(), peer); err != nil {
+		t.Fatal(err)
+	}
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode, v.ReplicaPool = "n2", "spare" })
+	e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+	want := []string{
+		"create scratch pool=fast mode=writeback",
+		"create ledger pool=fast mode=writeback protect=peer peer=n2@10.0.0.2:4420/nqn.2026-11.io.tidecache:replica:r1",
+	}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}

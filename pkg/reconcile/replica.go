@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/placement"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -101,6 +102,29 @@ func (c *Controller) peerLeg(ctx context.Context, spec api.VolumeSpec) (pool.Rem
 		return pool.RemoteLeg{Node: n.Name, NQN: r.NQN, HostNQN: nvmeof.HostNQN(c.cfg.Node), Addr: host, Port: port, UUID: r.UUID}, nil
 	}
 	return pool.RemoteLeg{}, fmt.Errorf("waiting for node %s to keep and export the replica", spec.ReplicaNode)
+}
+
+// defaultPeer reports whether a new volume whose spec and policy name no
+// protection is to be peer-protected: when the leader has placed its
+// replica, or another live node could keep one (the leader, deciding the
+// same from the same records, is about to place it). Otherwise the node
+// chooses local or none.
+func (c *Controller) defaultPeer(ctx context.Context, spec api.VolumeSpec) (bool, error) {
+	if spec.ReplicaNode != "" {
+		return true, nil
+	}
+	sctx, cancel := c.storeCtx(ctx)
+	items, _, _, err := c.store.ListNodes(sctx)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("list nodes for the default protection: %w", err)
+	}
+	nodes := make([]api.Node, 0, len(items))
+	for _, it := range items {
+		nodes = append(nodes, it.Value)
+	}
+	_, err = placement.PlaceReplica(spec, nodes)
+	return err == nil, nil
 }
 
 // splitReplicaAddress splits a node's replica address, "IPv4:port".
