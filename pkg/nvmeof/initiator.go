@@ -49,7 +49,7 @@ type Timeouts struct {
 
 // PeerLegTimeouts notice a silent peer through the 2 s keep-alive and then
 // fail the I/O queued for it after 1 s more, so a mirror's writes go on
-// with the local leg within seconds (TestReplicaPeerLeg measures it). The
+// with the local leg within seconds (TestReplicaPeerVolume measures it). The
 // kernel keeps reconnecting every second for 10 attempts (ctrl_loss_tmo
 // counts attempts of reconnect_delay, and each attempt at a dead address
 // waits for its TCP connect to time out, so that is about 40 s): a peer

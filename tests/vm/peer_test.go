@@ -3,9 +3,12 @@
 package vm_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +41,9 @@ func (c *peerCluster) boot(name string, spec nodeSpec, addr string, listen bool)
 		netw.Connect = c.hub
 	}
 	dir := filepath.Join(c.dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
 	disks := spec.disks(dir)
 	v := harness.MustBoot(c.t, harness.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw, Disks: disks})
 	return &node{VM: v, t: c.t, bin: c.bin, dir: dir, spec: spec}
@@ -62,6 +68,23 @@ func (c *peerCluster) startDaemon(n *node, extra string) {
 	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":true`)
 }
 
+// dumpLogs prints the daemons' and etcd's logs of a failed test; it is
+// deferred, since the VMs stop when the test function returns.
+func (c *peerCluster) dumpLogs() {
+	if !c.t.Failed() {
+		return
+	}
+	for _, n := range []*node{c.a, c.b} {
+		if n == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := n.Run(ctx, "tail -60 /run/daemon.log; tail -20 /run/etcd.log; dmesg | tail -30")
+		cancel()
+		c.t.Logf("node %s logs (%v):\n%s", n.Name(), err, res.Stdout)
+	}
+}
+
 // peerVolume is what the test reads of `tidectl -o json volume show` on a.
 type peerVolume struct {
 	volumeJSON
@@ -76,6 +99,22 @@ func (c *peerCluster) volume(name string) peerVolume {
 		c.t.Fatalf("parse volume show: %v\n%s", err, out)
 	}
 	return v
+}
+
+// waitVolume waits until a's volume satisfies ok.
+func (c *peerCluster) waitVolume(name, what string, timeout time.Duration, ok func(peerVolume) bool) peerVolume {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := c.volume(name)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("volume %s: not %s after %s: %+v, mirror %+v", name, what, timeout, v, v.Mirror)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // waitMirror waits until a's volume shows the mirror health wanted, idle.
@@ -100,7 +139,7 @@ func (c *peerCluster) waitMirror(name, health string, timeout time.Duration) pee
 //   - the leader places the replica on b, the only other node serving
 //     replicas; b keeps a slice of its SSD and exports it to a alone; a
 //     attaches it and creates the volume, its write cache a dm-raid raid1
-//     of its SSD and b's;
+//     of its SSD and b's; any other host NQN is refused by b's target;
 //   - fio with verify through the volume; b's VM killed under a paced
 //     writer: the longest write stays under 10 s, no verify error, the
 //     mirror goes on with a's leg and the layout records leg 1 out of
@@ -111,6 +150,7 @@ func (c *peerCluster) waitMirror(name, health string, timeout time.Duration) pee
 //   - a power cut of a under writes: a's boot assembly (no network)
 //     starts the mirror on its own leg, its daemon attaches b's again,
 //     every acknowledged block verifies;
+//   - with a's leg failed every block reads back from b's over NVMe/TCP;
 //   - deleting the spec deletes the volume on a and drops the replica on
 //     b (device and export gone).
 func TestReplicaPeerVolume(t *testing.T) {
@@ -119,13 +159,14 @@ func TestReplicaPeerVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t),
-		aSpec:      nodeSpec{HDDs: 4, HDDSize: 128 << 20, SSDs: []int64{256 << 20}, Spares: []int64{128 << 20}},
+		aSpec:      nodeSpec{HDDs: 4, HDDSize: 128 << 20, SSDs: []int64{256 << 20}, Spares: []int64{512 << 20}},
 		bSpec:      nodeSpec{HDDs: 1, HDDSize: 128 << 20, SSDs: []int64{256 << 20}},
 		etcd:       "http://10.77.0.1:2389",
 		daemonArgs: "--lease-ttl 4s --resync-interval 3s --leg-retry 2s",
 	}
 	c.a = c.boot("a", c.aSpec, "10.77.0.1", true)
 	c.b = c.boot("b", c.bSpec, peerReplicaAddr, false)
+	defer c.dumpLogs() // before the test's end stops the VMs
 	c.a.createPool("fast")
 	c.b.mustTidectl("pool create spare --origin /dev/vda --ssd /dev/vdb")
 	c.startEtcd(true)
@@ -133,7 +174,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
 
 	// Placement: the leader puts the replica on b; a attaches it.
-	c.a.mustTidectl("volume create db --size 256M --write-cache 64M --protect peer --node a --wait --timeout 2m --etcd-endpoints " + c.etcd)
+	c.a.mustTidectl("volume create db --size 200M --write-cache 64M --protect peer --node a --wait --timeout 2m --etcd-endpoints " + c.etcd)
 	v := c.waitMirror("db", "AA", 2*time.Minute)
 	if v.Protection != "peer" || v.PeerNode != "b" || v.Mirror.Copies != 2 {
 		t.Fatalf("volume db: protection %q on %q, %d copies; want peer on b, 2 copies", v.Protection, v.PeerNode, v.Mirror.Copies)
@@ -145,12 +186,19 @@ func TestReplicaPeerVolume(t *testing.T) {
 	if !strings.Contains(show, "peer: mirrored on this node's SSD and on b's, over NVMe/TCP, legs AA") {
 		t.Errorf("volume show does not say the write cache is mirrored on b:\n%s", show)
 	}
+	// The export admits a alone: another host NQN is refused by b's
+	// target (tried from b itself, which has no controller of that
+	// subsystem that the attempt could reuse).
+	nqn := strings.TrimSpace(c.b.mustSh("ls /sys/kernel/config/nvmet/subsystems"))
+	if res := c.b.sh("modprobe nvme-tcp && peerleg attach -wait 10s -nqn " + nqn + " -host nqn.2026-11.io.tidecache:node:intruder -addr " + peerReplicaAddr); res.ExitCode == 0 {
+		t.Fatalf("a host the export does not allow attached it:\n%s", res.Stdout)
+	}
 	dev := "/dev/mapper/tc-db"
-	first := fioJob(dev, "first", "randwrite", "0", "32M")
+	first := fioJob(dev, "first", "randwrite", "0", "16M")
 	c.a.fio(first + " --do_verify=1")
 
 	// Peer lost under a paced writer.
-	second := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --rate_iops=200 --do_verify=1"
+	second := fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
 	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
 	time.Sleep(4 * time.Second)
 	killed := time.Now()
@@ -163,10 +211,9 @@ func TestReplicaPeerVolume(t *testing.T) {
 	if stall > 10*time.Second {
 		t.Errorf("writes stalled %.1fs when the peer died, want under 10s", stall.Seconds())
 	}
-	c.a.eventually(30*time.Second, "tidectl -o json volume show db", `"out_of_sync":[1]`)
-	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Copies != 1 || !v.Mirror.Degraded {
-		t.Fatalf("after the peer died: mirror %+v, want 1 copy, degraded", v.Mirror)
-	}
+	c.waitVolume("db", "leg 1 recorded out of sync, one copy", 30*time.Second, func(v peerVolume) bool {
+		return v.Mirror != nil && v.Mirror.Copies == 1 && v.Mirror.Degraded && slices.Equal(v.Mirror.OutOfSync, []int{1})
+	})
 	c.a.fio(first + " --verify_only")
 
 	// The peer comes back: assembly rebuilds the replica's device, the
@@ -178,14 +225,13 @@ func TestReplicaPeerVolume(t *testing.T) {
 	}
 	back := time.Now()
 	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
-	v = c.waitMirror("db", "AA", 3*time.Minute)
+	c.waitMirror("db", "AA", 3*time.Minute)
 	t.Logf("peer back: leg attached, given back and resynced %.1fs after b's daemon started", time.Since(back).Seconds())
-	c.a.eventually(30*time.Second, "tidectl -o json volume show db", `"copies":2`)
-	if len(v.Mirror.OutOfSync) != 0 {
-		c.a.eventually(30*time.Second, "tidectl -o json volume show db | grep -c out_of_sync || true", "0")
-	}
+	c.waitVolume("db", "back in sync, recorded", 30*time.Second, func(v peerVolume) bool {
+		return v.Mirror != nil && v.Mirror.Copies == 2 && len(v.Mirror.OutOfSync) == 0
+	})
 	c.a.fio(first + " --verify_only")
-	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --verify_only")
 
 	// Power cut of the owner under writes; its assembly needs no network
 	// and starts on its own leg, its daemon brings b's leg back.
@@ -206,11 +252,23 @@ func TestReplicaPeerVolume(t *testing.T) {
 	c.startDaemon(c.a, "")
 	c.waitMirror("db", "AA", 3*time.Minute)
 	c.a.fio(first + " --verify_only")
-	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --verify_only")
 
-	// Delete: the owner removes the volume, the peer drops the replica.
+	// Only b's leg left (a's daemon stopped, so nothing repairs a's
+	// slices behind the test): every block reads back over NVMe/TCP.
+	c.a.mustSh("kill $(cat /run/daemon.pid); while kill -0 $(cat /run/daemon.pid) 2>/dev/null; do sleep 0.2; done")
+	c.a.mustSh("for d in tc-db-wmeta0 tc-db-wleg0; do dmsetup suspend $d && dmsetup reload $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup resume $d; done")
+	c.a.fio(first + " --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --verify_only")
+	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Health != "DA" {
+		t.Fatalf("mirror with a's leg failed: %+v, want health DA", v.Mirror)
+	}
+
+	// Delete: a's daemon repairs its slices, flushes and removes the
+	// volume; b drops the replica, device and export.
+	c.startDaemon(c.a, "")
 	c.a.mustTidectl("volume delete db --etcd-endpoints " + c.etcd)
-	c.a.eventually(60*time.Second, "dmsetup ls | grep -c tc-db || true", "0")
+	c.a.eventually(90*time.Second, "dmsetup ls | grep -c tc-db || true", "0")
 	c.b.eventually(60*time.Second, "dmsetup ls | grep -c tcr-db || true; ls /sys/kernel/config/nvmet/subsystems | wc -l", "0\n0")
 }
 

@@ -1,7 +1,8 @@
 // Command peerleg drives package nvmeof from a test VM: it exports a block
 // device to one host over NVMe/TCP, or attaches such an export, with the
 // timeouts tidecache uses for the peer leg of a mirror. It exists for the
-// VM tests (tests/vm/peerleg_test.go) until the daemon places peer legs.
+// VM tests: tests/vm/peer_test.go checks with it that a replica export refuses
+// every host but its owner.
 //
 //	peerleg export -nqn NQN -uuid UUID -device DEV -host HOSTNQN -addr IP [-port 4420]
 //	peerleg unexport -nqn NQN
