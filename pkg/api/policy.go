@@ -49,7 +49,7 @@ type Policy struct {
 	// (the default, also when empty) or OnSSDErrorNone.
 	OnSSDError string `json:"onSSDError,omitempty"`
 	// Protect, if set, is the protection of volumes whose spec sets none:
-	// "none" or "local". Read when a volume is created; an existing
+	// "none", "local" or "peer". Read when a volume is created; an existing
 	// volume keeps the protection it was created with.
 	Protect string `json:"protect,omitempty"`
 }
@@ -93,7 +93,7 @@ func (p Policy) Validate() error {
 	}
 	if p.Protect != "" {
 		if _, err := pool.ParseProtection(p.Protect); err != nil {
-			add("protect %q: want none or local", p.Protect)
+			add("protect %q: want none, local or peer", p.Protect)
 		}
 	}
 	switch p.OnSSDError {

@@ -208,7 +208,7 @@ type VolumeStatus struct {
 	// ReadHitRatio and WriteHitRatio are in [0, 1].
 	ReadHitRatio  float64 `json:"readHitRatio"`
 	WriteHitRatio float64 `json:"writeHitRatio"`
-	// Protection is the write cache's: none or local. MirrorCopies counts
+	// Protection is the write cache's: none, local or peer. MirrorCopies counts
 	// the mirror legs alive and in sync (2 when protected, fewer when
 	// degraded); MirrorHealth is dm-raid's health string ("AA", "AD").
 	Protection   string `json:"protection,omitempty"`

@@ -123,7 +123,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	f.DurationVar(&flush, "flush-interval", 0, "write every dirty block back on this schedule (0: off)")
 	f.IntVar(&wear, "wear-threshold", 0, "SSD wear percent at which volumes go writethrough with an alert (0: off)")
 	f.StringVar(&p.OnSSDError, "on-ssd-error", "", "on an SSD I/O error: writethrough (default) or none")
-	f.StringVar(&p.Protect, "protect", "", "protection of new volumes whose spec names none: local (write cache mirrored on two SSDs) or none; empty: the node chooses")
+	f.StringVar(&p.Protect, "protect", "", "protection of new volumes whose spec names none: local (write cache mirrored on two SSDs), peer (mirrored on another node's SSD) or none; empty: peer where another node can keep the replica, else local where the pool has two SSDs, else none")
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
 	_ = cmd.RegisterFlagCompletionFunc("on-ssd-error", cobra.FixedCompletions([]string{api.OnSSDErrorWritethrough, api.OnSSDErrorNone}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

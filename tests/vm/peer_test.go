@@ -140,6 +140,8 @@ func (c *peerCluster) waitMirror(name, health string, timeout time.Duration) pee
 //     replicas; b keeps a slice of its SSD and exports it to a alone; a
 //     attaches it and creates the volume, its write cache a dm-raid raid1
 //     of its SSD and b's; any other host NQN is refused by b's target;
+//   - writethrough and back to writeback through the cluster: the mirror
+//     is dropped, then built anew on the peer's export;
 //   - fio with verify through the volume; b's VM killed under a paced
 //     writer: the longest write stays under 10 s, no verify error, the
 //     mirror goes on with a's leg and the layout records leg 1 out of
@@ -196,6 +198,17 @@ func TestReplicaPeerVolume(t *testing.T) {
 	dev := "/dev/mapper/tc-db"
 	first := fioJob(dev, "first", "randwrite", "0", "16M")
 	c.a.fio(first + " --do_verify=1")
+
+	// A mode round trip through the cluster: writethrough drains and
+	// drops the mirror, writeback attaches the peer's export again and
+	// builds a new one (zeroed metadata, resynced from a's leg).
+	c.a.mustTidectl("volume set-mode db writethrough --wait --etcd-endpoints " + c.etcd)
+	if v := c.volume("db"); v.Mode != "writethrough" || v.Mirror != nil {
+		t.Fatalf("after writethrough: mode %s, mirror %+v; want no mirror", v.Mode, v.Mirror)
+	}
+	c.a.mustTidectl("volume set-mode db writeback --wait --etcd-endpoints " + c.etcd)
+	c.waitMirror("db", "AA", 2*time.Minute)
+	c.a.fio(first + " --verify_only")
 
 	// Peer lost under a paced writer.
 	second := fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
