@@ -14,6 +14,22 @@ import (
 // spec names none.
 const DefaultPolicy = "default"
 
+// Values of Policy.OnMirrorDegraded.
+const (
+	// OnMirrorDegradedWritethrough drains a volume whose write mirror has
+	// lost a leg for MirrorDegradedGrace and keeps it in writethrough
+	// until the mirror can be built whole again.
+	OnMirrorDegradedWritethrough = "writethrough"
+	// OnMirrorDegradedKeep keeps writeback on one copy, with the alert.
+	OnMirrorDegradedKeep = "keep"
+)
+
+// DefaultMirrorDegradedGrace is how long a write mirror may run on one leg
+// before OnMirrorDegradedWritethrough drains it: long enough for a peer to
+// reboot or an SSD to be reseated, short enough that one copy of the dirty
+// blocks is the exception.
+const DefaultMirrorDegradedGrace = 10 * time.Minute
+
 // Values of Policy.OnSSDError.
 const (
 	OnSSDErrorWritethrough = "writethrough"
@@ -48,6 +64,12 @@ type Policy struct {
 	// OnSSDError is what an SSD I/O error does: OnSSDErrorWritethrough
 	// (the default, also when empty) or OnSSDErrorNone.
 	OnSSDError string `json:"onSSDError,omitempty"`
+	// OnMirrorDegraded is what a write mirror that lost a leg does:
+	// OnMirrorDegradedWritethrough (the default, also when empty) or
+	// OnMirrorDegradedKeep. MirrorDegradedGrace is how long it may run on
+	// one leg first (0: DefaultMirrorDegradedGrace).
+	OnMirrorDegraded    string   `json:"onMirrorDegraded,omitempty"`
+	MirrorDegradedGrace Duration `json:"mirrorDegradedGrace,omitempty"`
 	// Protect, if set, is the protection of volumes whose spec sets none:
 	// "none", "local" or "peer". Read when a volume is created; an existing
 	// volume keeps the protection it was created with.
@@ -95,6 +117,14 @@ func (p Policy) Validate() error {
 		if _, err := pool.ParseProtection(p.Protect); err != nil {
 			add("protect %q: want none, local or peer", p.Protect)
 		}
+	}
+	switch p.OnMirrorDegraded {
+	case "", OnMirrorDegradedWritethrough, OnMirrorDegradedKeep:
+	default:
+		add("onMirrorDegraded %q: want %q or %q", p.OnMirrorDegraded, OnMirrorDegradedWritethrough, OnMirrorDegradedKeep)
+	}
+	if p.MirrorDegradedGrace < 0 {
+		add("mirrorDegradedGrace %s: must not be negative", time.Duration(p.MirrorDegradedGrace))
 	}
 	switch p.OnSSDError {
 	case "", OnSSDErrorWritethrough, OnSSDErrorNone:

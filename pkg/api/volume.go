@@ -52,6 +52,10 @@ const (
 	// AlertSpecMismatch: the volume's pool or sizes differ from its spec;
 	// they are not changed in place.
 	AlertSpecMismatch = "spec_mismatch"
+	// AlertMirrorDegraded: the write mirror runs on one leg (or, in
+	// writethrough, cannot be built whole), so the dirty blocks have, or
+	// would have, one copy.
+	AlertMirrorDegraded = "mirror_degraded"
 )
 
 // VolumeSpec is the desired state of one volume, written by users through

@@ -29,7 +29,7 @@ func newPolicySetCmd(g *Globals) *cobra.Command {
 	var p api.Policy
 	var high, low, wear int
 	var jobs, autocommit uint64
-	var flush time.Duration
+	var flush, mirrorGrace time.Duration
 	cmd := &cobra.Command{
 		Use:   "set NAME [flags]",
 		Short: "Create or change a policy (flags not given keep their current value)",
@@ -99,6 +99,12 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 			if f.Changed("protect") {
 				cur.Protect = p.Protect
 			}
+			if f.Changed("on-mirror-degraded") {
+				cur.OnMirrorDegraded = p.OnMirrorDegraded
+			}
+			if f.Changed("mirror-degraded-grace") {
+				cur.MirrorDegradedGrace = api.Duration(mirrorGrace)
+			}
 			if err := cur.Validate(); err != nil {
 				return usageError{policyFlagError(err)}
 			}
@@ -123,8 +129,11 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	f.DurationVar(&flush, "flush-interval", 0, "write every dirty block back on this schedule (0: off)")
 	f.IntVar(&wear, "wear-threshold", 0, "SSD wear percent at which volumes go writethrough with an alert (0: off)")
 	f.StringVar(&p.OnSSDError, "on-ssd-error", "", "on an SSD I/O error: writethrough (default) or none")
+	f.StringVar(&p.OnMirrorDegraded, "on-mirror-degraded", "", "when a mirrored write cache lost a leg (an SSD, a peer) for --mirror-degraded-grace: writethrough (default: drain it and stay out of writeback until the mirror can be built whole) or keep (writeback on one copy, with the alert)")
+	f.DurationVar(&mirrorGrace, "mirror-degraded-grace", 0, "how long a mirrored write cache may run on one leg before --on-mirror-degraded applies (0: 10m)")
 	f.StringVar(&p.Protect, "protect", "", "protection of new volumes whose spec names none: local (write cache mirrored on two SSDs), peer (mirrored on another node's SSD) or none; empty: peer where another node can keep the replica, else local where the pool has two SSDs, else none")
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
+	_ = cmd.RegisterFlagCompletionFunc("on-mirror-degraded", cobra.FixedCompletions([]string{api.OnMirrorDegradedWritethrough, api.OnMirrorDegradedKeep}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("on-ssd-error", cobra.FixedCompletions([]string{api.OnSSDErrorWritethrough, api.OnSSDErrorNone}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -139,6 +148,8 @@ var policyFlags = map[string]string{
 	"flushInterval":        "--flush-interval",
 	"wearThresholdPercent": "--wear-threshold",
 	"onSSDError":           "--on-ssd-error",
+	"onMirrorDegraded":     "--on-mirror-degraded",
+	"mirrorDegradedGrace":  "--mirror-degraded-grace",
 	"protect":              "--protect",
 }
 

@@ -64,6 +64,12 @@ func Effective(def, named *api.Policy) api.Policy {
 		if p.Protect != "" {
 			out.Protect = p.Protect
 		}
+		if p.OnMirrorDegraded != "" {
+			out.OnMirrorDegraded = p.OnMirrorDegraded
+		}
+		if p.MirrorDegradedGrace != 0 {
+			out.MirrorDegradedGrace = p.MirrorDegradedGrace
+		}
 	}
 	return out
 }
@@ -158,8 +164,26 @@ type Facts struct {
 	// LastFlush is when the write tier was last flushed (or when the
 	// caller started watching it); the zero time means long ago.
 	LastFlush time.Time
+	// Mirror is the write mirror's state; nil when the volume has none.
+	Mirror *Mirror
 	// Now is the current time.
 	Now time.Time
+}
+
+// Mirror is what the mirror rule reads of a volume's write mirror.
+type Mirror struct {
+	// Running says the mirror is built (the volume is in writeback).
+	Running bool
+	// LegsOut counts the legs that lack writes or cannot take them: for
+	// a running mirror, legs dm-raid reports failed or absent; for one
+	// not running, legs whose device is not there to build it again (an
+	// SSD missing, a peer that does not export its replica).
+	LegsOut int
+	// Since is when LegsOut was first seen above 0 in a row of
+	// observations (the caller's clock); zero when LegsOut is 0.
+	Since time.Time
+	// Detail says which legs and why, for the alert.
+	Detail string
 }
 
 // Latch is the sticky state of the SSD-error rule, carried by the caller
@@ -355,6 +379,32 @@ func Decide(in Input) (Decision, error) {
 			d.Alerts = append(d.Alerts, Alert{Name: api.AlertSSDWear, Severity: SeverityWarning, Message: msg})
 			limit(pool.ModeWritethrough, msg)
 		}
+	}
+
+	// Rule 4b: a write mirror short of a leg. Writeback on one copy is
+	// alerted at once and, unless the policy keeps it, drained to
+	// writethrough after the grace time; a mirror that cannot be built
+	// whole keeps the volume out of writeback until it can.
+	if m := in.Facts.Mirror; m != nil && m.LegsOut > 0 && mode == pool.ModeWriteback {
+		grace := time.Duration(in.Policy.MirrorDegradedGrace)
+		if grace == 0 {
+			grace = api.DefaultMirrorDegradedGrace
+		}
+		keep := in.Policy.OnMirrorDegraded == api.OnMirrorDegradedKeep
+		var msg string
+		switch {
+		case !m.Running:
+			msg = "write mirror cannot be built whole: " + m.Detail
+			if !keep {
+				limit(pool.ModeWritethrough, msg+"; writeback resumes once it can")
+			}
+		default:
+			msg = fmt.Sprintf("write mirror on one copy since %s: %s", m.Since.UTC().Format(time.RFC3339), m.Detail)
+			if !keep && !in.Facts.Now.Before(m.Since.Add(grace)) {
+				limit(pool.ModeWritethrough, fmt.Sprintf("%s; drained after %s (policy onMirrorDegraded)", msg, grace))
+			}
+		}
+		d.Alerts = append(d.Alerts, Alert{Name: api.AlertMirrorDegraded, Severity: SeverityCritical, Message: msg})
 	}
 
 	// Rule 5: degraded origin. Alert only; the mode is kept (see the

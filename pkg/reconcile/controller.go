@@ -219,6 +219,9 @@ type volState struct {
 	lastFlush time.Time
 	// mediaBase is the media-error count per SSD already acknowledged.
 	mediaBase map[string]uint64
+	// mirrorSince is when the write mirror was first seen short of a
+	// leg, in the current run of such observations.
+	mirrorSince time.Time
 }
 
 // New returns a controller. It does nothing until Run.

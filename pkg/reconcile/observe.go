@@ -3,11 +3,15 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/policy"
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
 // observation is everything decide needs about one volume: the desired
@@ -75,9 +79,76 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 	o.facts.SSDs = c.ssdFacts(ctx, spec.Name, poolName, vs, acked)
 	pi, ok := node.Pool(poolName)
 	o.facts.Origin = c.originFacts(spec.Name, pi, ok)
+	o.facts.Mirror = c.mirrorFacts(ctx, o.actual, exists, pi, ok, vs, now)
 	if exists && o.actual.WriteCache != nil {
 		o.facts.WritecacheError = o.actual.WriteCache.Error
 		o.facts.DirtyBlocks = o.actual.WriteCache.DirtyBlocks
 	}
 	return o, vs, nil
+}
+
+// mirrorFacts reads what the mirror rule needs of a volume's write mirror:
+// the legs out of a running mirror (dm-raid's health), or, for a mirror
+// not running, the legs whose device is not there to build it again (an
+// SSD of the pool missing; a peer not exporting the replica, from its
+// node record). vs keeps when the legs were first seen out. nil: the
+// volume has no mirror.
+func (c *Controller) mirrorFacts(ctx context.Context, v engine.VolumeInfo, exists bool, p engine.PoolInfo, havePool bool, vs *volState, now time.Time) *policy.Mirror {
+	if !exists || v.Protection == "" || v.Protection == pool.ProtectNone {
+		vs.mirrorSince = time.Time{}
+		return nil
+	}
+	m := &policy.Mirror{Running: v.Mirror != nil}
+	var out []string
+	switch {
+	case v.Mirror != nil:
+		for i, h := range v.Mirror.Health {
+			if h != dm.LegDead && h != dm.LegMissing {
+				continue
+			}
+			leg := fmt.Sprintf("leg %d", i)
+			if i == 1 && v.PeerNode != "" {
+				leg += " (node " + v.PeerNode + ")"
+			}
+			out = append(out, leg+map[dm.LegHealth]string{dm.LegDead: " failed", dm.LegMissing: " absent"}[h])
+		}
+	case v.Mode == pool.ModeWriteback:
+		// Not running yet (assembly pending): nothing to judge.
+	case v.Protection == pool.ProtectPeer:
+		if why := c.peerExports(ctx, v); why != "" {
+			out = append(out, why)
+		}
+	case havePool:
+		for _, mb := range p.Members {
+			if !mb.Present {
+				out = append(out, "SSD "+mb.Path+" of the pool missing")
+			}
+		}
+	}
+	m.LegsOut = len(out)
+	m.Detail = strings.Join(out, ", ")
+	switch {
+	case m.LegsOut == 0:
+		vs.mirrorSince = time.Time{}
+	case vs.mirrorSince.IsZero():
+		vs.mirrorSince = now
+	}
+	m.Since = vs.mirrorSince
+	return m
+}
+
+// peerExports says why the peer of a peer mirror cannot take its leg
+// back: its node record is gone, or does not list the replica exported;
+// "" when it can.
+func (c *Controller) peerExports(ctx context.Context, v engine.VolumeInfo) string {
+	sctx, cancel := c.storeCtx(ctx)
+	n, _, err := c.store.GetNode(sctx, v.PeerNode)
+	cancel()
+	if err != nil {
+		return fmt.Sprintf("node %s not reachable through the cluster (%v)", v.PeerNode, err)
+	}
+	if !slices.ContainsFunc(n.Replicas, func(r api.ReplicaInventory) bool { return r.Volume == v.Name && r.Exported }) {
+		return fmt.Sprintf("node %s does not export the replica", v.PeerNode)
+	}
+	return ""
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -839,5 +841,39 @@ func TestCreateDefaultPeer(t *testing.T) {
 	}
 	if got := e.eng.Calls(); !slices.Equal(got, want) {
 		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}
+
+// TestMirrorDegradedDrains checks the mirror rule end to end in the
+// controller: a write mirror on one leg raises the mirror_degraded alert
+// at once and, past the policy's grace, drains the volume to
+// writethrough; once the mirror can be built whole again the volume goes
+// back to writeback.
+func TestMirrorDegradedDrains(t *testing.T) {
+	e := newEnv(t, func(c *reconcile.Config) { c.ResyncInterval = 200 * time.Millisecond }).start()
+	if _, err := e.st.PutPolicy(e.ctx(), api.Policy{Name: "default", MirrorDegradedGrace: api.Duration(2 * time.Second)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	s := spec("ledger")
+	s.Protect = "local"
+	e.createSpec(s)
+	e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+	e.eng.With("ledger", func(v *reconciletest.Volume) {
+		v.Info.Protection = pool.ProtectLocal
+		v.Info.Mirror = &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Health: []dm.LegHealth{dm.LegInSync, dm.LegDead}}, Copies: 1, Degraded: true}
+	})
+	e.waitStatus("ledger", "alerted", func(st api.VolumeStatus) bool {
+		return st.Mode == "writeback" && slices.ContainsFunc(st.Alerts, func(a string) bool { return strings.Contains(a, "mirror_degraded") })
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.Contains(e.eng.Calls(), "setmode ledger writeback") {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine calls = %q: want a drain to writethrough after the grace, then writeback again", e.eng.Calls())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	calls := e.eng.Calls()
+	if i := slices.Index(calls, "setmode ledger writethrough"); i < 0 || i > slices.Index(calls, "setmode ledger writeback") {
+		t.Fatalf("engine calls = %q: want writethrough, then writeback", calls)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
@@ -261,6 +262,14 @@ func (f *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	}
 	if mode != pool.ModeWriteback {
 		v.Dirty, v.WCError = 0, 0
+	}
+	// Like the engine: a write mirror exists only in writeback, and a new
+	// one starts whole.
+	switch {
+	case mode != pool.ModeWriteback:
+		v.Info.Mirror = nil
+	case v.Info.Mode != pool.ModeWriteback && v.Info.Protection != "" && v.Info.Protection != pool.ProtectNone:
+		v.Info.Mirror = &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Health: []dm.LegHealth{dm.LegInSync, dm.LegInSync}}, Copies: 2}
 	}
 	v.Info.Mode = mode
 	return nil
