@@ -55,6 +55,15 @@ func (e *Engine) DeletePool(ctx context.Context, name string) (PoolDeleteReport,
 		}
 		return rep, fmt.Errorf("pool %s still has %d volume(s): %s; delete them first (tidectl volume delete)", name, len(names), strings.Join(names, ", "))
 	}
+	if len(l.Replicas) > 0 {
+		// A replica is another node's mirror leg: wiping the pool would
+		// take that copy of its dirty blocks away without it knowing.
+		var names []string
+		for _, r := range l.Replicas {
+			names = append(names, fmt.Sprintf("%s (owned by node %s)", r.Volume, r.Owner))
+		}
+		return rep, fmt.Errorf("pool %s keeps %d replica(s) of other nodes' write caches: %s; delete or move those volumes' specs first, and the node drops them", name, len(names), strings.Join(names, ", "))
+	}
 	if len(found.Corrupt) > 0 {
 		// A damaged superblock may be this pool's newest record, naming
 		// volumes the layout read here lacks.

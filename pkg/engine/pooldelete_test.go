@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 	"github.com/tidecache/tidecache/pkg/superblock"
 )
@@ -35,6 +36,16 @@ func TestHostDeletePool(t *testing.T) {
 	cleanWriteTier(hp)
 	if err := hp.e.DeleteVolume(ctx, "db", false); err != nil {
 		t.Fatalf("DeleteVolume: %v", err)
+	}
+	// A replica kept for a peer's mirror refuses the delete too.
+	if _, err := hp.e.HostReplica(ctx, "tank", pool.ReplicaRequest{Volume: "orders", Owner: "n2", HostNQN: "nqn.2026-11.io.tidecache:node:n2", WriteCache: 16 << 20}); err != nil {
+		t.Fatalf("HostReplica: %v", err)
+	}
+	if _, err := hp.e.DeletePool(ctx, "tank"); err == nil || !strings.Contains(err.Error(), "keeps 1 replica(s) of other nodes' write caches: orders (owned by node n2)") {
+		t.Fatalf("DeletePool with a replica: %v", err)
+	}
+	if err := hp.e.DropReplica(ctx, "orders"); err != nil {
+		t.Fatalf("DropReplica: %v", err)
 	}
 	t.Run("cut after the SSD's wipe, finished by a second delete", func(t *testing.T) {
 		if err := hp.e.wipeSuperblock(ssd); err != nil {
