@@ -306,5 +306,9 @@ func printPool(g *Globals, info engine.PoolInfo) error {
 		vols = strings.Join(p.Volumes, ", ")
 	}
 	fmt.Fprintf(g.Stdout, "Volumes: %s\n", vols)
+	for _, r := range p.Replicas {
+		fmt.Fprintf(g.Stdout, "Replica: %s of node %s's volume %s (%s, exported as %s)\n",
+			pool.FormatBytes(r.SizeBytes), r.Owner, r.Volume, r.Member, r.NQN)
+	}
 	return nil
 }

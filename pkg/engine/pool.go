@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/mdraid"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/superblock"
 )
@@ -394,6 +395,17 @@ type PoolInfo struct {
 	Origin     OriginInfo   `json:"origin"`
 	Members    []MemberInfo `json:"members"`
 	Volumes    []string     `json:"volumes"`
+	// Replicas are the slices the pool keeps for other nodes' mirrors.
+	Replicas []PoolReplica `json:"replicas,omitempty"`
+}
+
+// PoolReplica is a replica slice a pool keeps for another node's mirror.
+type PoolReplica struct {
+	Volume    string `json:"volume"`
+	Owner     string `json:"owner"`
+	SizeBytes uint64 `json:"size_bytes"`
+	Member    string `json:"member"`
+	NQN       string `json:"nqn"`
 }
 
 // OriginInfo describes the pool's HDD array.
@@ -463,6 +475,10 @@ func (e *Engine) poolInfo(p *poolState, origin string) PoolInfo {
 	}
 	for _, v := range l.Volumes {
 		info.Volumes = append(info.Volumes, v.Name)
+	}
+	for _, r := range l.Replicas {
+		info.Replicas = append(info.Replicas, PoolReplica{Volume: r.Volume, Owner: r.Owner, SizeBytes: r.Extent.Length * pool.SectorSize,
+			Member: r.Extent.Member, NQN: nvmeof.ReplicaNQN(r.UUID)})
 	}
 	return info
 }

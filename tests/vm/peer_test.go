@@ -181,6 +181,9 @@ func TestReplicaPeerVolume(t *testing.T) {
 	if v.Protection != "peer" || v.PeerNode != "b" || v.Mirror.Copies != 2 {
 		t.Fatalf("volume db: protection %q on %q, %d copies; want peer on b, 2 copies", v.Protection, v.PeerNode, v.Mirror.Copies)
 	}
+	if out := c.b.mustTidectl("pool show spare"); !strings.Contains(out, "Replica: 65 MiB of node a's volume db") {
+		t.Errorf("b's pool show does not list the replica:\n%s", out)
+	}
 	if out := c.b.mustSh("dmsetup table tcr-db && cat /sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host && ls /sys/kernel/config/nvmet/subsystems/*/allowed_hosts"); !strings.Contains(out, "nqn.2026-11.io.tidecache:node:a") || !strings.Contains(out, "\n0\n") {
 		t.Fatalf("b's replica export: want one allowed host, a's, and any host refused:\n%s", out)
 	}
