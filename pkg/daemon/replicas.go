@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -70,6 +71,11 @@ func (d *daemon) replicaKept(ctx context.Context) {
 		return
 	}
 	inv := replicaInventory(served)
+	var rs []metrics.Replica
+	for _, r := range inv {
+		rs = append(rs, metrics.Replica{Volume: r.Volume, Owner: r.Owner, Exported: r.Exported})
+	}
+	d.dmet.SetReplicas(rs)
 	d.mu.Lock()
 	changed := !reflect.DeepEqual(inv, d.replicas)
 	d.replicas = inv

@@ -12,6 +12,15 @@ import (
 type DaemonMetrics struct {
 	etcdUp prometheus.Gauge
 	leader prometheus.Gauge
+	// replicaExported has a series per replica the node keeps for
+	// another node's mirror.
+	replicaExported *prometheus.GaugeVec
+}
+
+// Replica is one replica the node keeps, for SetReplicas.
+type Replica struct {
+	Volume, Owner string
+	Exported      bool
 }
 
 // NewDaemonMetrics registers tidecache_etcd_up, tidecache_leader (both 0
@@ -26,6 +35,10 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 			Namespace: namespace, Name: "leader",
 			Help: "1 while this node holds the cluster leadership (placement of new volumes), else 0.",
 		}),
+		replicaExported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "replica_exported",
+			Help: "Per replica this node keeps for another node's mirrored write cache (--protect peer): 1 while it is exported over NVMe/TCP to its owner, 0 when it is not (the owner's mirror then runs on one copy).",
+		}, []string{"volume", "owner"}),
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -33,7 +46,7 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, build} {
+	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, d.replicaExported, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register daemon metrics: %w", err)
 		}
@@ -45,6 +58,18 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 func (d *DaemonMetrics) SetEtcdUp(up bool) {
 	if d != nil {
 		d.etcdUp.Set(boolValue(up))
+	}
+}
+
+// SetReplicas records the replicas the node keeps and whether each is
+// exported; replicas no longer kept lose their series.
+func (d *DaemonMetrics) SetReplicas(rs []Replica) {
+	if d == nil {
+		return
+	}
+	d.replicaExported.Reset()
+	for _, r := range rs {
+		d.replicaExported.WithLabelValues(r.Volume, r.Owner).Set(boolValue(r.Exported))
 	}
 }
 

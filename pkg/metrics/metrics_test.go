@@ -494,6 +494,8 @@ func TestRegister(t *testing.T) {
 	}
 	d.SetEtcdUp(true)
 	d.SetLeader(false)
+	d.SetReplicas([]Replica{{Volume: "gone", Owner: "n3", Exported: true}})
+	d.SetReplicas([]Replica{{Volume: "orders", Owner: "n2", Exported: true}, {Volume: "ledger", Owner: "n2"}})
 	var nilDaemon *DaemonMetrics
 	nilDaemon.SetEtcdUp(true) // a nil *DaemonMetrics records nothing
 	want := `
@@ -506,8 +508,12 @@ tidecache_etcd_up 1
 # HELP tidecache_leader 1 while this node holds the cluster leadership (placement of new volumes), else 0.
 # TYPE tidecache_leader gauge
 tidecache_leader 0
+# HELP tidecache_replica_exported Per replica this node keeps for another node's mirrored write cache (--protect peer): 1 while it is exported over NVMe/TCP to its owner, 0 when it is not (the owner's mirror then runs on one copy).
+# TYPE tidecache_replica_exported gauge
+tidecache_replica_exported{owner="n2",volume="ledger"} 0
+tidecache_replica_exported{owner="n2",volume="orders"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tidecache_build_info", "tidecache_etcd_up", "tidecache_leader"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tidecache_build_info", "tidecache_etcd_up", "tidecache_leader", "tidecache_replica_exported"); err != nil {
 		t.Error(err)
 	}
 	// The pedantic registry checks every metric against its Describe.
