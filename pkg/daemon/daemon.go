@@ -51,10 +51,12 @@ type Config struct {
 	Address string
 	// Listen is the HTTP address serving /metrics and /healthz.
 	Listen string
-	// EmbeddedEtcd runs a single-member etcd inside the daemon, with its
-	// data in EtcdDataDir, serving EtcdClientURL and listening for peers
-	// on EtcdPeerURL (empty: etcdserver's loopback default);
-	// Store.Endpoints is then taken from it.
+	// EmbeddedEtcd runs a single-member etcd inside the daemon (a member
+	// of a three-member cluster is started by pkg/daemoncli instead,
+	// which then points Store at it), with its data in EtcdDataDir,
+	// serving EtcdClientURL and listening for peers on EtcdPeerURL
+	// (empty: etcdserver's loopback default); Store.Endpoints is then
+	// taken from it.
 	EmbeddedEtcd  bool
 	EtcdDataDir   string
 	EtcdClientURL string
