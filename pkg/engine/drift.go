@@ -43,6 +43,13 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	// A peer leg that is not attached is tried once: if its peer
+	// answers, the mirror gets it back below; if not, it runs without.
+	if _, attached := p.Remote[remoteUUID(*v)]; !attached {
+		if err := e.attachPeerLeg(ctx, p, *v); err != nil {
+			e.log.Warn("peer leg not attached; the mirror runs without it", "volume", name, "err", err)
+		}
+	}
 	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
 	if err != nil {
 		return nil, err

@@ -108,12 +108,8 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if m := v.WriteMirror; m != nil && m.Remote != nil && v.Mode == pool.ModeWriteback {
-		dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length)
-		if err != nil {
-			return false, err
-		}
-		p.Remote[m.Remote.UUID] = dev
+	if err := e.attachPeerLeg(ctx, p, *v); err != nil {
+		return false, err
 	}
 	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
 	if err != nil {

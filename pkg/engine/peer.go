@@ -74,6 +74,30 @@ func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache 
 	return dev, nil
 }
 
+// attachPeerLeg attaches the peer leg of a volume's running mirror (in
+// writeback) when it is not attached, so that the stack built next has
+// it. Nothing to do for other volumes.
+func (e *Engine) attachPeerLeg(ctx context.Context, p *poolState, v pool.Volume) error {
+	m := v.WriteMirror
+	if m == nil || m.Remote == nil || v.Mode != pool.ModeWriteback {
+		return nil
+	}
+	dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length)
+	if err != nil {
+		return err
+	}
+	p.Remote[m.Remote.UUID] = dev
+	return nil
+}
+
+// remoteUUID is the UUID of a volume's peer leg, "" if it has none.
+func remoteUUID(v pool.Volume) string {
+	if v.WriteMirror == nil || v.WriteMirror.Remote == nil {
+		return ""
+	}
+	return v.WriteMirror.Remote.UUID
+}
+
 // sectors returns the size of a block device from sysfs.
 func (e *Engine) sectors(dev string) (uint64, error) {
 	b, err := os.ReadFile(filepath.Join(e.cfg.SysRoot, "class", "block", filepath.Base(dev), "size"))
