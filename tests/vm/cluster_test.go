@@ -32,10 +32,13 @@ func (v clusterView) names() []string {
 	return out
 }
 
-// TestClusterMembership runs three nodes on one network with one etcd
-// (on node a, as its own process): every daemon registers; a node whose VM
-// is killed disappears within its lease TTL; the leader's VM killed, the
-// leadership moves to a surviving node.
+// TestClusterMembership runs three nodes on one network, each daemon with
+// one member of a three-member embedded etcd: every daemon registers
+// through its own member; the VM of the node that leads the cluster is
+// killed (taking its etcd member with it), and the two survivors keep a
+// quorum: the leadership moves to one of them within the lease TTL, the
+// dead node's record expires, and a change written through a survivor is
+// read back through the other.
 func TestClusterMembership(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
@@ -74,66 +77,72 @@ func TestClusterMembership(t *testing.T) {
 	if bootErr != nil {
 		t.Fatal(bootErr)
 	}
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	const endpoint = "http://10.77.0.1:2389"
-	a.mustSh("tidecached etcd --client-url " + endpoint + " --data-dir /run/etcd >/run/etcd.log 2>&1 &")
-	a.eventually(60*time.Second, "tidectl --etcd-endpoints "+endpoint+" node list", "NODE")
-
-	// b campaigns first, so b leads; then c, then a.
-	const ttl = 4 * time.Second
-	for _, n := range []*node{b, c, a} {
-		n.mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --etcd-endpoints %s --lease-ttl %s >/run/daemon.log 2>&1 &", n.Name(), endpoint, ttl))
-		time.Sleep(2 * time.Second)
+	client := func(i int) string { return fmt.Sprintf("http://10.77.0.%d:2389", i+1) }
+	var members []string
+	for i, name := range names {
+		members = append(members, fmt.Sprintf("%s=http://10.77.0.%d:2390", name, i+1))
 	}
-	view := func(n *node) clusterView {
+	const ttl = 4 * time.Second
+	// Every member waits for a quorum before its daemon goes on: start
+	// them together.
+	for i, n := range nodes {
+		n.mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl %s --embedded-etcd --etcd-data-dir /run/etcd --etcd-client-url %s --embedded-etcd-initial-cluster %s >/run/daemon.log 2>&1 &",
+			n.Name(), ttl, client(i), strings.Join(members, ",")))
+	}
+	view := func(i int) clusterView {
 		t.Helper()
 		var v clusterView
-		out := n.mustSh("tidectl -o json --etcd-endpoints " + endpoint + " node list")
+		out := nodes[i].mustSh("tidectl -o json --etcd-endpoints " + client(i) + " node list")
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
 			t.Fatalf("node list: %v\n%s", err, out)
 		}
 		return v
 	}
-	waitFor := func(n *node, what string, timeout time.Duration, ok func(clusterView) bool) (clusterView, time.Duration) {
+	waitFor := func(i int, what string, timeout time.Duration, ok func(clusterView) bool) (clusterView, time.Duration) {
 		t.Helper()
 		start := time.Now()
 		for {
-			v := view(n)
-			if ok(v) {
-				return v, time.Since(start)
+			if res := nodes[i].sh("tidectl -o json --etcd-endpoints " + client(i) + " node list"); res.ExitCode == 0 {
+				var v clusterView
+				if json.Unmarshal([]byte(res.Stdout), &v) == nil && ok(v) {
+					return v, time.Since(start)
+				}
 			}
 			if time.Since(start) > timeout {
-				t.Fatalf("%s: not after %s; cluster is %+v", what, timeout, v)
+				t.Fatalf("%s: not after %s; cluster is %+v\ndaemon log:\n%s", what, timeout, view(i), nodes[i].sh("tail -20 /run/daemon.log").Stdout)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	v, _ := waitFor(a, "all three registered", 90*time.Second, func(v clusterView) bool {
+	v, took := waitFor(0, "all three registered", 2*time.Minute, func(v clusterView) bool {
 		return slices.Equal(v.names(), []string{"a", "b", "c"}) && v.Leader != ""
 	})
-	t.Logf("registered: %v, leader %s", v.names(), v.Leader)
-	if v.Leader != "b" {
-		t.Fatalf("leader is %s, want b (first to campaign)", v.Leader)
+	t.Logf("etcd formed by the three daemons, all registered in %s: %v, leader %s", took.Round(100*time.Millisecond), v.names(), v.Leader)
+	// Every member serves the same records.
+	for i := range nodes {
+		if got := view(i); !slices.Equal(got.names(), []string{"a", "b", "c"}) || got.Leader != v.Leader {
+			t.Fatalf("node %s's member sees %+v, want %+v", names[i], got, v)
+		}
 	}
 
-	// Kill c: its record goes once its lease expires.
-	if err := c.Kill(); err != nil {
+	// Kill the leader's VM: its etcd member goes with it.
+	dead := slices.Index(names, v.Leader)
+	if err := nodes[dead].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_, took := waitFor(a, "c expired", 3*ttl+10*time.Second, func(v clusterView) bool {
-		return slices.Equal(v.names(), []string{"a", "b"})
+	alive := []int{(dead + 1) % 3, (dead + 2) % 3}
+	want := []string{names[alive[0]], names[alive[1]]}
+	slices.Sort(want)
+	v, took = waitFor(alive[0], "leadership moved, dead node expired", 3*ttl+30*time.Second, func(v clusterView) bool {
+		return v.Leader != "" && v.Leader != names[dead] && slices.Equal(v.names(), want)
 	})
-	t.Logf("c gone from the node list %s after its VM was killed (lease TTL %s)", took.Round(100*time.Millisecond), ttl)
-
-	// Kill the leader: a takes over.
-	if err := b.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	v, took = waitFor(a, "leadership moved", 3*ttl+10*time.Second, func(v clusterView) bool {
-		return v.Leader == "a" && slices.Equal(v.names(), []string{"a"})
-	})
-	t.Logf("leader moved to %s %s after the leader's VM was killed", v.Leader, took.Round(100*time.Millisecond))
-	if out := a.mustSh("curl -sf http://127.0.0.1:9540/metrics | grep '^tidecache_leader '"); !strings.Contains(out, "tidecache_leader 1") {
-		t.Fatalf("a's metrics do not show it leading: %s", out)
+	t.Logf("leader %s's VM killed: %s leads, %s gone from the node list, %s later", names[dead], v.Leader, names[dead], took.Round(100*time.Millisecond))
+	// The two survivors are a quorum: a change written through one is
+	// read through the other.
+	nodes[alive[0]].mustSh("tidectl --etcd-endpoints " + client(alive[0]) + " policy set default --flush-interval 1h")
+	nodes[alive[1]].eventually(30*time.Second, "tidectl -o json --etcd-endpoints "+client(alive[1])+" policy list", `"flush_interval": "1h`)
+	l := slices.Index(names, v.Leader)
+	if out := nodes[l].mustSh("curl -sf http://127.0.0.1:9540/metrics | grep '^tidecache_leader '"); !strings.Contains(out, "tidecache_leader 1") {
+		t.Fatalf("%s's metrics do not show it leading: %s", v.Leader, out)
 	}
 }

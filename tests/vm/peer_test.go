@@ -164,7 +164,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 		aSpec:      nodeSpec{HDDs: 4, HDDSize: 128 << 20, SSDs: []int64{256 << 20}, Spares: []int64{512 << 20}},
 		bSpec:      nodeSpec{HDDs: 1, HDDSize: 128 << 20, SSDs: []int64{256 << 20}},
 		etcd:       "http://10.77.0.1:2389",
-		daemonArgs: "--lease-ttl 4s --resync-interval 3s --leg-retry 2s",
+		daemonArgs: "--lease-ttl 4s --resync-interval 3s --leg-retry 1s",
 	}
 	c.a = c.boot("a", c.aSpec, "10.77.0.1", true)
 	c.b = c.boot("b", c.bSpec, peerReplicaAddr, false)
@@ -263,7 +263,6 @@ func TestReplicaPeerVolume(t *testing.T) {
 	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Copies != 1 {
 		t.Fatalf("after the owner's power cut, assembly: want the mirror on a's leg alone, got %+v\n%s", v.Mirror, asm)
 	}
-	c.a.fio(first + " --verify_only")
 	c.startEtcd(false)
 	c.startDaemon(c.a, "")
 	c.waitMirror("db", "AA", 3*time.Minute)
