@@ -74,6 +74,8 @@ clients without one. tidectl and tidecached connect with --etcd-cert,
 	f.StringVar(&cfg.PeerCertFile, "peer-cert-file", "", "certificate (PEM) presented to the other members, for server and client use: mutual TLS between members")
 	f.StringVar(&cfg.PeerKeyFile, "peer-key-file", "", "key (PEM) of --peer-cert-file")
 	f.StringVar(&cfg.PeerCAFile, "peer-ca-file", "", "CA (PEM) that signed every member's peer certificate; peers without one are refused")
+	f.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", 0, "how often the leader tells the members it lives (default etcd's 100ms); the same on every member")
+	f.DurationVar(&cfg.ElectionTimeout, "election-timeout", 0, "how long a member waits without a heartbeat before it calls an election (default etcd's 1s; at least 5 heartbeats): raise both on slow or loaded links")
 	f.StringVar(&cfg.CertFile, "cert-file", "", "server certificate (PEM): serve clients over TLS")
 	f.StringVar(&cfg.KeyFile, "key-file", "", "server key (PEM)")
 	f.StringVar(&cfg.CAFile, "client-ca-file", "", "CA (PEM) client certificates must be signed by: require them (mutual TLS)")

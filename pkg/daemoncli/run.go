@@ -93,7 +93,8 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 			tlsFlags := changed(cmd, "embedded-etcd-cert", "embedded-etcd-key", "embedded-etcd-client-ca")
 			clusterFlags := changed(cmd, "embedded-etcd-name", "embedded-etcd-peer-url", "embedded-etcd-initial-cluster",
 				"embedded-etcd-initial-cluster-state", "embedded-etcd-initial-cluster-token",
-				"embedded-etcd-peer-cert", "embedded-etcd-peer-key", "embedded-etcd-peer-ca")
+				"embedded-etcd-peer-cert", "embedded-etcd-peer-key", "embedded-etcd-peer-ca",
+				"embedded-etcd-heartbeat-interval", "embedded-etcd-election-timeout")
 			switch {
 			case len(tlsFlags) > 0 && !cfg.EmbeddedEtcd:
 				return errors.New("--embedded-etcd-cert, --embedded-etcd-key and --embedded-etcd-client-ca configure the embedded etcd: give --embedded-etcd, or drop them")
@@ -131,6 +132,8 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&member.PeerCertFile, "embedded-etcd-peer-cert", "", "certificate (PEM) this member presents to its peers, for server and client use: mutual TLS between members (https peer URLs)")
 	f.StringVar(&member.PeerKeyFile, "embedded-etcd-peer-key", "", "key (PEM) of --embedded-etcd-peer-cert")
 	f.StringVar(&member.PeerCAFile, "embedded-etcd-peer-ca", "", "CA (PEM) that signed every member's peer certificate; peers without one are refused")
+	f.DurationVar(&member.HeartbeatInterval, "embedded-etcd-heartbeat-interval", 0, "how often the etcd leader tells the members it lives (default etcd's 100ms); the same on every member")
+	f.DurationVar(&member.ElectionTimeout, "embedded-etcd-election-timeout", 0, "how long a member waits without a heartbeat before it calls an election (default etcd's 1s; at least 5 heartbeats): raise both on slow or loaded links")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "external etcd endpoints, comma-separated")
 	f.StringVar(&cfg.Store.CertFile, "etcd-cert", "", "client certificate for etcd mutual TLS")
 	f.StringVar(&cfg.Store.KeyFile, "etcd-key", "", "client key for etcd mutual TLS")

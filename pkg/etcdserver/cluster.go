@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Values of Config.InitialClusterState.
@@ -116,8 +117,13 @@ func (c Config) validateCluster() error {
 			return errors.New("etcdserver: InitialClusterToken is for a member of a multi-member cluster: set InitialCluster too")
 		case c.peerTLS():
 			return errors.New("etcdserver: PeerCertFile, PeerKeyFile and PeerCAFile secure the traffic between members: set InitialCluster too (a single member has no peers)")
+		case c.HeartbeatInterval != 0 || c.ElectionTimeout != 0:
+			return errors.New("etcdserver: HeartbeatInterval and ElectionTimeout time the elections between members: set InitialCluster too (a single member has no elections to tune)")
 		}
 		return nil
+	}
+	if err := c.validateRaftTiming(); err != nil {
+		return err
 	}
 	if c.peerTLS() && (c.PeerCertFile == "" || c.PeerKeyFile == "" || c.PeerCAFile == "") {
 		return errors.New("etcdserver: PeerCertFile, PeerKeyFile and PeerCAFile must be set together: members authenticate each other with certificates of that CA (mutual TLS), or peer traffic is plaintext")
@@ -142,6 +148,29 @@ func (c Config) validateCluster() error {
 	}
 	if _, err := parseAdvertisedURL("ClientURL", c.ClientURL, c.CertFile != ""); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validateRaftTiming checks HeartbeatInterval and ElectionTimeout as etcd
+// would, but with the names tidecache's flags use: whole milliseconds, and
+// an election timeout of at least five heartbeats (a follower must miss
+// several before it calls an election) and at most etcd's 50 s.
+func (c Config) validateRaftTiming() error {
+	hb, el := c.HeartbeatInterval, c.ElectionTimeout
+	if hb == 0 {
+		hb = 100 * time.Millisecond
+	}
+	if el == 0 {
+		el = time.Second
+	}
+	switch {
+	case hb < time.Millisecond || hb%time.Millisecond != 0 || el%time.Millisecond != 0:
+		return fmt.Errorf("etcdserver: HeartbeatInterval %s and ElectionTimeout %s must be whole milliseconds, the heartbeat at least 1ms", hb, el)
+	case el < 5*hb:
+		return fmt.Errorf("etcdserver: ElectionTimeout %s must be at least five times HeartbeatInterval %s", el, hb)
+	case el > 50*time.Second:
+		return fmt.Errorf("etcdserver: ElectionTimeout %s is above etcd's limit of 50s", el)
 	}
 	return nil
 }

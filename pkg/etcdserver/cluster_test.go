@@ -39,6 +39,8 @@ func TestClusterConfigValidate(t *testing.T) {
 		{"peer TLS", member(etcdserver.Config{InitialCluster: strings.ReplaceAll(ic, "http:", "https:"),
 			PeerCertFile: "c", PeerKeyFile: "k", PeerCAFile: "ca"}), ""},
 		{"client on loopback", member(etcdserver.Config{InitialCluster: ic, ClientURL: "http://127.0.0.1:2389"}), ""},
+		{"raft timing", member(etcdserver.Config{InitialCluster: ic, HeartbeatInterval: 300 * time.Millisecond, ElectionTimeout: 3 * time.Second}), ""},
+		{"election timeout alone", member(etcdserver.Config{InitialCluster: ic, ElectionTimeout: 5 * time.Second}), ""},
 
 		{"own name missing", member(etcdserver.Config{InitialCluster: ic, Name: "d"}), `Name "d" is not in InitialCluster (a, b, c)`},
 		{"default name missing", etcdserver.Config{InitialCluster: ic, ClientURL: "http://10.0.0.1:2389"}, `Name "tidecache" is not in InitialCluster`},
@@ -55,12 +57,18 @@ func TestClusterConfigValidate(t *testing.T) {
 		{"client on all interfaces", member(etcdserver.Config{InitialCluster: ic, ClientURL: "http://0.0.0.0:2389"}), "ClientURL"},
 		{"peer TLS incomplete", member(etcdserver.Config{InitialCluster: ic, PeerCertFile: "c", PeerKeyFile: "k"}), "must be set together"},
 		{"peer TLS with http peers", member(etcdserver.Config{InitialCluster: ic, PeerCertFile: "c", PeerKeyFile: "k", PeerCAFile: "ca"}), "scheme must be https"},
+		{"election under five heartbeats", member(etcdserver.Config{InitialCluster: ic, HeartbeatInterval: 500 * time.Millisecond, ElectionTimeout: 2 * time.Second}),
+			"at least five times HeartbeatInterval 500ms"},
+		{"heartbeat raised alone", member(etcdserver.Config{InitialCluster: ic, HeartbeatInterval: 300 * time.Millisecond}), "ElectionTimeout 1s must be at least five times"},
+		{"election timeout too long", member(etcdserver.Config{InitialCluster: ic, ElectionTimeout: time.Minute}), "above etcd's limit"},
+		{"fractional milliseconds", member(etcdserver.Config{InitialCluster: ic, HeartbeatInterval: 1500 * time.Microsecond}), "whole milliseconds"},
 		{"https peers without peer TLS", member(etcdserver.Config{InitialCluster: strings.ReplaceAll(ic, "http:", "https:")}), "scheme must be http"},
 
 		// Settings of a cluster member given to a single member.
 		{"state without cluster", etcdserver.Config{InitialClusterState: "existing"}, "set InitialCluster too"},
 		{"token without cluster", etcdserver.Config{InitialClusterToken: "t"}, "set InitialCluster too"},
 		{"peer TLS without cluster", etcdserver.Config{PeerCertFile: "c", PeerKeyFile: "k", PeerCAFile: "ca"}, "a single member has no peers"},
+		{"raft timing without cluster", etcdserver.Config{ElectionTimeout: 5 * time.Second}, "no elections to tune"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

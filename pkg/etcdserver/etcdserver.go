@@ -168,6 +168,14 @@ type Config struct {
 	// CAFile, with CertFile and KeyFile, turns on mutual TLS: clients must
 	// present a certificate signed by this CA (PEM), others are refused.
 	CAFile string
+	// HeartbeatInterval and ElectionTimeout are the member's raft timing
+	// (etcd's --heartbeat-interval and --election-timeout); zero keeps
+	// etcd's 100 ms and 1 s. Members whose round trip is long or whose
+	// CPU is starved (virtual machines under load) miss heartbeats and
+	// hold needless elections, each a few seconds without a leader: raise
+	// both there, the election timeout at least five heartbeats and the
+	// same on every member. Only with InitialCluster.
+	HeartbeatInterval, ElectionTimeout time.Duration
 	// Logger receives etcd's warnings and errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -402,6 +410,12 @@ func embedConfig(cfg Config, log *slog.Logger, curl, purl *url.URL) (*embed.Conf
 			log.Warn("embedded etcd cluster with an even number of members: it tolerates no more failures than one member fewer, use 3",
 				"members", len(members))
 		}
+	}
+	if cfg.HeartbeatInterval != 0 {
+		ec.TickMs = uint(cfg.HeartbeatInterval.Milliseconds())
+	}
+	if cfg.ElectionTimeout != 0 {
+		ec.ElectionMs = uint(cfg.ElectionTimeout.Milliseconds())
 	}
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = AutoCompaction.String()

@@ -84,32 +84,28 @@ func TestClusterMembership(t *testing.T) {
 	}
 	const ttl = 4 * time.Second
 	// Every member waits for a quorum before its daemon goes on: start
-	// them together.
+	// them together. Three VMs under software emulation share two cores,
+	// so a heartbeat can be late by far more than etcd's 100 ms: the
+	// raft timing is raised as docs/runbook.md advises for loaded links,
+	// or needless elections leave the cluster without a leader for
+	// seconds at a time.
 	for i, n := range nodes {
-		n.mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl %s --embedded-etcd --etcd-data-dir /run/etcd --etcd-client-url %s --embedded-etcd-initial-cluster %s >/run/daemon.log 2>&1 &",
+		n.mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl %s --embedded-etcd --etcd-data-dir /run/etcd --etcd-client-url %s --embedded-etcd-initial-cluster %s --embedded-etcd-heartbeat-interval 300ms --embedded-etcd-election-timeout 3s >/run/daemon.log 2>&1 &",
 			n.Name(), ttl, client(i), strings.Join(members, ",")))
-	}
-	view := func(i int) clusterView {
-		t.Helper()
-		var v clusterView
-		out := nodes[i].mustSh("tidectl -o json --etcd-endpoints " + client(i) + " node list")
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			t.Fatalf("node list: %v\n%s", err, out)
-		}
-		return v
 	}
 	waitFor := func(i int, what string, timeout time.Duration, ok func(clusterView) bool) (clusterView, time.Duration) {
 		t.Helper()
 		start := time.Now()
 		for {
-			if res := nodes[i].sh("tidectl -o json --etcd-endpoints " + client(i) + " node list"); res.ExitCode == 0 {
+			res := nodes[i].sh("tidectl -o json --etcd-endpoints " + client(i) + " node list")
+			if res.ExitCode == 0 {
 				var v clusterView
 				if json.Unmarshal([]byte(res.Stdout), &v) == nil && ok(v) {
 					return v, time.Since(start)
 				}
 			}
 			if time.Since(start) > timeout {
-				t.Fatalf("%s: not after %s; cluster is %+v\ndaemon log:\n%s", what, timeout, view(i), nodes[i].sh("tail -20 /run/daemon.log").Stdout)
+				t.Fatalf("%s: not after %s; node list says:\n%s%s\ndaemon log:\n%s", what, timeout, res.Stdout, res.Stderr, nodes[i].sh("tail -20 /run/daemon.log").Stdout)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
@@ -120,9 +116,9 @@ func TestClusterMembership(t *testing.T) {
 	t.Logf("etcd formed by the three daemons, all registered in %s: %v, leader %s", took.Round(100*time.Millisecond), v.names(), v.Leader)
 	// Every member serves the same records.
 	for i := range nodes {
-		if got := view(i); !slices.Equal(got.names(), []string{"a", "b", "c"}) || got.Leader != v.Leader {
-			t.Fatalf("node %s's member sees %+v, want %+v", names[i], got, v)
-		}
+		waitFor(i, "member "+names[i]+" serves the same records", 30*time.Second, func(got clusterView) bool {
+			return slices.Equal(got.names(), []string{"a", "b", "c"}) && got.Leader == v.Leader
+		})
 	}
 
 	// Kill the leader's VM: its etcd member goes with it.
@@ -141,8 +137,8 @@ func TestClusterMembership(t *testing.T) {
 	// read through the other.
 	nodes[alive[0]].mustSh("tidectl --etcd-endpoints " + client(alive[0]) + " policy set default --flush-interval 1h")
 	nodes[alive[1]].eventually(30*time.Second, "tidectl -o json --etcd-endpoints "+client(alive[1])+" policy list", `"flush_interval": "1h`)
+	// The new leader's daemon says so in its metrics once its campaign
+	// returns, a moment after its election key became the oldest.
 	l := slices.Index(names, v.Leader)
-	if out := nodes[l].mustSh("curl -sf http://127.0.0.1:9540/metrics | grep '^tidecache_leader '"); !strings.Contains(out, "tidecache_leader 1") {
-		t.Fatalf("%s's metrics do not show it leading: %s", v.Leader, out)
-	}
+	nodes[l].eventually(10*time.Second, "curl -sf http://127.0.0.1:9540/metrics | grep '^tidecache_leader '", "tidecache_leader 1")
 }
