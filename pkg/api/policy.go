@@ -30,6 +30,15 @@ const (
 // blocks is the exception.
 const DefaultMirrorDegradedGrace = 10 * time.Minute
 
+// DefaultReprotectAfter is how long the node keeping a peer-protected
+// volume's replica may be gone before the leader places the replica on
+// another node and the owner rebuilds its mirror there: long enough for a
+// node to reboot (which resyncs only what its bitmap marks; a move copies
+// the whole write cache over the network), well inside
+// DefaultMirrorDegradedGrace, so that a volume is re-protected before it
+// is drained.
+const DefaultReprotectAfter = 5 * time.Minute
+
 // Values of Policy.OnSSDError.
 const (
 	OnSSDErrorWritethrough = "writethrough"
@@ -70,6 +79,10 @@ type Policy struct {
 	// one leg first (0: DefaultMirrorDegradedGrace).
 	OnMirrorDegraded    string   `json:"onMirrorDegraded,omitempty"`
 	MirrorDegradedGrace Duration `json:"mirrorDegradedGrace,omitempty"`
+	// ReprotectAfter is how long the node keeping a peer-protected
+	// volume's replica may be gone (its record expired) before the leader
+	// places the replica on another node (0: DefaultReprotectAfter).
+	ReprotectAfter Duration `json:"reprotectAfter,omitempty"`
 	// Protect, if set, is the protection of volumes whose spec sets none:
 	// "none", "local" or "peer". Read when a volume is created; an existing
 	// volume keeps the protection it was created with.
@@ -125,6 +138,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MirrorDegradedGrace < 0 {
 		add("mirrorDegradedGrace %s: must not be negative", time.Duration(p.MirrorDegradedGrace))
+	}
+	if p.ReprotectAfter < 0 {
+		add("reprotectAfter %s: must not be negative", time.Duration(p.ReprotectAfter))
 	}
 	switch p.OnSSDError {
 	case "", OnSSDErrorWritethrough, OnSSDErrorNone:

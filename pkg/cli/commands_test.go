@@ -306,6 +306,7 @@ func TestClusterInputErrors(t *testing.T) {
 		{"policy error names the flag", cl("policy", "set", "p", "--wear-threshold", "150"), ExitUsage, "--wear-threshold 150: want 1 to 100"},
 		{"policy watermarks name the flags", cl("policy", "set", "p", "--high-watermark", "20", "--low-watermark", "30"), ExitUsage, "--low-watermark 30 is above --high-watermark 20"},
 		{"policy mode", cl("policy", "set", "p", "--mode", "fast"), ExitUsage, `--mode: invalid mode "fast"`},
+		{"policy reprotect-after names the flag", cl("policy", "set", "p", "--reprotect-after", "-1m"), ExitUsage, "--reprotect-after -1m0s: must not be negative"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
@@ -127,6 +129,8 @@ func (d *daemon) leadership(ctx context.Context) {
 		d.setLeader(true)
 		d.log.Info("elected leader")
 		t := time.NewTicker(d.cfg.PlacementInterval)
+		// When each replica's node was first seen gone, this term.
+		lost := map[string]time.Time{}
 	term:
 		for {
 			select {
@@ -139,7 +143,7 @@ func (d *daemon) leadership(ctx context.Context) {
 				d.log.Warn("leadership lost")
 				break term
 			case <-t.C:
-				d.placeUnassigned(ctx)
+				d.placeUnassigned(ctx, lost, time.Now())
 			}
 		}
 		t.Stop()
@@ -151,7 +155,9 @@ func (d *daemon) leadership(ctx context.Context) {
 // chooses, and every peer-protected spec without a replica node the
 // replica placement chooses, each with a revision-checked update (a
 // concurrent user edit wins and the spec is looked at again next round).
-func (d *daemon) placeUnassigned(ctx context.Context) {
+// It also re-protects (see reprotect); lost remembers, for the leader's
+// term, since when each replica's node has been gone.
+func (d *daemon) placeUnassigned(ctx context.Context, lost map[string]time.Time, now time.Time) {
 	specs, _, _, err := d.st.ListVolumeSpecs(ctx)
 	if err != nil {
 		return
@@ -159,6 +165,15 @@ func (d *daemon) placeUnassigned(ctx context.Context) {
 	var nodes []api.Node
 	var pols []api.Policy
 	for _, it := range specs {
+		if it.Value.ReplicaNode != "" {
+			if nodes == nil {
+				if nodes, err = d.liveNodes(ctx); err != nil {
+					return
+				}
+			}
+			d.reprotect(ctx, it, nodes, &pols, lost, now)
+			continue
+		}
 		if it.Value.Node != "" {
 			if !d.wantsReplica(ctx, it.Value, &pols) {
 				continue
@@ -204,10 +219,21 @@ func (d *daemon) wantsReplica(ctx context.Context, spec api.VolumeSpec, pols *[]
 	case spec.Protect != "":
 		return false
 	}
+	if eff, err := d.effectivePolicy(ctx, spec, pols); err != nil || eff.Protect != "" {
+		return false
+	}
+	// A volume that exists keeps the protection it was created with.
+	st, _, err := d.st.GetVolumeStatus(ctx, spec.Name)
+	return errors.Is(err, store.ErrNotFound) || (err == nil && st.Protection == "")
+}
+
+// effectivePolicy returns the policy that applies to spec. pols caches
+// the policies for the round.
+func (d *daemon) effectivePolicy(ctx context.Context, spec api.VolumeSpec, pols *[]api.Policy) (api.Policy, error) {
 	if *pols == nil {
 		items, _, _, err := d.st.ListPolicies(ctx)
 		if err != nil {
-			return false
+			return api.Policy{}, err
 		}
 		*pols = []api.Policy{}
 		for _, it := range items {
@@ -223,12 +249,71 @@ func (d *daemon) wantsReplica(ctx context.Context, spec api.VolumeSpec, pols *[]
 			named = p
 		}
 	}
-	if policy.Effective(def, named).Protect != "" {
-		return false
+	return policy.Effective(def, named), nil
+}
+
+// reprotect moves a peer-protected volume's replica to another node once
+// the node keeping it has been gone (its record expired) for the policy's
+// ReprotectAfter while the volume's own node is up: the owner then
+// rebuilds leg 1 of its mirror on the new node, and the old node drops
+// its stale replica when it comes back. While the owner is gone too the
+// replica stays where it is: a replica elsewhere would be of no use to a
+// volume that is not running, and its old node holds what the owner's
+// SSD may need to resync from.
+func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], nodes []api.Node, pols *[]api.Policy, lost map[string]time.Time, now time.Time) {
+	spec := it.Value
+	live := func(name string) bool {
+		return slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == name })
 	}
-	// A volume that exists keeps the protection it was created with.
-	st, _, err := d.st.GetVolumeStatus(ctx, spec.Name)
-	return errors.Is(err, store.ErrNotFound) || (err == nil && st.Protection == "")
+	if live(spec.ReplicaNode) || !live(spec.Node) {
+		delete(lost, spec.Name)
+		return
+	}
+	since, seen := lost[spec.Name]
+	if !seen {
+		lost[spec.Name] = now
+		d.log.Warn("node keeping a replica is gone: the volume is re-protected elsewhere if it stays gone",
+			"volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
+		return
+	}
+	eff, err := d.effectivePolicy(ctx, spec, pols)
+	if err != nil {
+		return
+	}
+	after := cmp.Or(time.Duration(eff.ReprotectAfter), api.DefaultReprotectAfter)
+	if now.Sub(since) < after {
+		return
+	}
+	// The owner's leg must hold every write: one being resynced from the
+	// lost replica (health "a…") lacks writes that only the lost node
+	// has, and that node must keep its replica for when it returns.
+	if st, _, err := d.st.GetVolumeStatus(ctx, spec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return
+	} else if err == nil && st.MirrorHealth != "" && !strings.HasPrefix(st.MirrorHealth, "A") {
+		if now.Sub(since) < after+d.cfg.PlacementInterval {
+			d.log.Warn("cannot re-protect: the owner's own leg lacks writes that only the lost node's replica holds; waiting for that node",
+				"volume", spec.Name, "replica_node", spec.ReplicaNode, "mirror_health", st.MirrorHealth)
+		}
+		return
+	}
+	moved := spec
+	moved.ReplicaNode, moved.ReplicaPool = "", ""
+	choice, err := placement.PlaceReplica(moved, nodes)
+	if err != nil {
+		if now.Sub(since) < after+d.cfg.PlacementInterval {
+			d.log.Warn("cannot re-protect: no other node can keep the replica; the volume runs on one copy of its write cache until one can or its node comes back",
+				"volume", spec.Name, "replica_node", spec.ReplicaNode, "err", err)
+		}
+		return
+	}
+	moved.ReplicaNode, moved.ReplicaPool = choice.Node, choice.Pool
+	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
+		d.log.Warn("re-protection update failed", "volume", spec.Name, "err", err)
+		return
+	}
+	delete(lost, spec.Name)
+	d.log.Warn("replica re-protected on another node", "volume", spec.Name, "owner", spec.Node,
+		"from", spec.ReplicaNode, "to", choice.Node, "pool", choice.Pool, "gone_for", now.Sub(since).Round(time.Second))
 }
 
 // placeReplica records where a peer-protected volume's replica goes.

@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 // TestWantsReplica checks which placed specs the leader gives a replica:
@@ -48,6 +51,83 @@ func TestWantsReplica(t *testing.T) {
 			var pols []api.Policy
 			if got := d.wantsReplica(ctx, tc.spec, &pols); got != tc.want {
 				t.Errorf("wantsReplica = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReprotect checks when the leader moves a replica: only once its node
+// has been gone for the policy's ReprotectAfter while the owner is up and
+// the owner's leg holds every write, to a node that can keep it; never
+// while the replica's node is up, nor while the owner is gone too.
+func TestReprotect(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
+	if _, err := st.PutPolicy(ctx, api.Policy{Name: "quick", ReprotectAfter: api.Duration(time.Minute)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	node := func(name string) api.Node {
+		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}}
+	}
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		policy string
+		nodes  []string
+		// gone is how long ago the leader first saw the replica's node
+		// gone (0: not seen gone yet).
+		gone time.Duration
+		// health is the owner's mirror health in its status.
+		health   string
+		wantNode string
+		wantLost bool
+	}{
+		{"replica node up", "", []string{"n1", "n2", "n3"}, 10 * time.Minute, "AA", "n2", false},
+		{"first seen gone", "", []string{"n1", "n3"}, 0, "AD", "n2", true},
+		{"gone less than 5m", "", []string{"n1", "n3"}, 4 * time.Minute, "AD", "n2", true},
+		{"gone 5m", "", []string{"n1", "n3"}, 5 * time.Minute, "AD", "n3", false},
+		{"policy: gone 1m", "quick", []string{"n1", "n3"}, time.Minute, "AD", "n3", false},
+		{"volume not running a mirror", "", []string{"n1", "n3"}, 5 * time.Minute, "", "n3", false},
+		{"no other node", "", []string{"n1"}, 10 * time.Minute, "AD", "n2", true},
+		{"owner gone too", "", []string{"n3"}, 10 * time.Minute, "AD", "n2", false},
+		{"owner's leg resyncing from the lost one", "", []string{"n1", "n3"}, 10 * time.Minute, "aD", "n2", true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("v%d", i)
+			spec := api.VolumeSpec{Name: name, Node: "n1", Policy: tc.policy, SizeBytes: 1 << 30, WriteCacheBytes: 1 << 28,
+				Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast"}
+			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: "n1", Protection: "peer", MirrorHealth: tc.health}); err != nil {
+				t.Fatal(err)
+			}
+			_, meta, err := st.GetVolumeSpec(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nodes []api.Node
+			for _, n := range tc.nodes {
+				nodes = append(nodes, node(n))
+			}
+			lost := map[string]time.Time{}
+			if tc.gone != 0 {
+				lost[name] = t0.Add(-tc.gone)
+			}
+			var pols []api.Policy
+			d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, nodes, &pols, lost, t0)
+			got, _, err := st.GetVolumeSpec(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ReplicaNode != tc.wantNode || got.ReplicaPool != "fast" {
+				t.Errorf("replica on %s/%s, want %s/fast", got.ReplicaNode, got.ReplicaPool, tc.wantNode)
+			}
+			if _, ok := lost[name]; ok != tc.wantLost {
+				t.Errorf("still counted as lost: %t, want %t", ok, tc.wantLost)
 			}
 		})
 	}

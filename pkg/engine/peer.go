@@ -246,6 +246,29 @@ func (e *Engine) serveReplica(ctx context.Context, p *poolState, r pool.Replica,
 	return nil
 }
 
+// KeptReplicas names the volumes whose replica this node's pools keep, so
+// that a daemon that restarts can drop the ones the cluster has since
+// placed elsewhere (the volume re-protected on another node while this
+// one was down).
+func (e *Engine) KeptReplicas(ctx context.Context) ([]string, error) {
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range found.sortedPools() {
+		for _, r := range p.Layout.Replicas {
+			names = append(names, r.Volume)
+		}
+	}
+	return names, nil
+}
+
 // DropReplica stops exporting the replica kept for the named volume,
 // removes its device and frees its slice. The owner's mirror loses its
 // peer leg (it goes on degraded), so the caller drops a replica only once

@@ -70,6 +70,9 @@ func Effective(def, named *api.Policy) api.Policy {
 		if p.MirrorDegradedGrace != 0 {
 			out.MirrorDegradedGrace = p.MirrorDegradedGrace
 		}
+		if p.ReprotectAfter != 0 {
+			out.ReprotectAfter = p.ReprotectAfter
+		}
 	}
 	return out
 }

@@ -179,3 +179,35 @@ func (l *Layout) validateReplicas(members map[string]uint64, add func(format str
 	}
 	return used
 }
+
+// MovePeerLeg points a peer-protected volume's leg 1 at another replica,
+// leg (re-protection after the peer was lost), and records the leg as out
+// of sync: the new replica holds nothing until dm-raid has copied leg 0
+// onto it. Moving to the leg it has already is no change. Leg 0 must hold
+// every write: a mirror whose only complete copy is leg 1 cannot give it
+// up.
+func (l *Layout) MovePeerLeg(volume string, leg RemoteLeg) (changed bool, err error) {
+	v, ok := l.Volume(volume)
+	if !ok {
+		return false, errorf(ErrVolumeNotFound, "volume %q not in pool %q", volume, l.Name)
+	}
+	m := v.WriteMirror
+	switch {
+	case m == nil || m.Remote == nil:
+		return false, fmt.Errorf("volume %q has no peer leg to move", volume)
+	case *m.Remote == leg:
+		return false, nil
+	case slices.Contains(m.OutOfSync, 0):
+		return false, fmt.Errorf("volume %q: leg 0 missed writes that only the peer leg on node %s holds: its leg cannot be moved before it is back and leg 0 resynced", volume, m.Remote.Node)
+	}
+	next := l.Clone()
+	nv, _ := next.Volume(volume)
+	nv.WriteMirror.Remote = &leg
+	nv.WriteMirror.OutOfSync = []int{1}
+	next.Generation++
+	if err := next.Validate(); err != nil {
+		return false, err
+	}
+	*l = *next
+	return true, nil
+}

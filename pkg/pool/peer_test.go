@@ -99,3 +99,54 @@ func TestAddReplica(t *testing.T) {
 		t.Fatalf("RemoveReplica twice: err = %v, want ErrVolumeNotFound", err)
 	}
 }
+
+func TestMovePeerLeg(t *testing.T) {
+	other := *testPeer()
+	other.Node, other.Addr, other.UUID = "c", "10.0.0.3", "5d0c1a8e-3f1b-4c0e-8a53-6f7d2b9e4c10"
+	other.NQN = "nqn.2026-11.io.tidecache:replica:y"
+	cases := []struct {
+		name      string
+		outOfSync []int
+		leg       RemoteLeg
+		changed   bool
+		want      string
+	}{
+		{"to another node", nil, other, true, ""},
+		{"peer leg already out of sync", []int{1}, other, true, ""},
+		{"same leg", nil, *testPeer(), false, ""},
+		{"leg 0 stale", []int{0}, other, false, "leg 0 missed writes"},
+		{"bad leg", nil, RemoteLeg{Node: "c"}, false, "peer leg"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := testLayout(t)
+			mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer()})
+			l.Volumes[0].WriteMirror.OutOfSync = tc.outOfSync
+			gen := l.Generation
+			changed, err := l.MovePeerLeg("ledger", tc.leg)
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("MovePeerLeg = %v, want %q", err, tc.want)
+				}
+				if l.Volumes[0].WriteMirror.Remote.Node != "b" || l.Generation != gen {
+					t.Fatalf("a refused move changed the layout: %+v", l.Volumes[0].WriteMirror)
+				}
+				return
+			}
+			if err != nil || changed != tc.changed {
+				t.Fatalf("MovePeerLeg = %t, %v; want %t, nil", changed, err, tc.changed)
+			}
+			m := l.Volumes[0].WriteMirror
+			switch {
+			case !changed && (l.Generation != gen || *m.Remote != *testPeer()):
+				t.Fatalf("no-op move changed the layout: %+v, generation %d -> %d", m, gen, l.Generation)
+			case changed && (*m.Remote != tc.leg || len(m.OutOfSync) != 1 || m.OutOfSync[0] != 1 || l.Generation != gen+1):
+				t.Fatalf("after the move: remote %+v, out of sync %v, generation %d -> %d; want the new leg, out of sync [1], one generation more",
+					m.Remote, m.OutOfSync, gen, l.Generation)
+			}
+		})
+	}
+	if _, err := testLayout(t).MovePeerLeg("nosuch", other); !errors.Is(err, ErrVolumeNotFound) {
+		t.Fatalf("unknown volume: %v", err)
+	}
+}

@@ -62,6 +62,9 @@ func (c *Controller) act(ctx context.Context, o observation, vs *volState, p pla
 		c.log.Warn("drift repaired: live tables differed from the layout", "volume", name, "drift", p.drift, "reloaded", repaired)
 		changed = true
 	}
+	if p.movePeer {
+		return c.movePeer(ctx, o.spec, st, actual)
+	}
 	if p.refuse != nil {
 		return c.fail(ctx, st, p.refuse, &actual)
 	}

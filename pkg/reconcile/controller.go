@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type Engine interface {
 	// another error). A reconcile pass reads the engine through it.
 	Observe(ctx context.Context, req engine.ObserveRequest) (engine.Observation, error)
 	RepairVolume(ctx context.Context, name string) ([]string, error)
+	// MovePeerLeg moves a peer mirror's leg 1 to another node's replica
+	// (re-protection; see engine.Engine.MovePeerLeg).
+	MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error
 	// SetTuning sets the write tier's watermarks, write-back jobs and
 	// autocommit time (nil: node defaults) and reports whether anything
 	// changed.
@@ -40,6 +44,8 @@ type Engine interface {
 type Replicas interface {
 	HostReplica(ctx context.Context, pool string, req pool.ReplicaRequest) (engine.ReplicaInfo, error)
 	DropReplica(ctx context.Context, volume string) error
+	// KeptReplicas names the volumes this node keeps a replica for.
+	KeptReplicas(ctx context.Context) ([]string, error)
 }
 
 // Store is the part of *store.Store the controller uses.
@@ -395,6 +401,18 @@ func (c *Controller) list(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read node spec %s: %w", c.cfg.Node, err)
 	}
 	c.setEtcdUp(true, nil)
+	// Replicas on this node's disks whose spec now places them on another
+	// node (re-protected while this node was down) are looked at too, and
+	// dropped: the leader moves a replica only while the owner runs, so
+	// this one missed the owner's writes since and is nobody's copy. One
+	// whose spec is gone is kept (see the runbook): the owner may not have
+	// flushed before its spec was deleted.
+	var kept []string
+	if c.cfg.Replicas != nil {
+		if kept, err = c.cfg.Replicas.KeptReplicas(ctx); err != nil {
+			c.log.Warn("replicas kept on this node not listed; those the cluster no longer places here are dropped once listed", "err", err)
+		}
+	}
 
 	known := make(map[string]string, len(specs))
 	var names []string
@@ -412,10 +430,12 @@ func (c *Controller) list(ctx context.Context) (int64, error) {
 	c.known, c.listed = known, true
 	// Replicas placed here are looked at too (kept and exported, or
 	// dropped when their spec goes), also after a restart.
-	for _, name := range replicas {
+	kept = slices.DeleteFunc(kept, func(name string) bool { _, ok := known[name]; return !ok })
+	for _, name := range append(replicas, kept...) {
 		c.replicas[name] = true
 	}
 	names = append(names, replicas...)
+	names = append(names, kept...)
 	for name := range c.replicas {
 		if _, ok := known[name]; !ok {
 			names = append(names, name) // deleted while the watch was not looking

@@ -44,6 +44,11 @@ type plan struct {
 	// change refuses a stack that differs from its layout.
 	drift       []string
 	reportDrift bool
+	// movePeer is set when the spec places the replica of a peer mirror
+	// on another node than the one holding its leg 1 (the leader moved
+	// it after the old peer was lost): act moves the leg first and looks
+	// again, since the mode decision was made on the old leg's state.
+	movePeer bool
 	// refuse is a terminal error: the decision cannot be carried out.
 	refuse error
 	// setMode is the mode to switch to, "" to keep the mode.
@@ -96,6 +101,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 			return p, nil
 		}
 	}
+	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode
 	if o.actual.Mode != d.Mode {
 		if d.Mode == pool.ModeWriteback && o.actual.WriteCacheBytes == 0 {
 			p.refuse = Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason))

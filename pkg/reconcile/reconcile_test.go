@@ -761,6 +761,49 @@ func TestCreatePeerProtection(t *testing.T) {
 	}
 }
 
+// TestMovePeerLeg checks re-protection on the owner: when the spec places
+// the replica of an existing peer-protected volume on another node, the
+// volume waits (running on, the status saying why) until that node
+// exports the replica, then the engine moves leg 1 there, once.
+func TestMovePeerLeg(t *testing.T) {
+	e := newEnv(t, nil).start()
+	register := func(name, addr, nqn string) {
+		t.Helper()
+		n := api.Node{Name: name, ReplicaAddress: addr + ":4420", Replicas: []api.ReplicaInventory{
+			{Volume: "ledger", Owner: "n1", Pool: "spare", NQN: nqn, UUID: "r-" + name, Exported: true},
+		}}
+		reg, err := e.st.Register(e.ctx(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(e.ctx()) })
+	}
+	register("n2", "10.0.0.2", "nqn.2026-11.io.tidecache:replica:r2")
+	s := spec("ledger")
+	s.Protect, s.ReplicaNode, s.ReplicaPool = "peer", "n2", "spare"
+	e.createSpec(s)
+	e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+
+	// The leader moves the replica to n3, which does not export it yet.
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode = "n3" })
+	e.waitStatus("ledger", "waiting for the new peer", func(st api.VolumeStatus) bool {
+		return st.State == api.StateActive && strings.Contains(st.Error, "re-protecting the write mirror on node n3") &&
+			strings.Contains(st.Error, "waiting for replica node n3")
+	})
+	register("n3", "10.0.0.3", "nqn.2026-11.io.tidecache:replica:r3")
+	e.waitStatus("ledger", "moved", func(st api.VolumeStatus) bool { return st.State == api.StateActive && st.Error == "" })
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil { // a pass on the moved volume changes nothing
+		t.Fatal(err)
+	}
+	want := []string{
+		"create ledger pool=fast mode=writeback protect=peer peer=n2@10.0.0.2:4420/nqn.2026-11.io.tidecache:replica:r2",
+		"move-peer-leg ledger peer=n3@10.0.0.3:4420/nqn.2026-11.io.tidecache:replica:r3",
+	}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}
+
 // TestReplicaHost checks the replica node's half of --protect peer: a spec
 // placing its replica on this node makes it keep one for the spec's node
 // (allowing that node's host NQN) and export it at once; a spec placing
@@ -807,6 +850,42 @@ func TestReplicaHost(t *testing.T) {
 	}
 	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger",
 		"host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=", "drop-replica orders")
+}
+
+// TestReplicaHostRestart checks a replica node that was down while the
+// volume was re-protected elsewhere: after its restart it drops the
+// replica its disks still keep, since the spec places it on another node,
+// and keeps the one still placed on it, and one whose spec is gone (the
+// owner may not have flushed: see the runbook).
+func TestReplicaHostRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	e.cfg.Replicas = e.eng
+	e.eng.KeepReplica(pool.ReplicaRequest{Volume: "ledger", Owner: "n2", HostNQN: "nqn.2026-11.io.tidecache:node:n2"})
+	e.eng.KeepReplica(pool.ReplicaRequest{Volume: "orders", Owner: "n2", HostNQN: "nqn.2026-11.io.tidecache:node:n2"})
+	e.eng.KeepReplica(pool.ReplicaRequest{Volume: "gone", Owner: "n2", HostNQN: "nqn.2026-11.io.tidecache:node:n2"})
+	moved := spec("ledger")
+	moved.Node, moved.Protect, moved.ReplicaNode, moved.ReplicaPool = "n2", "peer", "n3", "fast"
+	e.createSpec(moved)
+	kept := spec("orders")
+	kept.Node, kept.Protect, kept.ReplicaNode, kept.ReplicaPool = "n2", "peer", "n1", "fast"
+	e.createSpec(kept)
+	e.start()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.eng.Count("drop-replica") == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := e.ctrl.Reconcile(e.ctx(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.eng.Calls()
+	slices.Sort(calls)
+	want := []string{"drop-replica ledger", "host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast"}
+	if !slices.Equal(slices.Compact(calls), want) {
+		t.Errorf("engine calls = %q, want %q (each at least once)", calls, want)
+	}
+	if got, _ := e.eng.KeptReplicas(e.ctx()); !slices.Equal(got, []string{"gone", "orders"}) {
+		t.Errorf("replicas kept after the restart: %v, want [gone orders]", got)
+	}
 }
 
 // TestCreateDefaultPeer checks the default protection in a cluster: a spec

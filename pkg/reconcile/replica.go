@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/placement"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -24,7 +25,9 @@ import (
 //     creates the volume with it as leg 1.
 //
 // The replica node drops its slice when the spec is deleted or places the
-// replica elsewhere.
+// replica elsewhere. When the replica's node is lost, the leader places
+// the replica on another node (re-protection) and the owner moves its
+// leg 1 there (movePeer).
 
 // replicaWait is how soon a volume waiting for its replica is looked at
 // again.
@@ -102,6 +105,30 @@ func (c *Controller) peerLeg(ctx context.Context, spec api.VolumeSpec) (pool.Rem
 		return pool.RemoteLeg{Node: n.Name, NQN: r.NQN, HostNQN: nvmeof.HostNQN(c.cfg.Node), Addr: host, Port: port, UUID: r.UUID}, nil
 	}
 	return pool.RemoteLeg{}, fmt.Errorf("waiting for node %s to keep and export the replica", spec.ReplicaNode)
+}
+
+// movePeer re-protects an existing peer-protected volume on the node its
+// spec now places the replica on (the leader moved it after the old peer
+// was lost): once that node keeps and exports the replica, the engine
+// moves leg 1 there and dm-raid rebuilds it from leg 0, the volume online
+// throughout. Until then the volume runs on as it is and its status says
+// what it waits for. The pass ends after the move and the volume is
+// looked at again soon, its mirror now built on the new leg.
+func (c *Controller) movePeer(ctx context.Context, spec api.VolumeSpec, st api.VolumeStatus, actual engine.VolumeInfo) outcome {
+	leg, err := c.peerLeg(ctx, spec)
+	if err != nil {
+		st.Error = fmt.Sprintf("re-protecting the write mirror on node %s: %v", spec.ReplicaNode, err)
+		c.log.Info("volume waits to re-protect on its new peer", "volume", spec.Name, "from", actual.PeerNode, "to", spec.ReplicaNode, "why", err)
+		return outcome{res: Result{RequeueAfter: replicaWait}, err: c.putStatus(ctx, st, &actual)}
+	}
+	c.log.Warn("re-protecting the write mirror on another node", "volume", spec.Name, "from", actual.PeerNode, "to", leg.Node)
+	if err := c.engine.MovePeerLeg(ctx, spec.Name, leg); err != nil {
+		return c.fail(ctx, st, fmt.Errorf("re-protect on node %s: %w", leg.Node, err), &actual)
+	}
+	if actual, err = c.engine.Volume(ctx, spec.Name); err != nil {
+		return c.fail(ctx, st, fmt.Errorf("read volume: %w", err), nil)
+	}
+	return c.report(ctx, st, Result{RequeueAfter: replicaWait}, actual)
 }
 
 // defaultPeer reports whether a new volume whose spec and policy name no

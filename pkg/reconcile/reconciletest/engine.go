@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -214,8 +215,28 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		// when the request chose none.
 		v.Info.ReadBlockSize = cmp.Or(req.ReadBlockSize, 64<<10)
 	}
+	v.Info.Protection = req.Protect
+	if req.Peer != nil {
+		v.Info.PeerNode = req.Peer.Node
+	}
 	f.vols[req.Name] = v
 	return f.view(v), nil
+}
+
+// MovePeerLeg records the move and points the volume's leg 1 at leg.
+func (f *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("move-peer-leg %s peer=%s@%s:%d/%s", name, leg.Node, leg.Addr, leg.Port, leg.NQN)
+	v, ok := f.vols[name]
+	switch {
+	case !ok:
+		return fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
+	case v.Info.PeerNode == "":
+		return fmt.Errorf("volume %s has no peer leg to move", name)
+	}
+	v.Info.PeerNode = leg.Node
+	return nil
 }
 
 func (f *Engine) DeleteVolume(ctx context.Context, name string, force bool) error {
@@ -417,6 +438,25 @@ func (f *Engine) DropReplica(_ context.Context, volume string) error {
 	f.record("drop-replica %s", volume)
 	delete(f.replicas, volume)
 	return nil
+}
+
+// KeptReplicas names the replicas kept, sorted.
+func (f *Engine) KeptReplicas(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.replicas)), nil
+}
+
+// KeepReplica makes the engine keep a replica as if an earlier run had
+// (HostReplica), without recording a call: what a restarted node finds on
+// its disks.
+func (f *Engine) KeepReplica(req pool.ReplicaRequest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.replicas == nil {
+		f.replicas = map[string]pool.ReplicaRequest{}
+	}
+	f.replicas[req.Volume] = req
 }
 
 // ServeReplicas reports the replicas kept, all exported.

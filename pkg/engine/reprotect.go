@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// MovePeerLeg re-protects a peer-protected volume on another node: its
+// leg 1 moves to leg, a replica the new peer keeps and exports, after the
+// old peer was lost. In writeback the new export is attached and the
+// running mirror reloaded with it as leg 1 and dm-raid told to rebuild
+// that leg in full from leg 0 (the new replica holds nothing yet); the
+// volume stays online throughout and its status shows the rebuild's
+// progress. The layout then records the new leg, out of sync until
+// dm-raid reports it rebuilt (RecordMirrors). In another mode only the
+// layout changes: the next switch to writeback builds the mirror on the
+// new leg.
+//
+// Leg 0 must hold every acknowledged write: a volume whose leg 0 missed
+// writes (failed, or being rebuilt from leg 1) is refused, since the old
+// peer's leg is then the only complete copy. Moving to the leg the volume
+// has already is no change.
+//
+// The reload comes before the layout record. A crash between the two
+// leaves the layout naming the old peer, absent at boot, so the volume
+// starts on leg 0 alone and the move is made again; the reverse order
+// could leave a layout naming a leg that dm-raid was never told to
+// rebuild, which it refuses to load beside leg 0.
+func (e *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error {
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	next := p.Layout.Clone()
+	changed, err := next.MovePeerLeg(name, leg)
+	if err != nil {
+		return fmt.Errorf("move peer leg of volume %s to node %s: %w", name, leg.Node, err)
+	}
+	if !changed {
+		return nil
+	}
+	old := *v.WriteMirror.Remote
+	ms, running, err := e.mirrorStatus(ctx, name)
+	if err != nil {
+		return err
+	}
+	if running && slices.Contains(outOfSync(ms.RaidStatus), 0) {
+		return fmt.Errorf("move peer leg of volume %s to node %s: leg 0 lacks writes (mirror health %s): the leg on node %s may be the only complete copy; bring it back first",
+			name, leg.Node, ms.HealthString(), old.Node)
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	nv, _ := next.Volume(name)
+	if running {
+		if err := e.rebuildOnNewLeg(ctx, p, *nv, origin); err != nil {
+			return fmt.Errorf("move peer leg of volume %s to node %s: %w", name, leg.Node, err)
+		}
+	}
+	if err := e.writeLayoutPresent(p, origin, next); err != nil {
+		return fmt.Errorf("move peer leg of volume %s to node %s: record the new leg: %w", name, leg.Node, err)
+	}
+	// The old peer is gone; its controller (reconnecting, or already
+	// given up) is of no more use here.
+	if err := e.initiator.Detach(old.NQN); err != nil {
+		e.log.Warn("old peer leg not detached", "volume", name, "node", old.Node, "nqn", old.NQN, "err", err)
+	}
+	e.log.Warn("write mirror re-protected on another node: leg 1 rebuilding from leg 0",
+		"volume", name, "from_node", old.Node, "to_node", leg.Node, "running", running)
+	return nil
+}
+
+// rebuildOnNewLeg attaches a running mirror's new peer leg (v as the
+// layout will record it), points leg 1's two slices at it and reloads the
+// mirror with a rebuild of leg 1.
+func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volume, origin string) error {
+	if err := e.attachPeerLeg(ctx, p, v); err != nil {
+		return err
+	}
+	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return err
+	}
+	for _, d := range st.Devices {
+		switch d.Role {
+		case stack.RoleWriteMeta1, stack.RoleWriteLeg1:
+			_, err := e.ensure(ctx, d)
+			var drift *DriftError
+			if errors.As(err, &drift) {
+				err = e.reload(ctx, d.Name, d.Table, nil)
+			}
+			if err != nil {
+				return err
+			}
+		case stack.RoleWriteData:
+			if len(d.Table) != 1 {
+				return fmt.Errorf("write mirror %s: want one raid target, have %d", d.Name, len(d.Table))
+			}
+			params, err := dm.ParseRaid1Params(d.Table[0].Params)
+			if err != nil {
+				return err
+			}
+			params.Rebuild = []int{1}
+			if err := e.reload(ctx, d.Name, dm.Table{params.Target(0, d.Table[0].Length)}, nil); err != nil {
+				return fmt.Errorf("reload write mirror %s with leg 1 to rebuild: %w", d.Name, err)
+			}
+		}
+	}
+	return nil
+}
