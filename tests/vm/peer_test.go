@@ -34,6 +34,17 @@ const peerReplicaAddr = "10.77.0.2"
 
 func (c *peerCluster) boot(name string, spec nodeSpec, addr string, listen bool) *node {
 	c.t.Helper()
+	cfg, err := c.config(name, spec, addr, listen)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	v := harness.MustBoot(c.t, cfg)
+	return &node{VM: v, t: c.t, bin: c.bin, dir: cfg.Dir, spec: spec}
+}
+
+// config is the VM of a node on the test network at addr: the hub's side
+// if listen, else joining it. It creates the node's directory.
+func (c *peerCluster) config(name string, spec nodeSpec, addr string, listen bool) (harness.Config, error) {
 	netw := &harness.Network{Addr: addr + "/24"}
 	if listen {
 		netw.Listen = c.hub
@@ -42,11 +53,9 @@ func (c *peerCluster) boot(name string, spec nodeSpec, addr string, listen bool)
 	}
 	dir := filepath.Join(c.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		c.t.Fatal(err)
+		return harness.Config{}, err
 	}
-	disks := spec.disks(dir)
-	v := harness.MustBoot(c.t, harness.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw, Disks: disks})
-	return &node{VM: v, t: c.t, bin: c.bin, dir: dir, spec: spec}
+	return harness.Config{Name: name, Dir: dir, MemoryMiB: 768, Network: netw, Disks: spec.disks(dir)}, nil
 }
 
 // startEtcd runs the cluster's etcd on a, as its own process, with its
@@ -271,13 +280,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 
 	// Only b's leg left (a's daemon stopped, so nothing repairs a's
 	// slices behind the test): every block reads back over NVMe/TCP.
-	c.a.mustSh("kill $(cat /run/daemon.pid); while kill -0 $(cat /run/daemon.pid) 2>/dev/null; do sleep 0.2; done")
-	c.a.mustSh("for d in tc-db-wmeta0 tc-db-wleg0; do dmsetup suspend $d && dmsetup reload $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup resume $d; done")
-	c.a.fio(first + " --verify_only")
-	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --verify_only")
-	if v := c.volume("db"); v.Mirror == nil || v.Mirror.Health != "DA" {
-		t.Fatalf("mirror with a's leg failed: %+v, want health DA", v.Mirror)
-	}
+	c.readFromPeerLeg("db", first, fioJob(dev, "second", "randwrite", "64M", "8M")+" --iodepth=1")
 
 	// Delete: a's daemon repairs its slices, flushes and removes the
 	// volume; b drops the replica, device and export.
@@ -287,17 +290,35 @@ func TestReplicaPeerVolume(t *testing.T) {
 	c.b.eventually(60*time.Second, "dmsetup ls | grep -c tcr-db || true; ls /sys/kernel/config/nvmet/subsystems | wc -l", "0\n0")
 }
 
-// fioMaxWrite returns the longest write completion of a fio JSON report,
-// failing the test if fio reported an error.
+// readFromPeerLeg stops a's daemon (so that nothing repairs a's slices
+// behind the test), fails a's leg of the volume's mirror by loading error
+// tables under it, and verifies every fio job given: each block must read
+// back from the peer's leg alone.
+func (c *peerCluster) readFromPeerLeg(volume string, jobs ...string) {
+	c.t.Helper()
+	c.a.mustSh("kill $(cat /run/daemon.pid); while kill -0 $(cat /run/daemon.pid) 2>/dev/null; do sleep 0.2; done")
+	c.a.mustSh(fmt.Sprintf("for d in tc-%[1]s-wmeta0 tc-%[1]s-wleg0; do dmsetup suspend $d && dmsetup reload $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup resume $d; done", volume))
+	for _, job := range jobs {
+		c.a.fio(job + " --verify_only")
+	}
+	if v := c.volume(volume); v.Mirror == nil || v.Mirror.Health != "DA" {
+		c.t.Fatalf("mirror with %s's leg failed: %+v, want health DA", c.a.Name(), v.Mirror)
+	}
+}
+
+// fioMaxWrite returns the longest write of a fio JSON report, submission
+// and completion together (lat_ns: a write held up in io_submit, as when
+// device-mapper queues I/O, counts as much as one waiting for its
+// completion), failing the test if fio reported an error.
 func fioMaxWrite(t *testing.T, n *node, report, log string) time.Duration {
 	t.Helper()
 	var res struct {
 		Jobs []struct {
 			Error int `json:"error"`
 			Write struct {
-				ClatNs struct {
+				LatNs struct {
 					Max float64 `json:"max"`
-				} `json:"clat_ns"`
+				} `json:"lat_ns"`
 			} `json:"write"`
 		} `json:"jobs"`
 	}
@@ -308,5 +329,5 @@ func fioMaxWrite(t *testing.T, n *node, report, log string) time.Duration {
 	if res.Jobs[0].Error != 0 {
 		t.Fatalf("fio failed (error %d):\n%s", res.Jobs[0].Error, n.mustSh("cat "+log))
 	}
-	return time.Duration(res.Jobs[0].Write.ClatNs.Max)
+	return time.Duration(res.Jobs[0].Write.LatNs.Max)
 }

@@ -113,7 +113,7 @@ func TestLiveModeChanges(t *testing.T) {
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
 
-	static := fioJob("/dev/mapper/tc-db", "static", "write", "128M", "64M")
+	static := fioJob("/dev/mapper/tc-db", "static", "write", "128M", "32M")
 	n.fio(static + " --do_verify=1")
 
 	// Background writer with continuous verification of what it wrote.
