@@ -218,6 +218,10 @@ type VolumeStatus struct {
 	Protection   string `json:"protection,omitempty"`
 	MirrorCopies int    `json:"mirrorCopies,omitempty"`
 	MirrorHealth string `json:"mirrorHealth,omitempty"`
+	// PeerNode is the node whose replica is leg 1 of a peer mirror, as
+	// the volume's layout says: the node a replica moved away from keeps
+	// its copy until the owner reports another peer here.
+	PeerNode string `json:"peerNode,omitempty"`
 	// Alerts are raised conditions in words ("SSD wear 92% >= 90%").
 	Alerts    []string  `json:"alerts,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`

@@ -411,13 +411,17 @@ func newNodeCmd(g *Globals) *cobra.Command {
 				if g.JSON() {
 					return g.Print(map[string]any{"node": args[0], "drain": on})
 				}
-				fmt.Fprintf(g.Stdout, "node %s: drain=%v written; its volumes follow (watch with `tidectl volume list`)\n", args[0], on)
+				if on {
+					fmt.Fprintf(g.Stdout, "node %s: drain=true written; its volumes follow and the leader moves the replicas it keeps to other nodes (watch with `tidectl volume list` and `tidectl node list`)\n", args[0])
+				} else {
+					fmt.Fprintf(g.Stdout, "node %s: drain=false written; its volumes follow (watch with `tidectl volume list`)\n", args[0])
+				}
 				return nil
 			},
 		}
 	}
 	cmd.AddCommand(list,
-		drain("drain", "Put every volume of a node in passthrough with clean caches (maintenance)", true),
-		drain("undrain", "Return a drained node's volumes to their spec modes", false))
+		drain("drain", "Put every volume of a node in passthrough with clean caches, and move the replicas it keeps for other nodes elsewhere (maintenance)", true),
+		drain("undrain", "Return a drained node's volumes to their spec modes (moved replicas stay where they went)", false))
 	return cmd
 }

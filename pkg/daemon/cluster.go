@@ -162,36 +162,25 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost map[string]time.Time,
 	if err != nil {
 		return
 	}
-	var nodes []api.Node
+	var view *nodeView
 	var pols []api.Policy
 	for _, it := range specs {
-		if it.Value.ReplicaNode != "" {
-			if nodes == nil {
-				if nodes, err = d.liveNodes(ctx); err != nil {
-					return
-				}
-			}
-			d.reprotect(ctx, it, nodes, &pols, lost, now)
-			continue
-		}
-		if it.Value.Node != "" {
-			if !d.wantsReplica(ctx, it.Value, &pols) {
-				continue
-			}
-			if nodes == nil {
-				if nodes, err = d.liveNodes(ctx); err != nil {
-					return
-				}
-			}
-			d.placeReplica(ctx, it, nodes)
-			continue
-		}
-		if nodes == nil {
-			if nodes, err = d.liveNodes(ctx); err != nil {
+		if view == nil {
+			if view, err = d.nodeView(ctx); err != nil {
 				return
 			}
 		}
-		choice, err := placement.Place(it.Value, nodes)
+		if it.Value.ReplicaNode != "" {
+			d.reprotect(ctx, it, *view, &pols, lost, now)
+			continue
+		}
+		if it.Value.Node != "" {
+			if d.wantsReplica(ctx, it.Value, &pols) {
+				d.placeReplica(ctx, it, view.candidates())
+			}
+			continue
+		}
+		choice, err := placement.Place(it.Value, view.candidates())
 		if err != nil {
 			d.log.Warn("cannot place volume", "volume", it.Value.Name, "err", err)
 			continue
@@ -254,33 +243,37 @@ func (d *daemon) effectivePolicy(ctx context.Context, spec api.VolumeSpec, pols 
 
 // reprotect moves a peer-protected volume's replica to another node once
 // the node keeping it has been gone (its record expired) for the policy's
-// ReprotectAfter while the volume's own node is up: the owner then
-// rebuilds leg 1 of its mirror on the new node, and the old node drops
-// its stale replica when it comes back. While the owner is gone too the
-// replica stays where it is: a replica elsewhere would be of no use to a
-// volume that is not running, and its old node holds what the owner's
-// SSD may need to resync from.
-func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], nodes []api.Node, pols *[]api.Policy, lost map[string]time.Time, now time.Time) {
+// ReprotectAfter while the volume's own node is up, or at once when that
+// node is drained for maintenance: the owner then rebuilds leg 1 of its
+// mirror on the new node, and the old node drops its replica. While the
+// owner is gone too the replica stays where it is: a replica elsewhere
+// would be of no use to a volume that is not running, and its old node
+// holds what the owner's SSD may need to resync from.
+func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], view nodeView, pols *[]api.Policy, lost map[string]time.Time, now time.Time) {
 	spec := it.Value
-	live := func(name string) bool {
-		return slices.ContainsFunc(nodes, func(n api.Node) bool { return n.Name == name })
-	}
-	if live(spec.ReplicaNode) || !live(spec.Node) {
+	drained := view.drained[spec.ReplicaNode]
+	if view.live(spec.ReplicaNode) && !drained || !view.live(spec.Node) {
 		delete(lost, spec.Name)
 		return
 	}
 	since, seen := lost[spec.Name]
 	if !seen {
+		since = now
 		lost[spec.Name] = now
-		d.log.Warn("node keeping a replica is gone: the volume is re-protected elsewhere if it stays gone",
-			"volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
-		return
+		if !drained {
+			d.log.Warn("node keeping a replica is gone: the volume is re-protected elsewhere if it stays gone",
+				"volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
+			return
+		}
 	}
-	eff, err := d.effectivePolicy(ctx, spec, pols)
-	if err != nil {
-		return
+	after := time.Duration(0)
+	if !drained {
+		eff, err := d.effectivePolicy(ctx, spec, pols)
+		if err != nil {
+			return
+		}
+		after = cmp.Or(time.Duration(eff.ReprotectAfter), api.DefaultReprotectAfter)
 	}
-	after := cmp.Or(time.Duration(eff.ReprotectAfter), api.DefaultReprotectAfter)
 	if now.Sub(since) < after {
 		return
 	}
@@ -298,11 +291,11 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], n
 	}
 	moved := spec
 	moved.ReplicaNode, moved.ReplicaPool = "", ""
-	choice, err := placement.PlaceReplica(moved, nodes)
+	choice, err := placement.PlaceReplica(moved, view.candidates())
 	if err != nil {
 		if now.Sub(since) < after+d.cfg.PlacementInterval {
-			d.log.Warn("cannot re-protect: no other node can keep the replica; the volume runs on one copy of its write cache until one can or its node comes back",
-				"volume", spec.Name, "replica_node", spec.ReplicaNode, "err", err)
+			d.log.Warn("cannot re-protect: no other node can keep the replica; it stays where it is until one can",
+				"volume", spec.Name, "replica_node", spec.ReplicaNode, "drained", drained, "err", err)
 		}
 		return
 	}
@@ -313,7 +306,7 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], n
 	}
 	delete(lost, spec.Name)
 	d.log.Warn("replica re-protected on another node", "volume", spec.Name, "owner", spec.Node,
-		"from", spec.ReplicaNode, "to", choice.Node, "pool", choice.Pool, "gone_for", now.Sub(since).Round(time.Second))
+		"from", spec.ReplicaNode, "to", choice.Node, "pool", choice.Pool, "drained", drained, "gone_for", now.Sub(since).Round(time.Second))
 }
 
 // placeReplica records where a peer-protected volume's replica goes.
@@ -334,17 +327,43 @@ func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec]
 	d.log.Info("replica placed", "volume", spec.Name, "owner", spec.Node, "on", choice.Node, "pool", choice.Pool)
 }
 
-// liveNodes lists the registered nodes.
-func (d *daemon) liveNodes(ctx context.Context) ([]api.Node, error) {
+// nodeView is what the leader knows of the nodes for one placement
+// round: the live ones (registered), and which nodes are drained for
+// maintenance (they get no new volume or replica, and the replicas they
+// keep move elsewhere).
+type nodeView struct {
+	nodes   []api.Node
+	drained map[string]bool
+}
+
+// live reports whether the named node is registered.
+func (v nodeView) live(name string) bool {
+	return slices.ContainsFunc(v.nodes, func(n api.Node) bool { return n.Name == name })
+}
+
+// candidates returns the live nodes that are not drained.
+func (v nodeView) candidates() []api.Node {
+	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return v.drained[n.Name] })
+}
+
+// nodeView reads the registered nodes and the node specs.
+func (d *daemon) nodeView(ctx context.Context) (*nodeView, error) {
 	items, _, _, err := d.st.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nodes := make([]api.Node, 0, len(items))
+	v := &nodeView{drained: map[string]bool{}}
 	for _, n := range items {
-		nodes = append(nodes, n.Value)
+		v.nodes = append(v.nodes, n.Value)
 	}
-	return nodes, nil
+	specs, _, _, err := d.st.ListNodeSpecs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		v.drained[s.Value.Name] = s.Value.Drain
+	}
+	return v, nil
 }
 
 // sleep waits d or until ctx is done; it reports whether to go on.

@@ -56,10 +56,11 @@ func TestWantsReplica(t *testing.T) {
 	}
 }
 
-// TestReprotect checks when the leader moves a replica: only once its node
-// has been gone for the policy's ReprotectAfter while the owner is up and
-// the owner's leg holds every write, to a node that can keep it; never
-// while the replica's node is up, nor while the owner is gone too.
+// TestReprotect checks when the leader moves a replica: once its node has
+// been gone for the policy's ReprotectAfter, or at once when that node is
+// drained, while the owner is up and the owner's leg holds every write, to
+// a node that can keep it and is not drained; never while the replica's
+// node is up and not drained, nor while the owner is gone too.
 func TestReprotect(t *testing.T) {
 	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
 	st := openStore(t, []string{r.cfg.EtcdClientURL})
@@ -73,9 +74,10 @@ func TestReprotect(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
-		name   string
-		policy string
-		nodes  []string
+		name    string
+		policy  string
+		nodes   []string
+		drained []string
 		// gone is how long ago the leader first saw the replica's node
 		// gone (0: not seen gone yet).
 		gone time.Duration
@@ -84,15 +86,18 @@ func TestReprotect(t *testing.T) {
 		wantNode string
 		wantLost bool
 	}{
-		{"replica node up", "", []string{"n1", "n2", "n3"}, 10 * time.Minute, "AA", "n2", false},
-		{"first seen gone", "", []string{"n1", "n3"}, 0, "AD", "n2", true},
-		{"gone less than 5m", "", []string{"n1", "n3"}, 4 * time.Minute, "AD", "n2", true},
-		{"gone 5m", "", []string{"n1", "n3"}, 5 * time.Minute, "AD", "n3", false},
-		{"policy: gone 1m", "quick", []string{"n1", "n3"}, time.Minute, "AD", "n3", false},
-		{"volume not running a mirror", "", []string{"n1", "n3"}, 5 * time.Minute, "", "n3", false},
-		{"no other node", "", []string{"n1"}, 10 * time.Minute, "AD", "n2", true},
-		{"owner gone too", "", []string{"n3"}, 10 * time.Minute, "AD", "n2", false},
-		{"owner's leg resyncing from the lost one", "", []string{"n1", "n3"}, 10 * time.Minute, "aD", "n2", true},
+		{"replica node up", "", []string{"n1", "n2", "n3"}, nil, 10 * time.Minute, "AA", "n2", false},
+		{"first seen gone", "", []string{"n1", "n3"}, nil, 0, "AD", "n2", true},
+		{"gone less than 5m", "", []string{"n1", "n3"}, nil, 4 * time.Minute, "AD", "n2", true},
+		{"gone 5m", "", []string{"n1", "n3"}, nil, 5 * time.Minute, "AD", "n3", false},
+		{"policy: gone 1m", "quick", []string{"n1", "n3"}, nil, time.Minute, "AD", "n3", false},
+		{"volume not running a mirror", "", []string{"n1", "n3"}, nil, 5 * time.Minute, "", "n3", false},
+		{"no other node", "", []string{"n1"}, nil, 10 * time.Minute, "AD", "n2", true},
+		{"owner gone too", "", []string{"n3"}, nil, 10 * time.Minute, "AD", "n2", false},
+		{"owner's leg resyncing from the lost one", "", []string{"n1", "n3"}, nil, 10 * time.Minute, "aD", "n2", true},
+		{"replica node drained: moved at once", "", []string{"n1", "n2", "n3"}, []string{"n2"}, 0, "AA", "n3", false},
+		{"only drained nodes to move to", "", []string{"n1", "n2", "n3"}, []string{"n2", "n3"}, 0, "AA", "n2", true},
+		{"gone, the other node drained", "", []string{"n1", "n3"}, []string{"n3"}, 10 * time.Minute, "AD", "n2", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,16 +114,19 @@ func TestReprotect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var nodes []api.Node
+			view := nodeView{drained: map[string]bool{}}
 			for _, n := range tc.nodes {
-				nodes = append(nodes, node(n))
+				view.nodes = append(view.nodes, node(n))
+			}
+			for _, n := range tc.drained {
+				view.drained[n] = true
 			}
 			lost := map[string]time.Time{}
 			if tc.gone != 0 {
 				lost[name] = t0.Add(-tc.gone)
 			}
 			var pols []api.Policy
-			d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, nodes, &pols, lost, t0)
+			d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, view, &pols, lost, t0)
 			got, _, err := st.GetVolumeSpec(ctx, name)
 			if err != nil {
 				t.Fatal(err)

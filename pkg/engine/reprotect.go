@@ -13,11 +13,11 @@ import (
 
 // MovePeerLeg re-protects a peer-protected volume on another node: its
 // leg 1 moves to leg, a replica the new peer keeps and exports, after the
-// old peer was lost. In writeback the new export is attached and the
-// running mirror reloaded with it as leg 1 and dm-raid told to rebuild
-// that leg in full from leg 0 (the new replica holds nothing yet); the
-// volume stays online throughout and its status shows the rebuild's
-// progress. The layout then records the new leg, out of sync until
+// old peer was lost or drained. In writeback the new export is attached
+// and the running mirror reloaded with it as leg 1 and dm-raid told to
+// rebuild that leg in full from leg 0 (the new replica holds nothing
+// yet); the volume stays online throughout and its status shows the
+// rebuild's progress. The layout then records the new leg, out of sync until
 // dm-raid reports it rebuilt (RecordMirrors). In another mode only the
 // layout changes: the next switch to writeback builds the mirror on the
 // new leg.
@@ -79,8 +79,14 @@ func (e *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLe
 }
 
 // rebuildOnNewLeg attaches a running mirror's new peer leg (v as the
-// layout will record it), points leg 1's two slices at it and reloads the
-// mirror with a rebuild of leg 1.
+// layout will record it) and swaps leg 1 for it in three reloads:
+//  1. the mirror without leg 1 ("- -"), so that dm-raid stops using it;
+//  2. leg 1's two slices pointed at the new export;
+//  3. the mirror with leg 1 back and a rebuild of it from leg 0.
+//
+// Pointing the slices at the new export while dm-raid still counted leg 1
+// in sync (a healthy old peer, as in a drain) would let it read blocks of
+// an empty replica as data.
 func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volume, origin string) error {
 	if err := e.attachPeerLeg(ctx, p, v); err != nil {
 		return err
@@ -89,30 +95,38 @@ func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volum
 	if err != nil {
 		return err
 	}
+	raid, ok := st.Find(stack.RoleWriteData)
+	if !ok || len(raid.Table) != 1 {
+		return fmt.Errorf("volume %s: no write mirror in the stack", v.Name)
+	}
+	params, err := dm.ParseRaid1Params(raid.Table[0].Params)
+	if err != nil {
+		return err
+	}
+	if len(params.Legs) != 2 {
+		return fmt.Errorf("write mirror %s: want 2 legs, have %d", raid.Name, len(params.Legs))
+	}
+	length := raid.Table[0].Length
+	without := dm.Raid1Params{Legs: []dm.RaidLeg{params.Legs[0], {Meta: dm.MissingLeg, Data: dm.MissingLeg}}}
+	if err := e.reload(ctx, raid.Name, dm.Table{without.Target(0, length)}, nil); err != nil {
+		return fmt.Errorf("reload write mirror %s without leg 1: %w", raid.Name, err)
+	}
 	for _, d := range st.Devices {
-		switch d.Role {
-		case stack.RoleWriteMeta1, stack.RoleWriteLeg1:
-			_, err := e.ensure(ctx, d)
-			var drift *DriftError
-			if errors.As(err, &drift) {
-				err = e.reload(ctx, d.Name, d.Table, nil)
-			}
-			if err != nil {
-				return err
-			}
-		case stack.RoleWriteData:
-			if len(d.Table) != 1 {
-				return fmt.Errorf("write mirror %s: want one raid target, have %d", d.Name, len(d.Table))
-			}
-			params, err := dm.ParseRaid1Params(d.Table[0].Params)
-			if err != nil {
-				return err
-			}
-			params.Rebuild = []int{1}
-			if err := e.reload(ctx, d.Name, dm.Table{params.Target(0, d.Table[0].Length)}, nil); err != nil {
-				return fmt.Errorf("reload write mirror %s with leg 1 to rebuild: %w", d.Name, err)
-			}
+		if d.Role != stack.RoleWriteMeta1 && d.Role != stack.RoleWriteLeg1 {
+			continue
 		}
+		_, err := e.ensure(ctx, d)
+		var drift *DriftError
+		if errors.As(err, &drift) {
+			err = e.reload(ctx, d.Name, d.Table, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	params.Rebuild = []int{1}
+	if err := e.reload(ctx, raid.Name, dm.Table{params.Target(0, length)}, nil); err != nil {
+		return fmt.Errorf("reload write mirror %s with leg 1 to rebuild: %w", raid.Name, err)
 	}
 	return nil
 }

@@ -490,7 +490,7 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 		if rc := actual.ReadCache; rc != nil {
 			st.ReadHitRatio = rc.ReadHitRatio
 		}
-		st.Protection = string(actual.Protection)
+		st.Protection, st.PeerNode = string(actual.Protection), actual.PeerNode
 		if m := actual.Mirror; m != nil {
 			st.MirrorCopies, st.MirrorHealth = m.Copies, m.HealthString()
 		}

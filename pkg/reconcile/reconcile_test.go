@@ -807,7 +807,8 @@ func TestMovePeerLeg(t *testing.T) {
 // TestReplicaHost checks the replica node's half of --protect peer: a spec
 // placing its replica on this node makes it keep one for the spec's node
 // (allowing that node's host NQN) and export it at once; a spec placing
-// it elsewhere, or deleted, drops it. A spec owned by this node never
+// it elsewhere drops it once the owner no longer reports this node as its
+// peer; a deleted spec drops it. A spec owned by this node never
 // keeps a replica here.
 func TestReplicaHost(t *testing.T) {
 	var kept atomic.Int32
@@ -833,7 +834,23 @@ func TestReplicaHost(t *testing.T) {
 	if kept.Load() == 0 {
 		t.Error("ReplicaKept not called after the replica was kept")
 	}
+	// Moved to n3 while the owner's mirror still runs on this copy (its
+	// status says so): kept until the owner reports its new peer.
+	if err := e.st.PutVolumeStatus(e.ctx(), api.VolumeStatus{Name: "ledger", Node: "n2", Protection: "peer", PeerNode: "n1"}); err != nil {
+		t.Fatal(err)
+	}
 	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode = "n3" })
+	time.Sleep(500 * time.Millisecond)
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast")
+	if err := e.st.PutVolumeStatus(e.ctx(), api.VolumeStatus{Name: "ledger", Node: "n2", Protection: "peer", PeerNode: "n3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil {
+		t.Fatal(err)
+	}
 	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger")
 
 	other := spec("orders")
@@ -890,11 +907,21 @@ func TestReplicaHostRestart(t *testing.T) {
 
 // TestCreateDefaultPeer checks the default protection in a cluster: a spec
 // and policy naming none give peer when another live node serving
-// replicas has room (the volume waits for the leader to place it), and
-// leave the choice to the node otherwise.
+// replicas has room and is not drained (the volume waits for the leader
+// to place it), and leave the choice to the node otherwise.
 func TestCreateDefaultPeer(t *testing.T) {
 	e := newEnv(t, nil).start()
-	lone := spec("scratch") // no node can keep a replica yet
+	// Only a drained node could keep a replica: it does not count.
+	drained := api.Node{Name: "n3", ReplicaAddress: "10.0.0.3:4420", Pools: []api.PoolInventory{{Name: "spare", SSDFreeBytes: 1 << 30}}}
+	if _, err := e.st.PutNodeSpec(e.ctx(), api.NodeSpec{Name: "n3", Drain: true}, 0); err != nil {
+		t.Fatal(err)
+	}
+	dreg, err := e.st.Register(e.ctx(), drained, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dreg.Close(e.ctx())
+	lone := spec("scratch")
 	e.createSpec(lone)
 	e.waitStatus("scratch", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
 

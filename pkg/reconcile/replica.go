@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/placement"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 // A peer-protected volume (protect peer) involves two nodes. The spec's
@@ -37,6 +39,14 @@ const replicaWait = 2 * time.Second
 // one this node kept that the spec no longer places here.
 func (c *Controller) reconcileReplica(ctx context.Context, spec api.VolumeSpec) outcome {
 	if spec.ReplicaNode != c.cfg.Node || spec.Node == "" {
+		if c.ownerUsesReplica(ctx, spec) {
+			// Moved elsewhere (re-protection, a drain), but the owner's
+			// mirror still runs on this copy: dropping it now would fail
+			// the owner's leg under its writes. The owner swaps legs in
+			// one reload once the new replica is exported; its status
+			// then names the new peer.
+			return outcome{res: Result{RequeueAfter: replicaWait}}
+		}
 		out, _ := c.dropReplica(ctx, spec.Name)
 		return out
 	}
@@ -57,6 +67,30 @@ func (c *Controller) reconcileReplica(ctx context.Context, spec api.VolumeSpec) 
 		c.cfg.ReplicaKept(ctx)
 	}
 	return outcome{}
+}
+
+// ownerUsesReplica reports whether the owner of a volume whose replica
+// this node keeps still reports this node as its peer. Only a spec that
+// names another peer asks: a deleted spec drops the replica at once (the
+// owner flushes and deletes the volume), and a volume not placed has no
+// owner to ask.
+func (c *Controller) ownerUsesReplica(ctx context.Context, spec api.VolumeSpec) bool {
+	c.mu.Lock()
+	kept := c.replicas[spec.Name]
+	c.mu.Unlock()
+	if !kept || spec.Node == "" || spec.ReplicaNode == "" {
+		return false
+	}
+	sctx, cancel := c.storeCtx(ctx)
+	st, _, err := c.store.GetVolumeStatus(sctx, spec.Name)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false
+	case err != nil:
+		return true // cannot tell: keep it, and look again
+	}
+	return st.Node == spec.Node && st.PeerNode == c.cfg.Node
 }
 
 // dropReplica drops the replica this node kept for the named volume, if
@@ -146,8 +180,18 @@ func (c *Controller) defaultPeer(ctx context.Context, spec api.VolumeSpec) (bool
 	if err != nil {
 		return false, fmt.Errorf("list nodes for the default protection: %w", err)
 	}
+	// A drained node gets no replica from the leader: it does not count.
 	nodes := make([]api.Node, 0, len(items))
 	for _, it := range items {
+		sctx, cancel := c.storeCtx(ctx)
+		ns, _, err := c.store.GetNodeSpec(sctx, it.Value.Name)
+		cancel()
+		switch {
+		case err == nil && ns.Drain:
+			continue
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return false, fmt.Errorf("read node spec %s for the default protection: %w", it.Value.Name, err)
+		}
 		nodes = append(nodes, it.Value)
 	}
 	_, err = placement.PlaceReplica(spec, nodes)

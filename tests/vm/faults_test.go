@@ -343,10 +343,14 @@ func TestFaultRAIDMember(t *testing.T) {
 			t.Logf("pool show, rebuilding:\n%s", n.mustTidectl("pool show tank"))
 			t.Logf("cluster volume show, rebuilding:\n%s", n.cl("volume show db"))
 		}
+		if len(seen) == 3 && seen[2] > seen[0] {
+			// Progress seen moving: the rest of the rebuild at full speed.
+			n.mustSh("echo 50000 > /proc/sys/dev/raid/speed_limit_min; echo 200000 > /proc/sys/dev/raid/speed_limit_max")
+		}
 		time.Sleep(time.Second)
 	}
 	t.Logf("rebuild: action %q, progress seen %v\n%s", action, seen, n.mdstat())
-	n.mustSh("echo 200000 > /proc/sys/dev/raid/speed_limit_max")
+	n.mustSh("echo 1000 > /proc/sys/dev/raid/speed_limit_min; echo 200000 > /proc/sys/dev/raid/speed_limit_max")
 	if action != "recover" || len(seen) < 2 || seen[len(seen)-1] <= seen[0] {
 		t.Fatalf("rebuild progress not visible in the metrics: action %q, ratios %v", action, seen)
 	}

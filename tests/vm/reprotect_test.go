@@ -163,6 +163,8 @@ func (c *etcdCluster) etcdStatus(name string) (member, leader string) {
 //   - the dead node boots again: its etcd member rejoins, its assembly
 //     builds the stale replica, and its daemon drops it, since the spec
 //     places it elsewhere;
+//   - `node drain` of the node now keeping the replica moves it back to
+//     the node that returned, rebuilt there; the drained node drops it;
 //   - with the owner's leg failed, every block written before the kill
 //     and under it reads back from the rebuilt leg alone.
 func TestReprotectPeer(t *testing.T) {
@@ -274,8 +276,6 @@ func TestReprotectPeer(t *testing.T) {
 	if out := c.b.mustTidectl("pool show fast"); !strings.Contains(out, "of node "+owner+"'s volume db") {
 		t.Errorf("%s's pool show does not list the replica:\n%s", spare, out)
 	}
-	c.a.fio(first + " --verify_only")
-	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
 
 	// The dead node comes back: its member rejoins, its stale replica is
 	// built by assembly and dropped by its daemon.
@@ -293,7 +293,18 @@ func TestReprotectPeer(t *testing.T) {
 		t.Fatalf("after %s came back: mirror on %q, %+v; want it to stay on %s, AA", doomed, v.PeerNode, v.Mirror, spare)
 	}
 
+	// Maintenance: draining the node that keeps the replica moves it to
+	// the node that is not drained, which is the one that came back.
+	drained := time.Now()
+	c.a.mustTidectl("node drain " + spare + eps)
+	c.waitVolume("db", "moved off the drained node to "+doomed, time.Minute, func(v peerVolume) bool { return v.PeerNode == doomed })
+	c.b = back
+	c.waitMirror("db", "AA", 3*time.Minute)
+	t.Logf("%s drained: replica moved to %s and rebuilt %.1fs later", spare, doomed, time.Since(drained).Seconds())
+	c.nodes[spare].eventually(time.Minute, "dmsetup ls | grep -c tcr-db || true; ls /sys/kernel/config/nvmet/subsystems 2>/dev/null | wc -l", "0\n0")
+
 	// Only the rebuilt leg left (the owner's daemon stopped, so nothing
-	// repairs its slices behind the test): every block reads back from it.
+	// repairs its slices behind the test): every block, written before
+	// the first kill and under it, reads back from it.
 	c.readFromPeerLeg("db", first, fioJob(dev, "second", "randwrite", "64M", "16M")+" --iodepth=1")
 }

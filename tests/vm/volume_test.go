@@ -129,8 +129,6 @@ func TestLiveModeChanges(t *testing.T) {
 		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
 		{"passthrough", "linear", []string{"tc-db", "tc-db-origin"}},
 		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
-		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
-		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
 	}
 	for _, s := range steps {
 		start := time.Now()
