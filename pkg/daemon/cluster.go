@@ -162,23 +162,35 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost map[string]time.Time,
 	if err != nil {
 		return
 	}
+	// The nodes are read once a spec needs them, as most rounds have
+	// nothing to place.
 	var view *nodeView
+	nodes := func() bool {
+		if view == nil {
+			view, err = d.nodeView(ctx)
+		}
+		return err == nil
+	}
 	var pols []api.Policy
 	for _, it := range specs {
-		if view == nil {
-			if view, err = d.nodeView(ctx); err != nil {
+		switch {
+		case it.Value.ReplicaNode != "":
+			if !nodes() {
 				return
 			}
-		}
-		if it.Value.ReplicaNode != "" {
 			d.reprotect(ctx, it, *view, &pols, lost, now)
 			continue
-		}
-		if it.Value.Node != "" {
+		case it.Value.Node != "":
 			if d.wantsReplica(ctx, it.Value, &pols) {
+				if !nodes() {
+					return
+				}
 				d.placeReplica(ctx, it, view.candidates())
 			}
 			continue
+		}
+		if !nodes() {
+			return
 		}
 		choice, err := placement.Place(it.Value, view.candidates())
 		if err != nil {
