@@ -34,17 +34,25 @@ type Raid1Params struct {
 	// is loaded (a new leg replacing a dead one). It is an instruction,
 	// not state: Equivalent ignores it.
 	Rebuild []int
+	// MinRecoveryRate, in KiB/s per leg, is the speed below which md does
+	// not throttle a resync or rebuild for the sake of other I/O (0: the
+	// node's /proc/sys/dev/raid/speed_limit_min, 1000 by default). A
+	// tuning, not a layout: Equivalent ignores it.
+	MinRecoveryRate uint64
 }
 
 // String returns the table parameters:
 //
-//	raid1 <#params> 0 [rebuild <idx>]... <#legs> <meta0> <data0> ...
+//	raid1 <#params> 0 [rebuild <idx>]... [min_recovery_rate <KiB/s>] <#legs> <meta0> <data0> ...
 //
 // The 0 is the chunk size, which raid1 takes and ignores.
 func (p Raid1Params) String() string {
 	params := []string{"0"}
 	for _, i := range p.Rebuild {
 		params = append(params, "rebuild", utoa(uint64(i)))
+	}
+	if p.MinRecoveryRate > 0 {
+		params = append(params, "min_recovery_rate", utoa(p.MinRecoveryRate))
 	}
 	out := []string{"raid1", utoa(uint64(len(params)))}
 	out = append(out, params...)
@@ -125,7 +133,8 @@ func (p Raid1Params) Validate() error {
 //	raid1 <#raid params> <chunk size> [<key> [<value>]]... <#legs> (<meta> <data>)...
 //
 // Keys without a value: sync, nosync, raid10_use_near_sets; every other key
-// takes one. rebuild is kept; the other keys are tolerated and dropped.
+// takes one. rebuild and min_recovery_rate are kept; the other keys are
+// tolerated and dropped.
 func ParseRaid1Params(s string) (Raid1Params, error) {
 	r := newArgReader("raid params", s)
 	kind, err := r.next("raid type")
@@ -154,8 +163,11 @@ func ParseRaid1Params(s string) (Raid1Params, error) {
 		if err != nil {
 			return Raid1Params{}, err
 		}
-		if key == "rebuild" {
+		switch key {
+		case "rebuild":
 			p.Rebuild = append(p.Rebuild, int(v))
+		case "min_recovery_rate":
+			p.MinRecoveryRate = v
 		}
 	}
 	legs, err := r.uint("#raid devs", 16)

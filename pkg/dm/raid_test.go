@@ -16,6 +16,8 @@ func TestRaid1Params(t *testing.T) {
 		{"two legs", Raid1Params{Legs: legs}, "raid1 1 0 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
 		{"rebuild", Raid1Params{Legs: legs, Rebuild: []int{1}}, "raid1 3 0 rebuild 1 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
 		{"degraded", Raid1Params{Legs: []RaidLeg{legs[0], {MissingLeg, MissingLeg}}}, "raid1 1 0 2 /dev/mapper/m0 /dev/mapper/d0 - -"},
+		{"recovery rate", Raid1Params{Legs: legs, Rebuild: []int{1}, MinRecoveryRate: 65536},
+			"raid1 5 0 rebuild 1 min_recovery_rate 65536 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,6 +55,7 @@ func TestRaid1ParamsKernelEcho(t *testing.T) {
 	}{
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 3 0 region_size 8192 2 253:0 253:1 253:2 253:3", true},
+		{"0 1024 raid raid1 5 0 min_recovery_rate 65536 region_size 8192 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:9", false},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 - -", false},
 	} {

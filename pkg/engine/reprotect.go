@@ -107,7 +107,8 @@ func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volum
 		return fmt.Errorf("write mirror %s: want 2 legs, have %d", raid.Name, len(params.Legs))
 	}
 	length := raid.Table[0].Length
-	without := dm.Raid1Params{Legs: []dm.RaidLeg{params.Legs[0], {Meta: dm.MissingLeg, Data: dm.MissingLeg}}}
+	without := params
+	without.Legs = []dm.RaidLeg{params.Legs[0], {Meta: dm.MissingLeg, Data: dm.MissingLeg}}
 	if err := e.reload(ctx, raid.Name, dm.Table{without.Target(0, length)}, nil); err != nil {
 		return fmt.Errorf("reload write mirror %s without leg 1: %w", raid.Name, err)
 	}

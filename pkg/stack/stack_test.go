@@ -244,9 +244,9 @@ func TestBuildMirrorDegraded(t *testing.T) {
 		absent  Role
 	}{
 		{"second SSD gone", map[string]string{"ssd-a": "/dev/nvme0n1"},
-			"raid1 1 0 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 - -", RoleWriteLeg1},
+			"raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 - -", RoleWriteLeg1},
 		{"first SSD gone", map[string]string{"ssd-b": "/dev/nvme1n1"},
-			"raid1 1 0 2 - - /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1", RoleWriteLeg0},
+			"raid1 3 0 min_recovery_rate 65536 2 - - /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1", RoleWriteLeg0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,7 +298,7 @@ func TestBuildPeerMirror(t *testing.T) {
 	want := map[Role]string{
 		RoleWriteMeta1: "0 2048 linear /dev/nvme2n1 0",
 		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
-		RoleWriteData:  "0 262144 raid raid1 1 0 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
+		RoleWriteData:  "0 262144 raid raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
 	}
 	for role, table := range want {
 		d, ok := s.Find(role)
