@@ -126,19 +126,29 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 			continue
 		}
 		remote := v.WriteMirror.Remote != nil && (d.Role == stack.RoleWriteMeta1 || d.Role == stack.RoleWriteLeg1)
-		created, err := e.ensure(ctx, d)
-		var drift *DriftError
-		switch {
-		case created:
-		case errors.As(err, &drift) && remote:
-			if err := e.reload(ctx, d.Name, d.Table, nil); err != nil {
-				return false, err
-			}
-		case err != nil:
+		if remote {
+			err = e.repoint(ctx, d)
+		} else {
+			_, err = e.ensure(ctx, d)
+		}
+		if err != nil {
 			return false, err
 		}
 	}
 	return e.refreshMirror(ctx, *v, st)
+}
+
+// repoint creates d, or loads d's table when the device exists with
+// another one. It is for a peer leg's slices only: their table names the
+// attached controller's namespace, which changes each time the export is
+// attached anew, so a table that differs is expected there and not drift.
+func (e *Engine) repoint(ctx context.Context, d stack.Device) error {
+	_, err := e.ensure(ctx, d)
+	var drift *DriftError
+	if errors.As(err, &drift) {
+		return e.reload(ctx, d.Name, d.Table, nil)
+	}
+	return err
 }
 
 // runningMirrors returns the out-of-sync legs of every running write

@@ -199,27 +199,36 @@ func (e *Engine) HostReplica(ctx context.Context, poolName string, req pool.Repl
 // etcd. It reports every replica, with the error of any it could not
 // serve; err is for a failed scan.
 func (e *Engine) ServeReplicas(ctx context.Context, addr string, port int) ([]ReplicaInfo, error) {
+	var out []ReplicaInfo
+	err := e.eachReplica(ctx, func(p *poolState, r pool.Replica) {
+		info := ReplicaInfo{Pool: p.Layout.Name, Replica: r, NQN: nvmeof.ReplicaNQN(r.UUID)}
+		if err := e.serveReplica(ctx, p, r, addr, port, &info); err != nil {
+			info.Error = err.Error()
+			e.log.Warn("replica not served", "volume", r.Volume, "owner", r.Owner, "err", err)
+		}
+		out = append(out, info)
+	})
+	return out, err
+}
+
+// eachReplica calls fn, under the engine's lock, for every replica the
+// pools on this node's disks keep, pool by pool in name order.
+func (e *Engine) eachReplica(ctx context.Context, fn func(p *poolState, r pool.Replica)) error {
 	unlock, err := e.lock(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	found, err := e.scan(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []ReplicaInfo
 	for _, p := range found.sortedPools() {
 		for _, r := range p.Layout.Replicas {
-			info := ReplicaInfo{Pool: p.Layout.Name, Replica: r, NQN: nvmeof.ReplicaNQN(r.UUID)}
-			if err := e.serveReplica(ctx, p, r, addr, port, &info); err != nil {
-				info.Error = err.Error()
-				e.log.Warn("replica not served", "volume", r.Volume, "owner", r.Owner, "err", err)
-			}
-			out = append(out, info)
+			fn(p, r)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func (e *Engine) serveReplica(ctx context.Context, p *poolState, r pool.Replica, addr string, port int, info *ReplicaInfo) error {
@@ -251,22 +260,9 @@ func (e *Engine) serveReplica(ctx context.Context, p *poolState, r pool.Replica,
 // placed elsewhere (the volume re-protected on another node while this
 // one was down).
 func (e *Engine) KeptReplicas(ctx context.Context) ([]string, error) {
-	unlock, err := e.lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var names []string
-	for _, p := range found.sortedPools() {
-		for _, r := range p.Layout.Replicas {
-			names = append(names, r.Volume)
-		}
-	}
-	return names, nil
+	err := e.eachReplica(ctx, func(_ *poolState, r pool.Replica) { names = append(names, r.Volume) })
+	return names, err
 }
 
 // DropReplica stops exporting the replica kept for the named volume,

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -116,12 +115,7 @@ func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volum
 		if d.Role != stack.RoleWriteMeta1 && d.Role != stack.RoleWriteLeg1 {
 			continue
 		}
-		_, err := e.ensure(ctx, d)
-		var drift *DriftError
-		if errors.As(err, &drift) {
-			err = e.reload(ctx, d.Name, d.Table, nil)
-		}
-		if err != nil {
+		if err := e.repoint(ctx, d); err != nil {
 			return err
 		}
 	}
