@@ -27,8 +27,9 @@ import (
 
 // fuaSystems are the systems the O_DSYNC workload measures, in report
 // order: the SSD alone (its own FUA writes), tidecache with and without
-// the read tier, and the stack before fuaflush.
-var fuaSystems = []string{"SSD", "tc-wb", "tc-wbr", "tc-wb-old"}
+// the read tier, the stack before fuaflush, and (-replica) tidecache with
+// the write cache mirrored to a peer.
+var fuaSystems = []string{"SSD", "tc-wb", "tc-wbr", "tc-wb-old", "tc-wbp"}
 
 // targetFUACost is the most fuaflush may cost plain 4k random writes at
 // QD1 (tc-wb's IOPS against tc-wb-old's), and targetDSyncLatency how much

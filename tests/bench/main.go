@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/tests/testbed"
+	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
 type options struct {
@@ -64,6 +65,7 @@ type options struct {
 	only          []string // system keys to measure; empty: all
 	workloads     []string // fio workload keys to run; empty: all
 	dbLinear      bool     // also run the database on SSD+linear
+	replica       bool     // the replicated run (replica.go) instead
 	out           string
 	charts        string
 	keep          bool
@@ -118,6 +120,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.accounting, "accounting", full.accounting, "also count the SSD I/O per application write on the raw SSD and tidecache (-quick: off)")
 	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test and tc-wb-old, the stack before fuaflush (a yardstick; -quick: off)")
 	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
+	fs.BoolVar(&f.replica, "replica", false, "the replicated run instead: a second VM as the peer, tidecache with the write cache mirrored to it over NVMe/TCP against the same cache unmirrored (docs/benchmarks-replica.md)")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
@@ -131,7 +134,12 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := defaults(f.quick)
 	o.out, o.charts, o.keep, o.hddWriteCache, o.ssdWriteCache = f.out, f.charts, f.keep, f.hddWriteCache, f.ssdWriteCache
-	o.skipFio, o.dbLinear = f.skipFio, f.dbLinear
+	o.skipFio, o.dbLinear, o.replica = f.skipFio, f.dbLinear, f.replica
+	if o.replica {
+		// Two systems to compare, on their own partitions: the accounting
+		// and the tuning variants belong to the main run.
+		o.accounting, o.variants = false, false
+	}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
 	}
@@ -161,7 +169,7 @@ func parseFlags(args []string) (options, error) {
 			o.variants = f.variants
 		}
 	})
-	if o.charts == "" && o.out != "" {
+	if o.charts == "" && o.out != "" && !o.replica {
 		o.charts = filepath.Join(filepath.Dir(o.out), "bench")
 	}
 	return o, o.validate()
@@ -170,6 +178,9 @@ func parseFlags(args []string) (options, error) {
 func (o options) validate() error {
 	if o.slice < time.Second || o.slice%time.Second != 0 || o.slices < 1 {
 		return fmt.Errorf("-slice wants whole seconds (at least 1s) and -slices at least 1")
+	}
+	if o.replica && (len(o.only) > 0 || o.dbLinear) {
+		return fmt.Errorf("-replica measures its own systems: -only and -db-linear do not apply")
 	}
 	if o.skipFio && o.db.rounds == 0 {
 		return fmt.Errorf("-skip-fio with -db-rounds 0 measures nothing")
@@ -194,7 +205,11 @@ func publish(rep *report, o options) error {
 		}
 	}
 	var doc strings.Builder
-	if err := rep.write(&doc, charts, o.out); err != nil {
+	write := func() error { return rep.write(&doc, charts, o.out) }
+	if o.replica {
+		write = func() error { return rep.writeReplica(&doc) }
+	}
+	if err := write(); err != nil {
 		return err
 	}
 	fmt.Print(doc.String())
@@ -214,6 +229,16 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	cfg := testbed.Config{
 		Name: "bench", HDD: hdd, HDDSize: hddBytes, SSDSize: ssdBytes, RawSSDSize: rawSSDBytes,
 		SSDWriteCache: o.ssdWriteCache, MemoryMiB: 3072, Keep: o.keep, Progress: p,
+	}
+	var hub string
+	if o.replica {
+		// The bench VM leaves the peer VM one of the two cores' worth of
+		// memory and listens for it on a virtual hub.
+		if hub, err = freeHub(); err != nil {
+			return nil, err
+		}
+		cfg.MemoryMiB = 2048
+		cfg.Network = &harness.Network{Addr: benchAddr + "/24", Listen: hub}
 	}
 	bed, err := testbed.Start(ctx, cfg)
 	if err != nil {
@@ -235,11 +260,23 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	rep.host = hostInfo()
 	rep.qemu = qemuVersion(ctx)
 
-	if rep.systems, err = setUpSystems(ctx, bed, o.variants); err != nil {
-		return nil, err
-	}
-	if rep.systems, err = selectSystems(rep.systems, o); err != nil {
-		return nil, err
+	var peer *peerVM
+	if o.replica {
+		p.Step("booting the peer VM (1 CPU, 768 MiB) on the bench VM's network…")
+		if peer, err = bootPeer(ctx, bed, hub); err != nil {
+			return nil, err
+		}
+		defer peer.vm.Kill()
+		if rep.systems, err = setUpReplica(ctx, bed, peer); err != nil {
+			return nil, err
+		}
+	} else {
+		if rep.systems, err = setUpSystems(ctx, bed, o.variants); err != nil {
+			return nil, err
+		}
+		if rep.systems, err = selectSystems(rep.systems, o); err != nil {
+			return nil, err
+		}
 	}
 	if o.db.rounds > 0 {
 		p.Step("MariaDB: making the sysbench tables (%d × %d rows) in guest RAM…", sbTables, sbTableSize)
@@ -262,6 +299,11 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	}
 	if o.db.rounds > 0 {
 		if rep.db, err = databaseBench(ctx, bed, rep.systems, o.db); err != nil {
+			return nil, err
+		}
+	}
+	if peer != nil {
+		if rep.replica, err = measureResync(ctx, bed, peer); err != nil {
 			return nil, err
 		}
 	}

@@ -44,6 +44,9 @@ type report struct {
 	accounting []accountRow
 	db         map[string]*dbResult
 	fua        []*fuaRun // the O_DSYNC workload, one per queue depth
+	// replica holds the replicated run's rebuild and resync figures
+	// (-replica).
+	replica *replicaFigures
 }
 
 // stats returns a system's figures over all its slices.

@@ -78,9 +78,12 @@ type Config struct {
 	// like the data-centre NVMe drives with power-loss protection that
 	// database servers carry: FUA and flushes cost nothing extra.
 	SSDWriteCache bool
-	MemoryMiB     int  // default 1536
-	Keep          bool // keep the disk images after Close
-	Progress      *Progress
+	MemoryMiB     int // default 1536
+	// Network, when set, joins the VM to other VMs (the benchmark's
+	// replica peer) as harness.Config.Network does.
+	Network  *harness.Network
+	Keep     bool // keep the disk images after Close
+	Progress *Progress
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -171,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 		Disks:     disks,
 		CPUs:      guestCPUs,
 		MemoryMiB: cfg.MemoryMiB,
+		Network:   cfg.Network,
 		Dir:       filepath.Join(b.dir, "vm"),
 	})
 	if err != nil {

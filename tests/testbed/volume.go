@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/cli"
 )
 
 // CreatePool runs `tidectl pool create` with an md RAID10 over the emulated
@@ -57,9 +57,9 @@ func (b *Bed) CreateVolume(ctx context.Context, s VolumeSpec) (string, error) {
 	return v.Device, nil
 }
 
-// Volume is `tidectl -o json volume show`: tidectl prints the engine's
-// VolumeInfo, so the engine's own type reads it back.
-type Volume = engine.VolumeInfo
+// Volume is `tidectl -o json volume show`, read back with tidectl's own
+// output type (one schema in local and cluster mode, docs/cli.md).
+type Volume = cli.Volume
 
 // Volume reads a volume's layout and kernel state through tidectl.
 func (b *Bed) Volume(ctx context.Context, name string) (Volume, error) {

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/testbed"
+	"github.com/tidecache/tidecache/tests/vm/harness"
+)
+
+// The replicated run (`go run ./tests/bench -replica`, part of make
+// bench): what mirroring the write cache to a peer node costs. Two VMs
+// share a virtual Ethernet segment (the harness's hub over the host's
+// loopback): the bench VM, with the emulated HDD RAID10, its SSD and the
+// SSD-alone reference, and a peer VM with one SSD of the same kind. Both
+// run tidecached against an etcd on the bench VM, as a two-node cluster
+// would; the leader places the replica of tc-wbp on the peer, which
+// exports it over NVMe/TCP, and the bench VM mirrors its write cache onto
+// it (dm-raid raid1: a write is acknowledged once both legs have it).
+// tc-wb is the same volume with --protect none, on the same partitions,
+// measured in the same run, interleaved: the ratio of the two is the cost
+// of the second copy. The run ends with the rebuild of a whole leg and the
+// resync after a short network outage of the peer.
+
+// Addresses of the replicated run's network.
+const (
+	benchAddr   = "10.78.0.1"
+	peerAddr    = "10.78.0.2"
+	replicaEtcd = "http://" + benchAddr + ":2389"
+
+	peerSSDBytes    = cacheBytes + 256<<20
+	peerOriginBytes = 256 << 20
+)
+
+// The replicated run's goals (issue: replicated write cache): MariaDB TPS
+// on the replicated volume at least 0.7× the local one, and a 4k QD1
+// write at most twice as long.
+const (
+	targetReplicaTPS     = 0.7
+	targetReplicaLatency = 2.0
+)
+
+// replicaFigures are the replicated run's own measurements: the rebuild of
+// a whole leg and the resync after an outage.
+type replicaFigures struct {
+	rebuild        time.Duration // a new mirror's full resync
+	rebuildBytes   int64         // what it copied: the write cache
+	outage         time.Duration // how long the peer's link was down
+	outageWritten  int64         // bytes written to the volume meanwhile
+	resync         time.Duration // from the link's return to both legs in sync
+	outageMaxWrite time.Duration // the longest write while the peer went away
+}
+
+// freeHub returns a loopback address nothing listens on, for the hub of
+// the two VMs.
+func freeHub() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// peerVM is the replicated run's second node.
+type peerVM struct {
+	vm  *harness.VM
+	bin string // the bench VM's binaries, seen through the host root
+}
+
+// run runs a shell command on the peer; a failure is an error carrying
+// its output.
+func (p *peerVM) run(ctx context.Context, cmd string) (string, error) {
+	res, err := p.vm.Run(ctx, "export PATH="+p.bin+":$PATH; "+cmd)
+	if err != nil {
+		return res.Stdout, fmt.Errorf("peer: %q: %w", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, fmt.Errorf("peer: %q: exit %d: %s%s", cmd, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return res.Stdout, nil
+}
+
+// bootPeer boots the peer VM on the bench VM's network, with an SSD image
+// like the bench VM's (zero-filled, write-through) and a small origin its
+// pool needs, and makes that pool.
+func bootPeer(ctx context.Context, bed *testbed.Bed, hub string) (*peerVM, error) {
+	dir := filepath.Join(bed.Dir(), "peer")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ssd := filepath.Join(dir, "ssd.img")
+	origin := filepath.Join(dir, "origin.img")
+	for _, img := range []string{ssd, origin} {
+		if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if err := writeZeroImage(ssd, peerSSDBytes); err != nil {
+		return nil, err
+	}
+	v, err := harness.Boot(ctx, harness.Config{
+		Name:      "peer",
+		Disks:     []harness.Disk{{Path: ssd}, {Path: origin, Size: peerOriginBytes}},
+		CPUs:      1,
+		MemoryMiB: 768,
+		Network:   &harness.Network{Addr: peerAddr + "/24", Connect: hub},
+		Dir:       filepath.Join(dir, "vm"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boot the peer VM: %w", err)
+	}
+	p := &peerVM{vm: v, bin: filepath.Join(bed.Dir(), "bin")}
+	if _, err := p.run(ctx, "echo 'write through' > /sys/block/vda/queue/write_cache && tidectl pool create spare --origin /dev/vdb --ssd /dev/vda"); err != nil {
+		v.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// writeZeroImage creates a fully allocated image of size bytes, as the
+// test bed makes its SSDs.
+func writeZeroImage(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(buf)) {
+		if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// startCluster starts etcd and tidecached on the bench VM and tidecached
+// on the peer. The daemons retry a failed peer leg every second (the
+// default backs off from 30 s), so that the resync figure is dm-raid's
+// and not the retry timer's.
+func startCluster(ctx context.Context, bed *testbed.Bed, peer *peerVM) error {
+	bin := filepath.Join(bed.Dir(), "bin")
+	daemon := bin + "/tidecached run --listen 127.0.0.1:9540 --leg-retry 1s --etcd-endpoints " + replicaEtcd
+	if _, err := bed.Run(ctx, "sh", "-c", "mkdir -p /run/etcd && "+bin+"/tidecached etcd --client-url "+replicaEtcd+
+		" --data-dir /run/etcd/data >/run/etcd.log 2>&1 &"); err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	if _, err := bed.Run(ctx, "sh", "-c", daemon+" --node bench >/run/daemon.log 2>&1 &"); err != nil {
+		return fmt.Errorf("start the bench VM's daemon: %w", err)
+	}
+	if _, err := peer.run(ctx, daemon+" --node peer --replica-address "+peerAddr+" >/run/daemon.log 2>&1 &"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := bed.Run(ctx, "tidectl", "--etcd-endpoints", replicaEtcd, "node", "list")
+		if err == nil && strings.Contains(out, "bench") && strings.Contains(out, "peer") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the two daemons did not register within 2 minutes: %v\n%s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// setUpReplica builds the RAID10, the partitions, the cluster and the two
+// volumes, and returns the systems in report order: raw SSD, bare RAID10,
+// tc-wb (local) and tc-wbp (mirrored to the peer).
+func setUpReplica(ctx context.Context, bed *testbed.Bed, peer *peerVM) ([]*system, error) {
+	p := bed.Progress()
+	p.Step("building md RAID10 over %s…", strings.Join(bed.HDDs(), " "))
+	args := append([]string{"mdadm", "--create", raidDev, "--run", "--metadata=1.2", "--homehost=any",
+		"--name=bench", "--level=10", "--raid-devices=4", "--chunk=512K", "--layout=n2", "--assume-clean"}, bed.HDDs()...)
+	if _, err := bed.Run(ctx, args...); err != nil {
+		return nil, err
+	}
+	const volMiB, cacheMiB = volumeBytes >> 20, cacheBytes >> 20
+	hdd, err := partitions(ctx, bed, raidDev, volMiB, 2*volMiB+64)
+	if err != nil {
+		return nil, err
+	}
+	ssd, err := partitions(ctx, bed, bed.SSD(), 2*cacheMiB+64)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bed.Run(ctx, "tidectl", "pool", "create", "bench", "--ssd", ssd[0], "--origin", hdd[1]); err != nil {
+		return nil, fmt.Errorf("tidecache pool: %w", err)
+	}
+	p.Step("tidecache cluster: etcd and a daemon on the bench VM, a daemon on the peer…")
+	if err := startCluster(ctx, bed, peer); err != nil {
+		return nil, err
+	}
+	systems := []*system{
+		{key: "SSD", label: "SSD alone (the physical limit)", dev: bed.RawSSD(), fioOnly: true,
+			setup: "the second SSD image, whole, no partition table"},
+		{key: "RAID10", label: "bare HDD RAID10 (the floor)", dev: hdd[0], fioOnly: true,
+			setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])},
+	}
+	size, wc := mib(volumeBytes), mib(cacheBytes)
+	for _, v := range []struct{ name, protect, label string }{
+		{"tc-wb", "none", "tidecache write-back, the write cache on this node's SSD alone"},
+		{"tc-wbp", "peer", "tidecache write-back, the write cache mirrored to the peer's SSD over NVMe/TCP"},
+	} {
+		create := []string{"--size", size, "--write-cache", wc, "--protect", v.protect, "--node", "bench"}
+		p.Step("volume %s: tidectl volume create %s %s…", v.name, v.name, strings.Join(create, " "))
+		argv := append([]string{"tidectl", "--etcd-endpoints", replicaEtcd, "volume", "create", v.name}, create...)
+		if _, err := bed.Run(ctx, append(argv, "--wait", "--timeout", "3m")...); err != nil {
+			return nil, fmt.Errorf("tidecache volume %s: %w", v.name, err)
+		}
+		name := v.name
+		vol, err := bed.Volume(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if vol.State != "active" {
+			return nil, fmt.Errorf("tidecache volume %s: state %q after create: %s", name, vol.State, vol.Error)
+		}
+		systems = append(systems, &system{key: name, kind: tidecache, label: v.label, dev: vol.Device,
+			setup: "`tidectl volume create " + name + " " + strings.Join(create, " ") + " --etcd-endpoints …`",
+			flush: func(ctx context.Context) error {
+				_, err := bed.Flush(ctx, name)
+				return err
+			}})
+	}
+	p.Step("waiting for tc-wbp's mirror to be in sync…")
+	if _, err := waitMirrorInSync(ctx, bed, "tc-wbp", 5*time.Minute); err != nil {
+		return nil, err
+	}
+	vol, err := bed.Volume(ctx, "tc-wbp")
+	if err != nil {
+		return nil, err
+	}
+	if vol.PeerNode != "peer" {
+		return nil, fmt.Errorf("volume tc-wbp: replica on %q, want the peer VM", vol.PeerNode)
+	}
+	return systems, nil
+}
+
+// waitMirrorInSync waits until the volume's mirror has both legs in sync
+// and no resync running, and returns how long that took.
+func waitMirrorInSync(ctx context.Context, bed *testbed.Bed, name string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		v, err := bed.Volume(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if m := v.Mirror; m != nil && m.Copies == 2 && m.SyncAction == "idle" && m.Health == "AA" {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("volume %s: mirror not in sync after %v: %+v", name, timeout, v.Mirror)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// measureResync measures, on tc-wbp after the other benchmarks:
+//   - the rebuild of a whole leg: a round trip through writethrough drops
+//     the mirror, and writeback builds a new one, which dm-raid resyncs in
+//     full from the local leg;
+//   - an outage of the peer's link under a writer, then the resync of the
+//     regions written meanwhile once the link is back.
+func measureResync(ctx context.Context, bed *testbed.Bed, peer *peerVM) (*replicaFigures, error) {
+	p := bed.Progress()
+	f := &replicaFigures{rebuildBytes: cacheBytes}
+	cl := func(args ...string) error {
+		_, err := bed.Run(ctx, append([]string{"tidectl", "--etcd-endpoints", replicaEtcd}, args...)...)
+		return err
+	}
+	p.Step("rebuild: tc-wbp to writethrough and back, then a full resync of the new mirror…")
+	if err := cl("volume", "set-mode", "tc-wbp", "writethrough", "--wait", "--timeout", "5m"); err != nil {
+		return nil, err
+	}
+	if err := cl("volume", "set-mode", "tc-wbp", "writeback", "--wait", "--timeout", "5m"); err != nil {
+		return nil, err
+	}
+	var err error
+	if f.rebuild, err = waitMirrorInSync(ctx, bed, "tc-wbp", 10*time.Minute); err != nil {
+		return nil, err
+	}
+	p.Step("  %s rebuilt in %v", testbed.FormatBytes(f.rebuildBytes), f.rebuild.Round(100*time.Millisecond))
+
+	// The outage: the peer's link goes down under a paced writer, for
+	// less than the initiator's controller-loss time, so the owner's
+	// controller reconnects by itself when it is back.
+	const outage = 8 * time.Second
+	p.Step("outage: the peer's link down for %v under 4k random writes, then back…", outage)
+	vol, err := bed.Volume(ctx, "tc-wbp")
+	if err != nil {
+		return nil, err
+	}
+	dev := vol.Device
+	fio := "fio --name=outage --filename=" + dev + " --rw=randwrite --bs=4k --direct=1 --ioengine=psync --iodepth=1" +
+		" --offset=" + fmt.Sprint(writeOffset) + " --size=" + fmt.Sprint(writeSet) + " --rate_iops=200 --time_based --runtime=20" +
+		" --output-format=json --output=/run/outage.json"
+	if _, err := bed.Run(ctx, "sh", "-c", fio+" >/run/outage.log 2>&1 & echo $! >/run/outage.pid"); err != nil {
+		return nil, err
+	}
+	time.Sleep(3 * time.Second)
+	if _, err := peer.run(ctx, "ip link set eth0 down"); err != nil {
+		return nil, err
+	}
+	down := time.Now()
+	time.Sleep(outage)
+	if _, err := peer.run(ctx, "ip link set eth0 up"); err != nil {
+		return nil, err
+	}
+	back := time.Now()
+	f.outage = back.Sub(down)
+	if f.resync, err = waitMirrorInSync(ctx, bed, "tc-wbp", 5*time.Minute); err != nil {
+		return nil, err
+	}
+	if _, err := bed.Run(ctx, "sh", "-c", "while kill -0 $(cat /run/outage.pid) 2>/dev/null; do sleep 0.5; done"); err != nil {
+		return nil, err
+	}
+	out, err := bed.Run(ctx, "cat", "/run/outage.json")
+	if err != nil {
+		return nil, err
+	}
+	w, err := parseOutageWriter(out)
+	if err != nil {
+		log, _ := bed.Run(ctx, "cat", "/run/outage.log")
+		return nil, fmt.Errorf("outage writer: %w\n%s", err, log)
+	}
+	f.outageMaxWrite = w.maxLatency
+	f.outageWritten = int64(float64(w.bytes) / w.runtime.Seconds() * f.outage.Seconds())
+	p.Step("  longest write %v; link back, legs in sync %v later", f.outageMaxWrite.Round(100*time.Millisecond), f.resync.Round(100*time.Millisecond))
+	return f, nil
+}
+
+// outageWriter is what the outage's fio writer reports.
+type outageWriter struct {
+	bytes      int64
+	runtime    time.Duration
+	maxLatency time.Duration
+}
+
+// parseOutageWriter reads fio's JSON report of one write job; a job that
+// ended in an error (a write the volume failed) is an error.
+func parseOutageWriter(out string) (outageWriter, error) {
+	var res struct {
+		Jobs []struct {
+			Error int `json:"error"`
+			Write struct {
+				IOBytes int64 `json:"io_bytes"`
+				Runtime int64 `json:"runtime"` // ms
+				LatNs   struct {
+					Max float64 `json:"max"`
+				} `json:"lat_ns"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	i := strings.Index(out, "{")
+	if i < 0 {
+		return outageWriter{}, errors.New("no JSON in fio's output")
+	}
+	if err := json.Unmarshal([]byte(out[i:]), &res); err != nil {
+		return outageWriter{}, err
+	}
+	if len(res.Jobs) != 1 {
+		return outageWriter{}, fmt.Errorf("%d jobs, want 1", len(res.Jobs))
+	}
+	j := res.Jobs[0]
+	if j.Error != 0 {
+		return outageWriter{}, fmt.Errorf("fio job failed with error %d: a write to the volume failed", j.Error)
+	}
+	if j.Write.Runtime <= 0 {
+		return outageWriter{}, errors.New("the writer wrote nothing")
+	}
+	return outageWriter{bytes: j.Write.IOBytes, runtime: time.Duration(j.Write.Runtime) * time.Millisecond,
+		maxLatency: time.Duration(j.Write.LatNs.Max)}, nil
+}
+
+// writeReplica writes the replicated run's report.
+func (r *report) writeReplica(b *strings.Builder) error {
+	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	cmd := "make bench"
+	mode := "the full run"
+	if r.opts.quick {
+		cmd, mode = "make bench QUICK=1", "the short profile (`-quick`)"
+	}
+	pf("# Benchmarks: the write cache mirrored to a peer node, against the same cache unmirrored\n\n")
+	pf("Generated by `%s` (`go run ./tests/bench -replica`) on %s, %s; the run took %v. Do not edit by\n"+
+		"hand: run it again.\n\n", cmd, r.date.UTC().Format("2006-01-02 15:04 MST"), mode, r.elapsed.Round(time.Second))
+	pf("> **Read the ratios, not the absolute numbers.** Both VMs run under TCG (software CPU emulation) on\n" +
+		"> one 2-core host, and their network is a virtual hub over the host's loopback: the NVMe/TCP stack's\n" +
+		"> CPU cost on both sides weighs far more than on real servers, and the peer's CPU is taken from the\n" +
+		"> same two cores. tc-wb and tc-wbp were measured in the same run, interleaved in time.\n\n")
+
+	pf("## Set-up\n\n")
+	pf("- **bench VM** (%d MiB): the emulated HDD RAID10 (%s), its SSD, the SSD-alone reference, etcd and\n"+
+		"  `tidecached run --node bench`.\n", r.cfg.MemoryMiB, r.cfg.HDD)
+	pf("- **peer VM** (1 CPU, 768 MiB): one SSD image of the same kind (%s, write-through), a pool on it,\n"+
+		"  `tidecached run --node peer --replica-address %s`; it exports tc-wbp's replica over NVMe/TCP.\n",
+		testbed.FormatBytes(peerSSDBytes), peerAddr)
+	pf("- Kernel %s, %s, %s; host %s.\n\n", r.kernel, r.fio, r.qemu, r.host)
+	t := testbed.Table{Header: []string{"system", "what", "set-up"}}
+	for _, s := range r.systems {
+		t.Add(s.key, s.label, s.setup)
+	}
+	if err := t.WriteMarkdown(b); err != nil {
+		return err
+	}
+	pf("\n")
+
+	pf("## Goals\n\n")
+	t = testbed.Table{Header: []string{"goal", "tc-wbp × tc-wb", "verdict"}}
+	if r.db != nil && r.db["tc-wb"] != nil && r.db["tc-wbp"] != nil {
+		ratio := r.db["tc-wbp"].ratio(r.db["tc-wb"])
+		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.1f× local", targetReplicaTPS), r.db["tc-wbp"].ratioCell(r.db["tc-wb"]),
+			verdict(ratio >= targetReplicaTPS))
+	}
+	if f := r.fuaAt(1); f != nil && f.has("tc-wb") && f.has("tc-wbp") {
+		lat := pairedRatios(f.dsync["tc-wbp"].Slices, f.dsync["tc-wb"].Slices, meanLatency)
+		t.Add(fmt.Sprintf("4k QD1 O_DSYNC write latency ≤ %.0f× local", targetReplicaLatency), ratiosCell(lat),
+			verdict(median(lat) <= targetReplicaLatency))
+	}
+	if r.hasFio() {
+		w := "rw4k-qd1"
+		if _, ok := r.results[w]; ok {
+			lat := pairedRatios(r.results[w]["tc-wbp"].Slices, r.results[w]["tc-wb"].Slices, meanLatency)
+			t.Add(fmt.Sprintf("4k QD1 plain write latency ≤ %.0f× local", targetReplicaLatency), ratiosCell(lat),
+				verdict(median(lat) <= targetReplicaLatency))
+		}
+	}
+	if err := t.WriteMarkdown(b); err != nil {
+		return err
+	}
+	pf("\nLatency ratios are per-slice mean latencies of tc-wbp over tc-wb (lower is better); the TPS ratio is\n" +
+		"the median of per-round ratios.\n\n")
+
+	if f := r.replica; f != nil {
+		pf("## Rebuild and resync\n\n")
+		t = testbed.Table{Header: []string{"what", "figure"}}
+		t.Add("rebuild of a whole leg (new mirror, full resync over NVMe/TCP)",
+			fmt.Sprintf("%s in %.1f s: %.1f MiB/s", testbed.FormatBytes(f.rebuildBytes), f.rebuild.Seconds(),
+				float64(f.rebuildBytes)/(1<<20)/f.rebuild.Seconds()))
+		t.Add("peer's link down under a 200 IOPS 4k writer", fmt.Sprintf("%.1f s, about %s written meanwhile", f.outage.Seconds(),
+			testbed.FormatBytes(f.outageWritten)))
+		t.Add("longest write while the peer went away (the leg fails after NVMe/TCP's timeouts)",
+			fmt.Sprintf("%.1f s", f.outageMaxWrite.Seconds()))
+		t.Add("link back → both legs in sync (reconnect, the daemon gives the leg back, bitmap resync)",
+			fmt.Sprintf("%.1f s", f.resync.Seconds()))
+		if err := t.WriteMarkdown(b); err != nil {
+			return err
+		}
+		pf("\nThe daemons ran with `--leg-retry 1s` (the default retries a failed leg after 30 s), so the last\n" +
+			"figure is the reconnection and dm-raid's resync, not the retry timer. The mirror's table sets\n" +
+			"`min_recovery_rate` to 64 MiB/s (docs/architecture.md), so a resync under load is not held to md's\n" +
+			"1 MB/s default.\n\n")
+	}
+
+	if r.db != nil {
+		pf("## MariaDB + sysbench oltp_read_write\n\n")
+		t := testbed.Table{Header: []string{"system", "TPS per round", "TPS", "p95 latency", "× tc-wb"}}
+		for _, k := range []string{"tc-wb", "tc-wbp"} {
+			d := r.db[k]
+			if d == nil {
+				continue
+			}
+			var rounds []string
+			for _, x := range d.runs {
+				rounds = append(rounds, fmt.Sprintf("%.1f", x.TPS))
+			}
+			t.Add(k, strings.Join(rounds, ", "), fmt.Sprintf("%.1f", d.tps()), testbed.FormatLatency(d.p95()), d.ratioCell(r.db["tc-wb"]))
+		}
+		if err := t.WriteMarkdown(b); err != nil {
+			return err
+		}
+		pf("\n")
+	}
+	for _, f := range r.fua {
+		pf("## O_DSYNC 4k random write QD%d\n\n`%s`; every write is durable when acknowledged, so on tc-wbp it\n"+
+			"waits for the write and a metadata commit on both legs.\n\n", f.qd, f.job.Describe())
+		t := testbed.Table{Header: []string{"system", "IOPS", "mean latency", "p99 latency", "latency × tc-wb"}}
+		for _, k := range f.systems {
+			st := f.dsync[k].Merged.Total
+			cell := "-"
+			if f.has("tc-wb") && k != "SSD" {
+				cell = ratiosCell(pairedRatios(f.dsync[k].Slices, f.dsync["tc-wb"].Slices, meanLatency))
+			}
+			t.Add(k, testbed.FormatIOPS(st.IOPS), testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()), cell)
+		}
+		if err := t.WriteMarkdown(b); err != nil {
+			return err
+		}
+		pf("\n")
+	}
+	if !r.hasFio() {
+		return nil
+	}
+	pf("## fio results per workload\n\n")
+	for _, w := range r.workloads {
+		pf("### %s\n\n`%s`\n\n", w.label, w.job.Describe())
+		t := testbed.Table{Header: []string{"system", "IOPS", "MB/s", "mean", "p99", "× SSD alone", "× tc-wb"}}
+		for _, s := range r.systems {
+			st := r.stats(w.key, s.key)
+			t.Add(s.key, testbed.FormatIOPS(st.IOPS), fmt.Sprintf("%.1f", st.BytesPerSec/1e6),
+				testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
+				r.ratioCell(w.key, s.key, "SSD"), r.ratioCell(w.key, s.key, "tc-wb"))
+		}
+		if err := t.WriteMarkdown(b); err != nil {
+			return err
+		}
+		pf("\n")
+	}
+	return nil
+}
