@@ -40,6 +40,9 @@ type VolumeRequest struct {
 	// Peer is the attached replica that becomes leg 1 of a ProtectPeer
 	// mirror.
 	Peer *RemoteLeg
+	// Adopt, when set, makes the volume cache this existing device, whole,
+	// instead of an extent of the pool's origin; Size is then 0.
+	Adopt *Adopted
 }
 
 // AddVolume carves a new volume out of free space and adds it to the
@@ -100,8 +103,23 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	if !ValidBlockSize(bs) {
 		return invalid("block size %d: want a power of two from 512 to 4096", bs)
 	}
-	if req.Size < MinVolumeBytes {
-		return invalid("size %s is below the minimum of %s", FormatBytes(req.Size), FormatBytes(MinVolumeBytes))
+	size := req.Size
+	switch a := req.Adopt; {
+	case a != nil && size != 0:
+		return invalid("an adopted device is cached whole: give no size")
+	case a != nil:
+		if v, ok := l.AdoptedBy(a); ok {
+			return invalid("device %s is already adopted by volume %q", a, v.Name)
+		}
+		if !a.HasIdentity() {
+			return invalid("device %s has no stable identifier (md uuid, wwn, serial or partuuid) to find it by at boot", a.Path)
+		}
+		size = AdoptedSectors(a.SizeSectors) * SectorSize
+	case !l.HasOrigin():
+		return invalid("pool %q has no origin (SSDs only): it caches existing devices (tidectl volume adopt)", l.Name)
+	}
+	if size < MinVolumeBytes {
+		return invalid("size %s is below the minimum of %s", FormatBytes(size), FormatBytes(MinVolumeBytes))
 	}
 	if req.WriteCache > 0 && req.WriteCache < MinWriteCacheBytes {
 		return invalid("write cache %s is below the minimum of %s", FormatBytes(req.WriteCache), FormatBytes(MinWriteCacheBytes))
@@ -121,7 +139,10 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 	}
 	v := Volume{Name: req.Name, UUID: uuid, Mode: mode, BlockSize: bs, ReadBlockSize: req.ReadBlockSize, CreatedUnix: now.Unix(), FUAWindow: req.FUAWindow}
 	var err error
-	if v.Origin, err = a.onOrigin(BytesToSectors(req.Size), "volume "+quote(req.Name)); err != nil {
+	if ad := req.Adopt; ad != nil {
+		v.Adopted = clonePtr(ad)
+		v.Origin = Extent{Length: AdoptedSectors(ad.SizeSectors)}
+	} else if v.Origin, err = a.onOrigin(BytesToSectors(req.Size), "volume "+quote(req.Name)); err != nil {
 		return Volume{}, err
 	}
 	switch {

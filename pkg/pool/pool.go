@@ -175,7 +175,12 @@ type Volume struct {
 	UUID string
 	Mode Mode
 	// Origin is the volume's extent of the origin; Origin.Member is "".
+	// For an adopted volume it is the whole of the Adopted device
+	// instead ([0, AdoptedSectors)), not an extent of the pool's origin.
 	Origin Extent
+	// Adopted, when set, is the device the volume caches: one that held
+	// data before (tidectl volume adopt), which the pool does not own.
+	Adopted *Adopted
 	// WriteCache is the dm-writecache cache slice; nil means the volume has
 	// no write tier and can never be in writeback.
 	WriteCache *Extent
@@ -311,8 +316,14 @@ func (v *Volume) HasReadTier() bool { return v.ReadCache != nil && v.ReadMeta !=
 // Extents returns every extent of the volume with the role it plays, in
 // stack order: origin, write cache (and its mirror), read cache, read
 // meta.
+//
+// An adopted volume's origin is a device of its own, not an extent of the
+// pool's devices, so it is not listed.
 func (v *Volume) Extents() []RoleExtent {
-	out := []RoleExtent{{"origin extent", v.Origin}}
+	var out []RoleExtent
+	if v.Adopted == nil {
+		out = append(out, RoleExtent{"origin extent", v.Origin})
+	}
 	if v.WriteCache != nil {
 		out = append(out, RoleExtent{"write cache", *v.WriteCache})
 	}
@@ -349,6 +360,7 @@ func (v Volume) clone() Volume {
 	c.ReadCache = cloneExtent(v.ReadCache)
 	c.ReadMeta = cloneExtent(v.ReadMeta)
 	c.Tuning = v.Tuning.clone()
+	c.Adopted = clonePtr(v.Adopted)
 	return c
 }
 
@@ -362,6 +374,9 @@ func cloneExtent(e *Extent) *Extent {
 
 // Layout is the complete, persistent description of a pool. It is stored
 // with its Generation in the superblock of every member and of the origin.
+//
+// A pool without an origin (Origin zero: SSDs only) holds adopted volumes
+// only; see HasOrigin.
 type Layout struct {
 	Name, UUID string
 	Generation uint64 // bumped on every change
@@ -375,9 +390,13 @@ type Layout struct {
 
 // New returns the layout of a new, empty pool at generation 1. It checks
 // the name, the device sizes against the minimums and the UUIDs.
+//
+// A zero origin makes a pool of SSDs alone, for adopted volumes.
 func New(name, uuid string, origin Origin, members []Member) (*Layout, error) {
-	if err := CheckOriginSize(origin.Path, origin.SizeSectors*SectorSize); err != nil {
-		return nil, err
+	if origin != (Origin{}) {
+		if err := CheckOriginSize(origin.Path, origin.SizeSectors*SectorSize); err != nil {
+			return nil, err
+		}
 	}
 	for _, m := range members {
 		if err := CheckMemberSize(m.Path, m.SizeSectors*SectorSize); err != nil {
@@ -395,6 +414,20 @@ func New(name, uuid string, origin Origin, members []Member) (*Layout, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// HasOrigin reports whether the pool has an origin array to carve volumes
+// from; a pool of SSDs alone caches adopted devices only.
+func (l *Layout) HasOrigin() bool { return l.Origin != (Origin{}) }
+
+// AdoptedBy returns the volume that has adopted the device a, if any.
+func (l *Layout) AdoptedBy(a *Adopted) (*Volume, bool) {
+	for i := range l.Volumes {
+		if o := l.Volumes[i].Adopted; o != nil && o.Same(a) {
+			return &l.Volumes[i], true
+		}
+	}
+	return nil, false
 }
 
 // Clone returns a deep copy: changing the copy never changes l.

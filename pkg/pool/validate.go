@@ -82,7 +82,7 @@ func (l *Layout) Validate() error {
 	if err := checkUUID(l.UUID); err != nil {
 		add("pool %q: %w", l.Name, err)
 	}
-	if l.Origin.SizeSectors == 0 {
+	if l.HasOrigin() && l.Origin.SizeSectors == 0 {
 		add("pool %q: origin has size 0", l.Name)
 	}
 	if err := checkPath(l.Origin.Path); err != nil {
@@ -168,6 +168,21 @@ func (l *Layout) Validate() error {
 		}
 		if v.WriteMirror != nil {
 			validateMirror(v, add)
+		}
+		if a := v.Adopted; a != nil {
+			validateAdopted(v, add)
+			switch {
+			case l.HasOrigin() && l.Origin.MDUUID != "" && a.MDUUID == l.Origin.MDUUID,
+				l.HasOrigin() && l.Origin.Path != "" && a.Path == l.Origin.Path:
+				add("%s: adopted device %s is the pool's origin", who, a.Path)
+			}
+			for _, o := range l.Volumes[:i] {
+				if o.Adopted != nil && o.Adopted.Same(a) {
+					add("%s: adopted device %s is also adopted by volume %q", who, a, o.Name)
+				}
+			}
+		} else if !l.HasOrigin() {
+			add("%s: the pool has no origin (SSDs only): a volume there must adopt a device", who)
 		}
 		if (v.ReadCache == nil) != (v.ReadMeta == nil) {
 			add("%s: read tier needs both a read cache and a read meta slice", who)

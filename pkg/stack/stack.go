@@ -18,6 +18,9 @@ type Devices struct {
 	// Remote maps a peer leg's UUID to the block device its NVMe/TCP
 	// export is attached as; a peer leg not attached is absent.
 	Remote map[string]string
+	// Adopted maps an adopted volume's UUID to the path of its device,
+	// found and checked against the layout's identifiers.
+	Adopted map[string]string
 }
 
 func (d Devices) path(e pool.Extent) (string, error) {
@@ -140,8 +143,17 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		return add(role, dm.Table{lp.Target(0, e.Length)}), nil
 	}
 
-	origin, err := slice(RoleOrigin, v.Origin)
-	if err != nil {
+	var origin Device
+	var err error
+	if a := v.Adopted; a != nil {
+		// The whole device; the origin device name is the same as for a
+		// carved volume, so the stack above it is too.
+		p := devs.Adopted[v.UUID]
+		if p == "" {
+			return Stack{}, fmt.Errorf("volume %s: adopted device %s not found on this node", v.Name, a)
+		}
+		origin = add(RoleOrigin, dm.Table{dm.LinearParams{Device: p}.Target(0, v.Origin.Length)})
+	} else if origin, err = slice(RoleOrigin, v.Origin); err != nil {
 		return Stack{}, err
 	}
 	lower := origin

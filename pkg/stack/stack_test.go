@@ -30,6 +30,7 @@ func testVolume() pool.Volume {
 var testDevices = Devices{
 	Origin:  "/dev/md/tc-fast",
 	Members: map[string]string{"ssd-a": "/dev/nvme0n1", "ssd-b": "/dev/nvme1n1"},
+	Adopted: map[string]string{"0b5e2f4c-1111-4222-8333-944455556666": "/dev/md127"},
 }
 
 // render prints a stack the way a golden file holds it: one dm device per
@@ -67,6 +68,9 @@ func TestBuildGolden(t *testing.T) {
 		Leg:     pool.Extent{Member: "ssd-b", Offset: 532480, Length: 262144},
 		LegMeta: pool.Extent{Member: "ssd-b", Offset: 794624, Length: 2048},
 	}
+	adopted := noRead
+	adopted.Adopted = &pool.Adopted{Path: "/dev/md0", MDUUID: "3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b", SizeSectors: 2097159}
+	adopted.Origin = pool.Extent{Length: pool.AdoptedSectors(adopted.Adopted.SizeSectors)}
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -96,6 +100,10 @@ func TestBuildGolden(t *testing.T) {
 		// under dm-writecache; in writethrough none of it is built.
 		{"writeback-mirror", mirrored, pool.ModeWriteback, DefaultTuning()},
 		{"writethrough-mirror", mirrored, pool.ModeWritethrough, DefaultTuning()},
+		// An adopted md array: the origin device maps all of it (rounded
+		// down to 4 KiB), the rest is the usual stack.
+		{"writeback-adopted", adopted, pool.ModeWriteback, DefaultTuning()},
+		{"passthrough-adopted", adopted, pool.ModePassthrough, DefaultTuning()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -317,5 +325,19 @@ func TestBuildPeerMirror(t *testing.T) {
 	v.WriteMirror.OutOfSync = []int{1}
 	if _, err := Build(v, Devices{Origin: testDevices.Origin, Remote: attached.Remote}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {
 		t.Errorf("Build on the stale remote leg alone: %v, want ErrStaleLeg", err)
+	}
+}
+
+// TestBuildAdoptedNotFound: an adopted volume whose device the engine did
+// not find (absent, or its identifiers did not match) gets no stack.
+func TestBuildAdoptedNotFound(t *testing.T) {
+	v := testVolume()
+	v.Adopted = &pool.Adopted{Path: "/dev/md0", MDUUID: "3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b", SizeSectors: 2097152}
+	v.Origin = pool.Extent{Length: 2097152}
+	devs := testDevices
+	devs.Adopted = nil
+	_, err := Build(v, devs, DefaultTuning())
+	if err == nil || !strings.Contains(err.Error(), "adopted device /dev/md0 (md uuid 3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b) not found on this node") {
+		t.Fatalf("Build without the adopted device = %v, want it named as not found", err)
 	}
 }

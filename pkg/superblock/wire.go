@@ -79,6 +79,34 @@ type wireVolume struct {
 	// decoder rejects unknown fields: they would build the write tier on
 	// one leg and let the other go stale behind dm-raid's back.
 	WriteMirror *wireMirror `json:"write_mirror,omitempty"`
+	// Adopted (tidectl volume adopt) was added in format 1 as an optional
+	// field. Older binaries refuse a payload that has one (unknown field)
+	// rather than read the volume's origin extent as one of the pool's
+	// origin, which they would then hand to a new volume.
+	Adopted *wireAdopted `json:"adopted,omitempty"`
+}
+
+type wireAdopted struct {
+	Path        string `json:"path"`
+	MDUUID      string `json:"md_uuid,omitempty"`
+	WWN         string `json:"wwn,omitempty"`
+	Serial      string `json:"serial,omitempty"`
+	PartUUID    string `json:"partuuid,omitempty"`
+	SizeSectors uint64 `json:"size_sectors"`
+}
+
+func adoptedToWire(a *pool.Adopted) *wireAdopted {
+	if a == nil {
+		return nil
+	}
+	return &wireAdopted{Path: a.Path, MDUUID: a.MDUUID, WWN: a.WWN, Serial: a.Serial, PartUUID: a.PartUUID, SizeSectors: a.SizeSectors}
+}
+
+func adoptedFromWire(w *wireAdopted) *pool.Adopted {
+	if w == nil {
+		return nil
+	}
+	return &pool.Adopted{Path: w.Path, MDUUID: w.MDUUID, WWN: w.WWN, Serial: w.Serial, PartUUID: w.PartUUID, SizeSectors: w.SizeSectors}
 }
 
 type wireMirror struct {
@@ -191,6 +219,7 @@ func toWire(sb *Superblock) *wireV1 {
 			Tuning:        tuningToWire(v.Tuning),
 			FUAWindow:     v.FUAWindow,
 			WriteMirror:   mirrorToWire(v.WriteMirror),
+			Adopted:       adoptedToWire(v.Adopted),
 		})
 	}
 	for _, r := range l.Replicas {
@@ -230,6 +259,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			Tuning:        tuningFromWire(v.Tuning),
 			FUAWindow:     v.FUAWindow,
 			WriteMirror:   mirrorFromWire(v.WriteMirror),
+			Adopted:       adoptedFromWire(v.Adopted),
 		})
 	}
 	for _, r := range p.Replicas {

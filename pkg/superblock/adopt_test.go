@@ -1,0 +1,47 @@
+package superblock
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// TestAdoptedRoundTrip checks that a pool of SSDs alone, with a volume
+// that adopted an existing md array, survives its SSDs' superblock: the
+// device's identifiers are all assembly has to find it by. A build that
+// does not know adopted volumes refuses the payload instead of reading
+// the device's extent as one of the pool's origin.
+func TestAdoptedRoundTrip(t *testing.T) {
+	l, err := pool.New("fast", "5d6a0c8e-pool", pool.Origin{}, []pool.Member{{UUID: "member-1", Path: "/dev/nvme0n1", SizeSectors: 2 * gib / 512}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &pool.Adopted{Path: "/dev/md0", MDUUID: "a1b2c3d4:e5f60718:293a4b5c:6d7e8f90", SizeSectors: 8*gib/512 + 3}
+	if _, err := l.AddVolume(pool.VolumeRequest{Name: "mysql", WriteCache: 256 << 20, Adopt: dev}, "uuid-mysql", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	sb := ssdSB(l)
+	img := mustEncode(t, sb)
+	p := string(payloadOf(img))
+	for _, key := range []string{`"origin":{"path":"","md_uuid":"","size_sectors":0}`, `"adopted":{"path":"/dev/md0","md_uuid":"a1b2c3d4:e5f60718:293a4b5c:6d7e8f90","size_sectors":16777219}`} {
+		if !strings.Contains(p, key) {
+			t.Errorf("payload lacks %s:\n%s", key, p)
+		}
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sb) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got.Layout.Volumes, sb.Layout.Volumes)
+	}
+	renamed := []byte(strings.Replace(p, `"adopted"`, `"adopted_v9"`, 1))
+	var ce *CorruptError
+	if _, err := Decode(rawImage(setGen(l.Generation), renamed)); !errors.As(err, &ce) || !strings.Contains(err.Error(), `unknown field "adopted_v9"`) {
+		t.Fatalf("Decode of an unknown adopted field = %v, want a refusal naming it", err)
+	}
+}
