@@ -136,6 +136,21 @@ func DevNumber(path string) (major, minor uint32, err error) {
 	return unix.Major(rdev), unix.Minor(rdev), nil
 }
 
+// LogicalBlockSize returns the logical block size of the block device at
+// path (BLKSSZGET): the smallest unit it can address, 512 or 4096 bytes.
+func LogicalBlockSize(path string) (uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("logical block size of %s: %w", path, err)
+	}
+	defer f.Close()
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKSSZGET)
+	if err != nil {
+		return 0, fmt.Errorf("logical block size of %s: BLKSSZGET: %w", path, err)
+	}
+	return uint32(n), nil
+}
+
 // Size returns the size in bytes of the block device (BLKGETSIZE64) or
 // regular file at path.
 func Size(path string) (uint64, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/tidecache/tidecache/pkg/command"
@@ -29,6 +30,11 @@ type Signature struct {
 	// is the array name "homehost:name").
 	Label string
 	UUID  string
+	// BlockSize is the smallest I/O the filesystem does, in bytes, as
+	// blkid reports it (BLOCK_SIZE: an ext4 block, an XFS sector); 0
+	// when unknown. A device under it must not have larger logical
+	// blocks, or the filesystem cannot be mounted there.
+	BlockSize uint32
 }
 
 // Prober finds signatures (filesystems, RAID and LVM members, LUKS, swap,
@@ -141,7 +147,11 @@ func parseBlkidExport(out []byte) ([]Signature, error) {
 	}
 	sigs := []Signature{}
 	if t := kv["TYPE"]; t != "" {
-		sigs = append(sigs, Signature{Type: t, Usage: kv["USAGE"], Label: kv["LABEL"], UUID: kv["UUID"]})
+		sig := Signature{Type: t, Usage: kv["USAGE"], Label: kv["LABEL"], UUID: kv["UUID"]}
+		if bs, err := strconv.ParseUint(kv["BLOCK_SIZE"], 10, 32); err == nil {
+			sig.BlockSize = uint32(bs)
+		}
+		sigs = append(sigs, sig)
 	}
 	if t := kv["PTTYPE"]; t != "" {
 		sigs = append(sigs, Signature{Type: t, Usage: UsagePartitionTable, UUID: kv["PTUUID"]})

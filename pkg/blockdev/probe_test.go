@@ -22,7 +22,7 @@ func TestParseBlkidExport(t *testing.T) {
 		wantErr bool
 	}{
 		{file: "blkid-ext4.export", want: []Signature{
-			{Type: "ext4", Usage: "filesystem", Label: "mysql data", UUID: "f49e1a20-cf28-446a-8006-cf86a5ef6aad"},
+			{Type: "ext4", Usage: "filesystem", Label: "mysql data", UUID: "f49e1a20-cf28-446a-8006-cf86a5ef6aad", BlockSize: 4096},
 		}},
 		{file: "blkid-md-member.export", want: []Signature{
 			{Type: "linux_raid_member", Usage: "raid", Label: "any:tc-origin", UUID: "3b2a4c1e-8f0d-2b6a-5c7e-9d102f4a6b8c"},
@@ -34,13 +34,13 @@ func TestParseBlkidExport(t *testing.T) {
 			{Type: "gpt", Usage: UsagePartitionTable, UUID: "5f1c0a3e-7b2d-4c9e-8a61-2d3f4e5a6b7c"},
 		}},
 		{file: "blkid-partition-xfs.export", want: []Signature{
-			{Type: "xfs", Usage: "filesystem", UUID: "8d2e6c4a-1b3f-4e5d-9a7c-0f2e4d6b8a1c"},
+			{Type: "xfs", Usage: "filesystem", UUID: "8d2e6c4a-1b3f-4e5d-9a7c-0f2e4d6b8a1c", BlockSize: 512},
 		}},
 		// Captured on Debian's 6.1 kernel: a new, empty GPT partition.
 		// blkid -p exits 0 and only describes the partition.
 		{file: "blkid-blank-partition.export", want: []Signature{}},
 		{file: "blkid-ext4-dos.export", want: []Signature{
-			{Type: "ext4", Usage: "filesystem", Label: "my disk$", UUID: "f49e1a20-cf28-446a-8006-cf86a5ef6aad"},
+			{Type: "ext4", Usage: "filesystem", Label: "my disk$", UUID: "f49e1a20-cf28-446a-8006-cf86a5ef6aad", BlockSize: 1024},
 			{Type: "dos", Usage: UsagePartitionTable, UUID: "78563412"},
 		}},
 	}

@@ -73,6 +73,8 @@ type nodeEngine interface {
 	CheckVolume(ctx context.Context, name string) error
 	RepairVolume(ctx context.Context, name string) ([]string, error)
 	SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error)
+	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
+	DetachVolume(ctx context.Context, name string, progress engine.ProgressFunc) error
 	Close() error
 }
 

@@ -87,6 +87,12 @@ func (f *fakeNode) SetTuning(_ context.Context, _ string, t *pool.Tuning) (bool,
 	f.tuned = t
 	return true, nil
 }
+func (f *fakeNode) AdoptVolume(context.Context, engine.AdoptRequest) (engine.VolumeInfo, error) {
+	return engine.VolumeInfo{}, errors.New("fake")
+}
+func (f *fakeNode) DetachVolume(context.Context, string, engine.ProgressFunc) error {
+	return errors.New("fake")
+}
 func (f *fakeNode) Close() error { return nil }
 
 // result is one tidectl run.

@@ -74,13 +74,17 @@ takes it later. Works on this node's devices.`,
 func newPoolCreateCmd(g *Globals) *cobra.Command {
 	var req engine.CreatePoolRequest
 	cmd := &cobra.Command{
-		Use:   "create NAME --ssd DEV [--ssd DEV...] (--origin DEV | --raid10 DISK...)",
+		Use:   "create NAME --ssd DEV [--ssd DEV...] [--origin DEV | --raid10 DISK...]",
 		Short: "Create a pool from SSDs and an HDD array",
 		Long: `Create a pool: the SSDs hold cache slices, the origin holds the data.
 
 The origin is either an existing array (hardware RAID LUN, md device) given
 with --origin, or four or more disks given with --raid10 that tidecache
-assembles into an md RAID10 (/dev/md/tc-<pool>).
+assembles into an md RAID10 (/dev/md/tc-<pool>). 'volume create' carves
+new, empty volumes from it.
+
+Without either, the pool is SSDs alone: it caches devices that already
+hold data, where they are ('tidectl volume adopt'), and nothing else.
 
 Every device is checked first: it must be a block device (a regular file,
 directory or character device is refused), not be mounted, used as swap,
@@ -99,10 +103,12 @@ damaged superblock that names no pool, give the device's path instead.
 Nothing is written before all checks pass, and every superblock write
 opens its device exclusively (O_EXCL), so a device mounted or claimed in
 the meantime is refused, not overwritten. A small superblock recording the
-pool layout is written to the first 4 MiB of every SSD and of the origin.`,
+pool layout is written to the first 4 MiB of every SSD and of the origin
+(never to an adopted device).`,
 		Example: `  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0
   tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1 --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd
-  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0 --destroy-pool old   # reuse pool old's devices`,
+  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0 --destroy-pool old   # reuse pool old's devices
+  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1   # SSDs only, to adopt devices that hold data`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -143,9 +149,6 @@ func validatePoolRequest(req engine.CreatePoolRequest) error {
 	}
 	if len(req.SSDs) == 0 {
 		return fmt.Errorf("give at least one --ssd: the SSDs hold the pool's cache slices")
-	}
-	if req.Origin == "" && len(req.RAID10) == 0 {
-		return fmt.Errorf("give --origin DEV (an existing HDD array) or --raid10 DISK... (four or more disks to assemble)")
 	}
 	if n := len(req.RAID10); n > 0 && (n%2 != 0 || n < 4) {
 		return fmt.Errorf("--raid10 needs an even number of disks, at least 4 (got %d)", n)
@@ -288,7 +291,11 @@ func printPool(g *Globals, info engine.PoolInfo) error {
 		origin += " (md " + p.Origin.MDUUID + ")"
 	}
 	t := newTable(g.Stdout, "DEVICE", "ROLE", "SIZE", "FREE", "STATE")
-	t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), arrayState(p.Origin))
+	if origin != "" {
+		t.row(origin, "origin", size(p.Origin.SizeBytes), size(p.Origin.FreeBytes), arrayState(p.Origin))
+	} else {
+		t.row("-", "origin", "-", "-", "none: SSDs only, caching adopted devices")
+	}
 	for _, m := range p.Members {
 		state := "ok"
 		if !m.Present {

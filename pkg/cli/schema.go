@@ -64,6 +64,10 @@ type Volume struct {
 	PeerNode   string  `json:"peer_node,omitempty"`
 	Mirror     *Mirror `json:"mirror,omitempty"`
 
+	// AdoptedDevice is the device an adopted volume caches (volume adopt),
+	// with the identifiers assembly finds it by.
+	AdoptedDevice string `json:"adopted_device,omitempty"`
+
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
 	// and the one the node last applied (cluster mode).
 	SpecRevision     int64      `json:"spec_revision,omitempty"`
@@ -112,6 +116,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 		out.ReadHitRatio = rc.ReadHitRatio
 	}
 	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
+	out.AdoptedDevice = v.AdoptedDevice
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}

@@ -25,7 +25,8 @@ func newVolumeCmd(g *Globals) *cobra.Command {
 	}
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
-		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g))
+		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g),
+		newVolumeAdoptCmd(g), newVolumeDetachCmd(g))
 	return cmd
 }
 
@@ -46,6 +47,9 @@ type createFlags struct {
 	size, writeCache, readCache, readBlockSize, mode, protect string
 	blockSize                                                 uint32
 	allowFUAWindow                                            bool
+	// adopt: the request caches an existing device whole, so it takes
+	// no --size.
+	adopt bool
 }
 
 // request turns the flags into a volume request, checking what needs no
@@ -57,8 +61,10 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 		return pool.VolumeRequest{}, err
 	}
 	var err error
-	if req.Size, err = parseSize("size", c.size, false); err != nil {
-		return pool.VolumeRequest{}, err
+	if !c.adopt {
+		if req.Size, err = parseSize("size", c.size, false); err != nil {
+			return pool.VolumeRequest{}, err
+		}
 	}
 	if req.WriteCache, err = parseSize("write-cache", c.writeCache, true); err != nil {
 		return pool.VolumeRequest{}, err
@@ -82,7 +88,9 @@ func (c createFlags) request(name string) (pool.VolumeRequest, error) {
 	if req.Mode, err = pool.ParseMode(c.mode); err != nil {
 		return pool.VolumeRequest{}, err
 	}
-	if req.BlockSize < 512 || req.BlockSize > 4096 || req.BlockSize&(req.BlockSize-1) != 0 {
+	if c.adopt && req.BlockSize == 0 {
+		// Chosen by the engine from the filesystem on the device.
+	} else if req.BlockSize < 512 || req.BlockSize > 4096 || req.BlockSize&(req.BlockSize-1) != 0 {
 		return pool.VolumeRequest{}, fmt.Errorf("invalid --block-size %d: want a power of two from 512 to 4096 bytes", req.BlockSize)
 	}
 	if req.Mode == pool.ModeWriteback && req.WriteCache == 0 {
@@ -323,6 +331,9 @@ func printVolume(g *Globals, v Volume) error {
 		fmt.Fprintf(w, "Policy:       %s\n", v.Policy)
 	}
 	fmt.Fprintf(w, "Device:       %s\n", v.Device)
+	if v.AdoptedDevice != "" {
+		fmt.Fprintf(w, "Caches:       %s (adopted: mount %s, never the device itself)\n", v.AdoptedDevice, v.Device)
+	}
 	fmt.Fprintf(w, "Size:         %s\n", size(v.SizeBytes))
 	switch {
 	case v.Mode == "":
@@ -832,4 +843,136 @@ volume's policy ('tidectl policy set'), which would undo a local tune.`,
 		cmd.MarkFlagsMutuallyExclusive("reset", knob)
 	}
 	return cmd
+}
+
+func newVolumeAdoptCmd(g *Globals) *cobra.Command {
+	var poolName, device string
+	var cf createFlags
+	cf.adopt = true
+	cmd := &cobra.Command{
+		Use:   "adopt NAME --device DEV --write-cache SIZE [--read-cache SIZE] [--pool POOL]",
+		Short: "Put a cache in front of a device that already holds data",
+		Long: `Adopt a device that already holds a filesystem or a database (an md array,
+a partition, a LUN): its data stays where it is, and /dev/mapper/tc-NAME
+shows it through the pool's SSD caches. Nothing is written to the device
+itself but through the cache; the layout lives on the pool's SSDs only,
+and names the device by what identifies it across reboots (md array UUID,
+WWN or serial of a disk, GPT partition UUID). At boot 'tidecached
+assemble' finds it by those, checks its size, and refuses it rather than
+guess when they do not match.
+
+The device must not be in use. For a database on /srv/db (from /dev/md0):
+
+  systemctl stop mariadb
+  umount /srv/db
+  tidectl volume adopt db --device /dev/md0 --write-cache 40G --read-cache 80G
+  mount /dev/mapper/tc-db /srv/db
+  # in /etc/fstab, replace the old source of /srv/db (UUID=..., /dev/md0)
+  # with /dev/mapper/tc-db, and keep the other fields
+  systemctl start mariadb
+
+From then on, mount the volume, never the device: with a write cache in
+writeback the device alone may lack acknowledged writes until they are
+written back. 'tidectl volume detach NAME' writes the cache back and gives
+the device back exactly as a plain device again.
+
+The pool may be one of SSDs alone ('pool create NAME --ssd DEV').
+--protect local mirrors the write cache on two SSDs of the pool (the
+default when it has two with room). Cluster mode (--etcd-endpoints) does
+not adopt devices: run it on the node that has the device.`,
+		Example: `  tidectl volume adopt db --device /dev/md0 --write-cache 40G --read-cache 80G
+  tidectl volume adopt logs --device /dev/disk/by-partuuid/8e3f1a2b-0c1d-4e5f-9a8b-7c6d5e4f3a2b --write-cache 8G --pool fast`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := cf.request(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if device == "" || !strings.HasPrefix(device, "/") {
+				return usageErrorf("--device %q: give the absolute path of the device that holds the data, such as /dev/md0", device)
+			}
+			if req.Protect == pool.ProtectPeer {
+				return usageErrorf("--protect peer needs the cluster, which does not adopt devices yet: use --protect local or none")
+			}
+			if poolName != "" {
+				if err := pool.ValidateName("pool", poolName); err != nil {
+					return usageError{fmt.Errorf("--pool: %w", err)}
+				}
+			}
+			b, err := g.local("volume adopt", "run it on the node that has the device")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			info, err := b.e.AdoptVolume(cmd.Context(), engine.AdoptRequest{Pool: poolName, Device: device, Volume: req})
+			if err != nil {
+				return err
+			}
+			v := localVolume(info, b.node)
+			if v.WriteCacheBytes > 0 && v.Protection == string(pool.ProtectNone) {
+				fmt.Fprintf(g.Stderr, "warning: volume %s: the write cache has one copy, on one SSD: if that SSD dies, writes not yet on %s are lost; --protect local mirrors it on a second SSD\n", v.Name, device)
+			}
+			if v.WriteCacheBytes > 0 && v.BlockSize < pool.DefaultBlockSize {
+				fmt.Fprintf(g.Stderr, "note: volume %s: the write cache works in %d-byte blocks, the unit of the filesystem on %s (a larger block could not be mounted); dm-writecache keeps %d times as much metadata in RAM per GiB as at 4 KiB\n",
+					v.Name, v.BlockSize, device, pool.DefaultBlockSize/v.BlockSize)
+			}
+			if !g.JSON() {
+				fmt.Fprintf(g.Stderr, "volume %s: %s is now cached; mount %s, never %s itself, and change /etc/fstab to it\n", v.Name, device, v.Device, device)
+			}
+			return printVolume(g, v)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&device, "device", "", "the device that holds the data (md array, partition, LUN)")
+	f.StringVar(&poolName, "pool", "", "pool whose SSDs cache it (default: the only pool on the node)")
+	f.StringVar(&cf.writeCache, "write-cache", "0", "write-back cache size on SSD (dm-writecache); 0 for none")
+	f.StringVar(&cf.readCache, "read-cache", "0", "read cache size on SSD (dm-cache smq); 0 for none")
+	f.StringVar(&cf.readBlockSize, "read-block-size", "", "read cache block size, a power of two from 32K to 1M (default 256K); needs --read-cache")
+	f.StringVar(&cf.mode, "mode", string(pool.ModeWriteback), "initial mode: writeback, writethrough or passthrough")
+	f.Uint32Var(&cf.blockSize, "block-size", 0, "write-cache block size in bytes (512-4096, power of two); default: the unit of the filesystem on the device (an ext4 block, an XFS sector), at most 4096, which it must not exceed")
+	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (two SSDs of the pool) or none; default local when the pool has two SSDs with room")
+	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
+	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
+	_ = cmd.MarkFlagRequired("device")
+	return cmd
+}
+
+func newVolumeDetachCmd(g *Globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "detach NAME",
+		Short: "Write an adopted device's cache back and give the device back",
+		Long: `Detach an adopted volume: drain it to passthrough (every dirty block written
+back to the device, with progress), remove its device-mapper devices and
+free its SSD slices. The device is then a plain device again, holding all
+of its data; mount it (and put it back in /etc/fstab) in place of
+/dev/mapper/tc-NAME.
+
+The volume must not be open: unmount it first. A volume carved from its
+pool's origin has no device to give back: 'tidectl volume delete' is for
+those.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := g.local("volume detach", "run it on the node that holds the volume")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			info, err := b.e.Volume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			pp := newProgressPrinter(g.Stderr)
+			err = b.e.DetachVolume(cmd.Context(), args[0], pp.print)
+			pp.end()
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(map[string]string{"detached": args[0], "device": info.AdoptedDevice})
+			}
+			fmt.Fprintf(g.Stdout, "volume %s detached: %s is a plain device again; mount it in place of %s\n", args[0], info.AdoptedDevice, info.Device)
+			return nil
+		},
+	}
 }

@@ -183,7 +183,13 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	}
 	for _, v := range l.Volumes {
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
-		st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+		// An adopted device that was not found, or not the one adopted,
+		// is never guessed at: the volume stays down, with the reason.
+		err := p.AdoptedErr[v.UUID]
+		var st stack.Stack
+		if err == nil {
+			st, err = stack.Build(v, p.devices(origin), e.cfg.Tuning)
+		}
 		if err == nil {
 			// Legs left out miss every write from now on: record that
 			// before the mirror runs without them.

@@ -76,7 +76,7 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	if len(req.SSDs) == 0 {
 		return PoolInfo{}, fmt.Errorf("pool %s: at least one SSD is needed", req.Name)
 	}
-	if (req.Origin == "") == (len(req.RAID10) == 0) {
+	if req.Origin != "" && len(req.RAID10) > 0 {
 		return PoolInfo{}, fmt.Errorf("pool %s: give either an origin device or the disks for a RAID10, not both", req.Name)
 	}
 	unlock, err := e.lock(ctx)
@@ -149,13 +149,43 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	}
 
 	origin := pool.Origin{Path: req.Origin}
+	if req.Origin != "" || len(req.RAID10) > 0 {
+		if origin, err = e.makeOrigin(ctx, req); err != nil {
+			return PoolInfo{}, err
+		}
+	}
+	l.Origin = origin
+
+	// Every check passed. Old tidecache superblocks (allowed by --force, or
+	// left on disks an earlier pool's RAID10 was built from) go first, so
+	// the new pool's first generation is the only record on its devices.
+	devs := slices.Collect(maps.Values(ps.Members))
+	if origin.Path != "" {
+		devs = append(devs, origin.Path)
+	}
+	for _, dev := range devs {
+		if err := e.wipeSuperblock(dev); err != nil {
+			return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
+		}
+	}
+	if err := e.writeLayout(ps, origin.Path, l); err != nil {
+		return PoolInfo{}, err
+	}
+	e.log.Info("pool created", "pool", l.Name, "uuid", l.UUID, "ssds", len(l.Members), "origin", origin.Path)
+	return e.poolInfo(ps, origin.Path), nil
+}
+
+// makeOrigin assembles the RAID10 a pool request asks for, or describes
+// the origin device it names, checked against the minimum size.
+func (e *Engine) makeOrigin(ctx context.Context, req CreatePoolRequest) (pool.Origin, error) {
+	origin := pool.Origin{Path: req.Origin}
 	if len(req.RAID10) > 0 {
 		arr, err := e.md.Create(ctx, mdraid.CreateOptions{
 			Name: "tc-" + req.Name, Level: "10", Devices: req.RAID10,
 			AssumeClean: req.AssumeClean, Force: req.Force,
 		})
 		if err != nil {
-			return PoolInfo{}, fmt.Errorf("pool %s: create RAID10: %w", req.Name, err)
+			return pool.Origin{}, fmt.Errorf("pool %s: create RAID10: %w", req.Name, err)
 		}
 		origin = pool.Origin{Path: arr.Path, MDUUID: arr.UUID}
 		e.log.Info("RAID10 created", "pool", req.Name, "device", arr.Path, "md_uuid", arr.UUID)
@@ -169,27 +199,13 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	}
 	size, err := blockdev.Size(origin.Path)
 	if err != nil {
-		return PoolInfo{}, fmt.Errorf("pool %s: origin: %w", req.Name, err)
+		return pool.Origin{}, fmt.Errorf("pool %s: origin: %w", req.Name, err)
 	}
 	if err := pool.CheckOriginSize(origin.Path, size); err != nil {
-		return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
+		return pool.Origin{}, fmt.Errorf("pool %s: %w", req.Name, err)
 	}
 	origin.SizeSectors = size / pool.SectorSize
-	l.Origin = origin
-
-	// Every check passed. Old tidecache superblocks (allowed by --force, or
-	// left on disks an earlier pool's RAID10 was built from) go first, so
-	// the new pool's first generation is the only record on its devices.
-	for _, dev := range append(slices.Collect(maps.Values(ps.Members)), origin.Path) {
-		if err := e.wipeSuperblock(dev); err != nil {
-			return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Name, err)
-		}
-	}
-	if err := e.writeLayout(ps, origin.Path, l); err != nil {
-		return PoolInfo{}, err
-	}
-	e.log.Info("pool created", "pool", l.Name, "uuid", l.UUID, "ssds", len(l.Members), "origin", origin.Path)
-	return e.poolInfo(ps, origin.Path), nil
+	return origin, nil
 }
 
 // checkFree refuses a device that is missing, in use, holds data, or

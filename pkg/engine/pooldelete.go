@@ -83,7 +83,7 @@ func (e *Engine) DeletePool(ctx context.Context, name string) (PoolDeleteReport,
 	// device with no volumes is not tidecache's.
 	members := slices.Sorted(maps.Values(p.Members))
 	devices := members
-	if !originGone {
+	if !originGone && origin != "" {
 		devices = append(slices.Clone(members), origin)
 	}
 	for _, dev := range devices {

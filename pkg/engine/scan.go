@@ -26,6 +26,10 @@ type poolState struct {
 	// Remote maps the UUID of each attached peer leg of the pool's
 	// volumes to its block device.
 	Remote map[string]string
+	// Adopted maps the UUID of each adopted volume whose device was found
+	// to the device's path; AdoptedErr says why each other one was not.
+	Adopted    map[string]string
+	AdoptedErr map[string]error
 }
 
 // missing returns the UUIDs of members the layout names but no device holds.
@@ -41,7 +45,7 @@ func (p *poolState) missing() []string {
 
 // devices returns the resolved paths of the pool's SSDs for stack building.
 func (p *poolState) devices(origin string) stack.Devices {
-	return stack.Devices{Origin: origin, Members: p.Members, Remote: p.Remote}
+	return stack.Devices{Origin: origin, Members: p.Members, Remote: p.Remote, Adopted: p.Adopted}
 }
 
 // CorruptDevice is a device whose tidecache superblock exists but cannot be
@@ -151,6 +155,7 @@ func (e *Engine) scan(ctx context.Context) (scanResult, error) {
 	}
 	for _, p := range res.Pools {
 		p.Remote = e.remoteDevices(p.Layout)
+		p.Adopted, p.AdoptedErr = e.findAdopted(ctx, p.Layout)
 	}
 	return res, nil
 }
@@ -187,7 +192,12 @@ func (e *Engine) skipScan(path string) bool {
 // resolveOrigin finds the pool's origin array on this node and proves it is
 // the one the layout was made on: its own superblock must name the pool.
 // An md origin is assembled if it is not running yet.
+//
+// A pool of SSDs alone has no origin: "" and no error.
 func (e *Engine) resolveOrigin(ctx context.Context, l *pool.Layout) (string, error) {
+	if !l.HasOrigin() {
+		return "", nil
+	}
 	path := l.Origin.Path
 	if l.Origin.MDUUID != "" {
 		arr, err := e.md.AssembleByUUID(ctx, l.Origin.MDUUID, mdName(l.Origin.Path))
@@ -272,8 +282,15 @@ func (e *Engine) recordLayout(p *poolState, origin string, l *pool.Layout, skipM
 		}
 		p.Generations[m.UUID] = l.Generation
 	}
-	if err := e.writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
-		return fmt.Errorf("pool %s: %w", l.Name, err)
+	switch {
+	case !l.HasOrigin():
+		// SSDs only: the members hold every copy.
+	case origin == "":
+		return fmt.Errorf("pool %s: origin not resolved; cannot record the change", l.Name)
+	default:
+		if err := e.writeSuperblock(origin, superblock.Superblock{Role: superblock.RoleOrigin, DeviceUUID: l.UUID, Layout: *l}); err != nil {
+			return fmt.Errorf("pool %s: %w", l.Name, err)
+		}
 	}
 	p.Layout = l
 	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation, "missing_members", len(l.Members)-len(p.Members))

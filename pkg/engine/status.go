@@ -55,6 +55,10 @@ type VolumeInfo struct {
 	// MirrorOutOfSync lists the mirror legs the layout records as lacking
 	// writes: never built alone until dm-raid has resynced them.
 	MirrorOutOfSync []int `json:"mirror_out_of_sync,omitempty"`
+	// AdoptedDevice names the device an adopted volume caches, with the
+	// identifiers it is found by; empty for a volume carved from its
+	// pool's origin.
+	AdoptedDevice string `json:"adopted_device,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -126,6 +130,9 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	}
 	if v.WriteCache != nil {
 		info.WriteCacheBytes = v.WriteCache.Length * pool.SectorSize
+	}
+	if v.Adopted != nil {
+		info.AdoptedDevice = v.Adopted.String()
 	}
 	if v.WriteMirror != nil {
 		info.MirrorOutOfSync = v.WriteMirror.OutOfSync

@@ -77,27 +77,39 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
 	}
-	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	st, err := e.recordAndActivate(ctx, p, origin, next, v)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	// Refuse before anything is written when the kernel lacks a target.
+	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
+	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+}
+
+// recordAndActivate brings a volume just added to next (a copy of p's
+// layout) to life: it builds the stack, checks that the kernel has every
+// target before anything is written, zeroes the new cache slices, records
+// next on the pool's devices, then activates the stack. A crash at any
+// point leaves either no volume or one boot assembly can bring up.
+func (e *Engine) recordAndActivate(ctx context.Context, p *poolState, origin string, next *pool.Layout, v pool.Volume) (stack.Stack, error) {
+	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return stack.Stack{}, err
+	}
 	if err := e.requireTargets(ctx, st); err != nil {
-		return VolumeInfo{}, err
+		return stack.Stack{}, err
 	}
 	if err := e.zeroCacheHeads(p, v, true, true); err != nil {
-		return VolumeInfo{}, err
+		return stack.Stack{}, err
 	}
 	if err := e.writeLayout(p, origin, next); err != nil {
-		return VolumeInfo{}, err
+		return stack.Stack{}, err
 	}
 	if err := e.activate(ctx, st); err != nil {
 		// Leave the layout as written: the volume exists on disk and the
 		// next assemble or create-retry finishes it. Report what broke.
-		return VolumeInfo{}, fmt.Errorf("volume %s recorded but not active: %w", v.Name, err)
+		return stack.Stack{}, fmt.Errorf("volume %s recorded but not active: %w", v.Name, err)
 	}
-	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
-	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+	return st, nil
 }
 
 // addVolume adds the volume to a copy of the layout. A request that names
@@ -211,12 +223,31 @@ func (e *Engine) activate(ctx context.Context, st stack.Stack) error {
 // whose write cache holds dirty blocks is refused unless force is set:
 // those blocks were acknowledged to the writer and exist nowhere else.
 // A volume that is open is always refused.
+//
+// An adopted volume is refused: its device holds the user's data, and
+// DetachVolume gives it back.
 func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) error {
+	return e.deleteVolume(ctx, name, force, false)
+}
+
+// deleteVolume is DeleteVolume, and with detach the last step of
+// DetachVolume: an adopted volume already drained to passthrough, so
+// that no block of its device's data is left on the SSDs.
+func (e *Engine) deleteVolume(ctx context.Context, name string, force, detach bool) error {
 	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	switch {
+	case v.Adopted != nil && !detach:
+		return fmt.Errorf("volume %s caches %s, which holds your data: `tidectl volume detach %s` writes the cache back and gives the device back as it is",
+			name, v.Adopted, name)
+	case detach && v.Mode != pool.ModePassthrough:
+		return fmt.Errorf("volume %s: %w: it is in %s, not drained to passthrough; its device may lack cached writes", name, ErrDirty, v.Mode)
+	case detach:
+		force = false
+	}
 	top := stack.DeviceName(name, stack.RoleTop)
 	info, err := e.dm.Info(ctx, top)
 	switch {
@@ -265,6 +296,10 @@ func (e *Engine) DeleteVolume(ctx context.Context, name string, force bool) erro
 		if err := e.initiator.Detach(m.Remote.NQN); err != nil {
 			e.log.Warn("peer leg not detached", "volume", name, "nqn", m.Remote.NQN, "err", err)
 		}
+	}
+	if detach {
+		e.log.Info("volume detached: its device is a plain device again", "volume", name, "pool", p.Layout.Name, "device", v.Adopted.String())
+		return nil
 	}
 	e.log.Info("volume deleted", "volume", name, "pool", p.Layout.Name)
 	return nil
