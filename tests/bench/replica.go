@@ -280,11 +280,14 @@ func measureResync(ctx context.Context, bed *testbed.Bed, peer *peerVM) (*replic
 	f := &replicaFigures{rebuildBytes: cacheBytes}
 	// The network's own round trip, what every mirrored write pays at
 	// least once: the yardstick for the latency ratios.
-	out, err := bed.Run(ctx, "sh", "-c", "ping -q -c 20 -i 0.2 "+peerAddr+" | tail -1")
+	// busybox's ping: the test packages install busybox, not iputils.
+	out, err := bed.Run(ctx, "busybox", "ping", "-q", "-c", "20", "-i", "0.2", peerAddr)
 	if err != nil {
 		return nil, fmt.Errorf("ping the peer: %w", err)
 	}
-	f.rtt = strings.TrimSpace(out)
+	if f.rtt = lastLine(out); !strings.HasPrefix(f.rtt, "round-trip") {
+		return nil, fmt.Errorf("ping the peer: no round-trip summary in %q", out)
+	}
 	p.Step("network round trip to the peer: %s", f.rtt)
 	cl := func(args ...string) error {
 		_, err := bed.Run(ctx, append([]string{"tidectl", "--etcd-endpoints", replicaEtcd}, args...)...)
@@ -347,6 +350,12 @@ func measureResync(ctx context.Context, bed *testbed.Bed, peer *peerVM) (*replic
 	f.outageWritten = int64(float64(w.bytes) / w.runtime.Seconds() * f.outage.Seconds())
 	p.Step("  longest write %v; link back, legs in sync %v later", f.outageMaxWrite.Round(100*time.Millisecond), f.resync.Round(100*time.Millisecond))
 	return f, nil
+}
+
+// lastLine returns the last non-empty line of out, trimmed.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // outageWriter is what the outage's fio writer reports.
