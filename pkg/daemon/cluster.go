@@ -291,10 +291,11 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 	}
 	// The owner's leg must hold every write: one being resynced from the
 	// lost replica (health "a…") lacks writes that only the lost node
-	// has, and that node must keep its replica for when it returns.
-	if st, _, err := d.st.GetVolumeStatus(ctx, spec.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	// has, and that node must keep its replica for when it returns. An
+	// owner that has written no status yet has not said: wait for it.
+	if st, _, err := d.st.GetVolumeStatus(ctx, spec.Name); err != nil {
 		return
-	} else if err == nil && st.MirrorHealth != "" && !strings.HasPrefix(st.MirrorHealth, "A") {
+	} else if st.MirrorHealth != "" && !strings.HasPrefix(st.MirrorHealth, "A") {
 		if now.Sub(since) < after+d.cfg.PlacementInterval {
 			d.log.Warn("cannot re-protect: the owner's own leg lacks writes that only the lost node's replica holds; waiting for that node",
 				"volume", spec.Name, "replica_node", spec.ReplicaNode, "mirror_health", st.MirrorHealth)

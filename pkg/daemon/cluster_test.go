@@ -62,7 +62,12 @@ func TestWantsReplica(t *testing.T) {
 // a node that can keep it and is not drained; never while the replica's
 // node is up and not drained, nor while the owner is gone too.
 func TestReprotect(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	// The running daemon is the leader only: were it n1, the owner of the
+	// test's volumes, its reconciler would write their statuses too, and
+	// race the health each case sets.
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
 	st := openStore(t, []string{r.cfg.EtcdClientURL})
 	ctx := context.Background()
 	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
@@ -73,6 +78,7 @@ func TestReprotect(t *testing.T) {
 		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}}
 	}
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	const noStatus = "(no status)"
 	cases := []struct {
 		name    string
 		policy  string
@@ -95,6 +101,7 @@ func TestReprotect(t *testing.T) {
 		{"no other node", "", []string{"n1"}, nil, 10 * time.Minute, "AD", "n2", true},
 		{"owner gone too", "", []string{"n3"}, nil, 10 * time.Minute, "AD", "n2", false},
 		{"owner's leg resyncing from the lost one", "", []string{"n1", "n3"}, nil, 10 * time.Minute, "aD", "n2", true},
+		{"owner wrote no status yet", "", []string{"n1", "n3"}, nil, 10 * time.Minute, noStatus, "n2", true},
 		{"replica node drained: moved at once", "", []string{"n1", "n2", "n3"}, []string{"n2"}, 0, "AA", "n3", false},
 		{"only drained nodes to move to", "", []string{"n1", "n2", "n3"}, []string{"n2", "n3"}, 0, "AA", "n2", true},
 		{"gone, the other node drained", "", []string{"n1", "n3"}, []string{"n3"}, 10 * time.Minute, "AD", "n2", true},
@@ -107,8 +114,10 @@ func TestReprotect(t *testing.T) {
 			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: "n1", Protection: "peer", MirrorHealth: tc.health}); err != nil {
-				t.Fatal(err)
+			if tc.health != noStatus {
+				if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: "n1", Protection: "peer", MirrorHealth: tc.health}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			_, meta, err := st.GetVolumeSpec(ctx, name)
 			if err != nil {
