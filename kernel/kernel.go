@@ -4,8 +4,10 @@
 // needs the lists reads the same single copy.
 //
 // The VM harness (tests/vm) builds its initramfs from the "initramfs" section
-// and has its guest agent load the "runtime" section; `go test ./kernel/`
-// checks the fragment against the host's /boot/config-<kver>.
+// and has its guest agent load the "runtime" section; the "on demand" section
+// lists what the kernel or tidecached loads at first use. `go test ./kernel/`
+// checks that the host's kernel has every module, and the fragment against
+// its /boot/config-<kver>.
 package kernel
 
 import (
@@ -32,6 +34,11 @@ const (
 	Initramfs Section = "initramfs"
 	// Runtime modules are loaded once the root filesystem is up.
 	Runtime Section = "runtime"
+	// OnDemand modules are not loaded ahead: the kernel asks modprobe for
+	// them at first use (a dm target by its table, an md personality by
+	// its level, a filesystem by mount), or tidecached loads them itself
+	// (nvme-tcp, nvmet-tcp), as on a server that boots without a list.
+	OnDemand Section = "on demand"
 )
 
 // Module is one entry of modules.txt.
@@ -52,8 +59,8 @@ func ModuleList() []Module {
 	return mods
 }
 
-// Modules returns the module names of the two sections of modules.txt, in
-// file order, without the optional marker.
+// Modules returns the module names of the two sections of modules.txt that
+// are loaded ahead, in file order, without the optional marker.
 func Modules() (initramfs, runtime []string) {
 	for _, m := range ModuleList() {
 		switch m.Section {
@@ -70,7 +77,7 @@ func Modules() (initramfs, runtime []string) {
 //
 //	file    = { line }
 //	line    = blank | comment | section | module
-//	section = "# initramfs" | "# runtime"   (exactly, after trimming)
+//	section = "# initramfs" | "# runtime" | "# on demand"   (exactly, after trimming)
 //	comment = "#" any other text
 //	module  = name [ "?" ]                   (name: letters, digits, "-", "_")
 //
@@ -94,11 +101,13 @@ func ParseModules(text string) ([]Module, error) {
 				section = Initramfs
 			case string(Runtime):
 				section = Runtime
+			case string(OnDemand):
+				section = OnDemand
 			}
 			continue
 		}
 		if section == "" {
-			return nil, fmt.Errorf("line %d: module %q before a section header (# initramfs or # runtime)", n, line)
+			return nil, fmt.Errorf("line %d: module %q before a section header (# initramfs, # runtime or # on demand)", n, line)
 		}
 		m := Module{Name: line, Section: section}
 		if name, ok := strings.CutSuffix(line, "?"); ok {

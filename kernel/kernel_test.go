@@ -18,9 +18,18 @@ func TestEmbeddedModules(t *testing.T) {
 			t.Errorf("initramfs section lacks %s: %v", want, initramfs)
 		}
 	}
-	for _, want := range []string{"dm-mod", "dm-writecache", "dm-cache", "dm-cache-smq", "dm-delay", "dm-flakey", "raid1", "raid10", "nvme-tcp", "nvmet-tcp"} {
-		if !slices.Contains(runtime, want) {
-			t.Errorf("runtime section lacks %s: %v", want, runtime)
+	if !slices.Equal(runtime, []string{"dm-mod"}) {
+		t.Errorf("runtime section = %v, want dm-mod alone (the rest loads on demand)", runtime)
+	}
+	var onDemand []string
+	for _, m := range ModuleList() {
+		if m.Section == OnDemand {
+			onDemand = append(onDemand, m.Name)
+		}
+	}
+	for _, want := range []string{"dm-writecache", "dm-cache", "dm-cache-smq", "dm-raid", "dm-delay", "dm-flakey", "raid1", "raid10", "nvme-tcp", "nvmet-tcp"} {
+		if !slices.Contains(onDemand, want) {
+			t.Errorf("on-demand section lacks %s: %v", want, onDemand)
 		}
 	}
 	for _, m := range ModuleList() {
@@ -39,6 +48,8 @@ virtio_blk
 # runtime
 dm-mod
 xfs?
+# on demand
+dm-raid
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +59,7 @@ xfs?
 		{Name: "9p", Section: Initramfs},
 		{Name: "dm-mod", Section: Runtime},
 		{Name: "xfs", Section: Runtime, Optional: true},
+		{Name: "dm-raid", Section: OnDemand},
 	}
 	if !slices.Equal(mods, want) {
 		t.Fatalf("got %+v, want %+v", mods, want)

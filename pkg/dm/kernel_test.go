@@ -311,6 +311,14 @@ func TestKernelVersions(t *testing.T) {
 	}
 	t.Logf("ioctl interface %s", v)
 
+	// The list holds the targets whose modules are loaded; the VM loads
+	// only dm-mod at boot, and asking for one target's version loads its
+	// module, as a table using it would.
+	for _, typ := range []string{"writecache", "cache"} {
+		if _, err := c.TargetVersion(ctx, typ); err != nil {
+			t.Fatalf("TargetVersion(%s): %v", typ, err)
+		}
+	}
 	all, err := c.TargetVersions(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -36,9 +36,9 @@
 // tmpfs overlay and never reach the host; data leaves the guest through
 // disks, command output and the ack channel.
 //
-// Boot takes about 5-7 s on an idle 2-core host (PVH entry into the
-// uncompressed kernel, an uncompressed initramfs, one modprobe for all
-// runtime modules); VMs booting at once, or other load, stretch it.
+// Boot takes about 3.5-7 s on an idle 2-core host (PVH entry into the
+// uncompressed kernel, an uncompressed initramfs, dm-mod; other modules
+// load when first used); VMs booting at once, or other load, stretch it.
 //
 // Errors callers should expect: ErrUnavailable from Available (and Boot)
 // when a host package is missing; Boot errors carry the console tail; Run

@@ -7,7 +7,8 @@
 // guest powers off, so the host sees qemu exit instead of a hung VM.
 //
 // The server loads the runtime modules listed in kernel/modules.txt with the
-// host's modprobe and the out-of-tree modules of tc.insmod (dm-fuaflush)
+// host's modprobe (the guest kernel runs that modprobe for the on-demand
+// ones at first use: /proc/sys/kernel/modprobe is /sbin/modprobe) and the out-of-tree modules of tc.insmod (dm-fuaflush)
 // with insmod, puts the ack channel (/dev/ttyS1) in raw mode, configures
 // eth0 from the kernel command line (tc.addr=CIDR), then answers requests of
 // the wire protocol (tests/vm/harness/internal/wire) on the virtio-serial port named
