@@ -9,12 +9,14 @@ GO      ?= go
 N       ?= 100
 
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
-# and runs the host's own fio, mdadm, dmsetup through a 9p root).
+# and runs the host's own fio, mdadm, dmsetup, MariaDB and sysbench through
+# a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 dkms busybox-static kmod cpio \
-	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs xfsprogs procps systemd xz-utils prometheus curl
+	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs xfsprogs procps systemd xz-utils prometheus curl \
+	mariadb-server sysbench
 # What `make bench` adds: the peers it measures tidecache against (bcache,
-# lvm2) and the database benchmark.
-BENCH_PACKAGES := bcache-tools lvm2 mariadb-server sysbench
+# lvm2).
+BENCH_PACKAGES := bcache-tools lvm2
 
 .PHONY: help
 help: ## Show this help.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tidecache/tidecache/tests/testbed"
@@ -21,26 +20,16 @@ import (
 const (
 	dbRoot     = "/run/bench-db" // tmpfs in the guest
 	dbTemplate = dbRoot + "/template"
-	dbConfig   = dbRoot + "/my.cnf"
-	dbSocket   = "/run/mysqld/bench.sock"
 	dbMount    = "/mnt/bench-db"
 
 	sbTables, sbTableSize, sbThreads = 4, 25000, 8
 )
 
-// myCnf is the server configuration of every run.
-const myCnf = `[mariadbd]
-user = root
-skip-networking
-socket = ` + dbSocket + `
-pid-file = /run/mysqld/bench.pid
-skip-log-bin
-innodb_buffer_pool_size = 16M
-innodb_log_file_size = 32M
-innodb_flush_method = O_DIRECT
-innodb_flush_log_at_trx_commit = 1
-innodb_doublewrite = 1
-`
+// benchDB is the server of every run; run is nil where only its
+// configuration is wanted (the report).
+func benchDB(run testbed.Runner) *testbed.MariaDB {
+	return testbed.NewMariaDB(run, dbRoot, sbTables, sbTableSize)
+}
 
 // dbOptions sets the length of the database benchmark.
 type dbOptions struct {
@@ -110,68 +99,15 @@ func (r *dbResult) ratioCell(base *dbResult) string {
 	return ratiosCell(r.roundRatios(base))
 }
 
-// sysbench runs a sysbench oltp_read_write command against the server.
-func sysbench(ctx context.Context, bed *testbed.Bed, cmd string, extra ...string) (string, error) {
-	args := []string{"sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-socket=" + dbSocket, "--mysql-user=root",
-		"--tables=" + strconv.Itoa(sbTables), "--table-size=" + strconv.Itoa(sbTableSize), "--rand-type=uniform"}
-	args = append(append(args, extra...), cmd)
-	return bed.Run(ctx, args...)
-}
-
-// startDB starts mariadbd on datadir and waits until it answers.
-func startDB(ctx context.Context, bed *testbed.Bed, datadir string) error {
-	if _, err := bed.Run(ctx, "sh", "-c", `mkdir -p /run/mysqld && (mariadbd --defaults-file="$1" --datadir="$2" >"$2.log" 2>&1 &)`,
-		"sh", dbConfig, datadir); err != nil {
-		return fmt.Errorf("start mariadbd on %s: %w", datadir, err)
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if _, err := bed.Run(ctx, "mariadb-admin", "--socket="+dbSocket, "-uroot", "ping"); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := bed.Run(ctx, "tail", "-20", datadir+".log")
-			return fmt.Errorf("mariadbd on %s did not answer within 3 minutes; its log ends:\n%s", datadir, log)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// stopDB shuts the server down cleanly and waits for it to exit.
-func stopDB(ctx context.Context, bed *testbed.Bed) error {
-	if _, err := bed.Run(ctx, "mariadb-admin", "--socket="+dbSocket, "-uroot", "shutdown"); err != nil {
-		return fmt.Errorf("stop mariadbd: %w", err)
-	}
-	return nil
-}
-
 // prepareTemplate makes the sysbench tables in a datadir in guest RAM.
 func prepareTemplate(ctx context.Context, bed *testbed.Bed) (string, error) {
-	steps := [][]string{
-		{"sh", "-c", `mkdir -p "$1" && printf '%s' "$2" > "$3"`, "sh", dbRoot, myCnf, dbConfig},
-		{"mariadb-install-db", "--defaults-file=" + dbConfig, "--datadir=" + dbTemplate, "--auth-root-authentication-method=normal", "--skip-test-db"},
-	}
-	for _, argv := range steps {
-		if _, err := bed.Run(ctx, argv...); err != nil {
-			return "", fmt.Errorf("database template: %w", err)
-		}
-	}
-	if err := startDB(ctx, bed, dbTemplate); err != nil {
-		return "", err
-	}
-	version, err := bed.Run(ctx, "mariadb", "--socket="+dbSocket, "-uroot", "-N", "-e", "CREATE DATABASE sbtest; SELECT VERSION()")
-	if err != nil {
+	db := benchDB(bed.Run)
+	if err := db.Configure(ctx); err != nil {
 		return "", fmt.Errorf("database template: %w", err)
 	}
-	if _, err := sysbench(ctx, bed, "prepare"); err != nil {
-		return "", fmt.Errorf("sysbench prepare: %w", err)
-	}
-	if err := stopDB(ctx, bed); err != nil {
-		return "", err
+	version, err := db.Create(ctx, dbTemplate)
+	if err != nil {
+		return "", fmt.Errorf("database template: %w", err)
 	}
 	size, err := bed.Run(ctx, "du", "-sm", dbTemplate)
 	if err != nil {
@@ -179,7 +115,7 @@ func prepareTemplate(ctx context.Context, bed *testbed.Bed) (string, error) {
 	}
 	var mb int
 	fmt.Sscan(size, &mb)
-	return fmt.Sprintf("MariaDB %s, datadir %d MiB", strings.TrimRight(version, "\r\n"), mb), nil
+	return fmt.Sprintf("MariaDB %s, datadir %d MiB", version, mb), nil
 }
 
 // runDB measures one system: ext4 on its device, the template copied in,
@@ -234,23 +170,19 @@ func runDB(ctx context.Context, bed *testbed.Bed, s *system, o dbOptions) (_ tes
 }
 
 func measureDB(ctx context.Context, bed *testbed.Bed, datadir string, o dbOptions) (testbed.SysbenchResult, error) {
-	if err := startDB(ctx, bed, datadir); err != nil {
+	db := benchDB(bed.Run)
+	if err := db.Start(ctx, datadir); err != nil {
 		return testbed.SysbenchResult{}, err
 	}
-	threads := "--threads=" + strconv.Itoa(sbThreads)
-	secs := func(d time.Duration) string { return "--time=" + strconv.Itoa(int(d/time.Second)) }
-	_, err := sysbench(ctx, bed, "run", threads, secs(o.warm))
-	var out string
+	_, err := db.Run(ctx, sbThreads, o.warm)
+	var res testbed.SysbenchResult
 	if err == nil {
-		out, err = sysbench(ctx, bed, "run", threads, secs(o.time), "--percentile=95")
+		res, err = db.Run(ctx, sbThreads, o.time)
 	}
-	if serr := stopDB(ctx, bed); err == nil && serr != nil {
+	if serr := db.Stop(ctx); err == nil && serr != nil {
 		err = serr
 	}
-	if err != nil {
-		return testbed.SysbenchResult{}, err
-	}
-	return testbed.ParseSysbench(out)
+	return res, err
 }
 
 func umount(ctx context.Context, bed *testbed.Bed) error {

@@ -343,7 +343,7 @@ func (r *report) writeSetup(b *strings.Builder) {
 			"  median of per-round ratios (each system against the other measured in the same round), its range in\n"+
 			"  brackets. sysbench picks rows uniformly (`--rand-type=uniform`), so that the tables, not a hot few\n"+
 			"  rows in the buffer pool, are the working set.\n",
-			r.database, sbTables, sbTableSize, sbThreads, strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimPrefix(myCnf, "[mariadbd]\n"), " = ", "=")), " "),
+			r.database, sbTables, sbTableSize, sbThreads, strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimPrefix(benchDB(nil).Config(), "[mariadbd]\n"), " = ", "=")), " "),
 			o.db.cacheWarm, o.db.warm, o.db.time, o.db.rounds)
 	}
 	pf("\n")
