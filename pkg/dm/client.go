@@ -57,6 +57,11 @@ type Client struct {
 	ctl     Control // nil once closed
 	devDir  string  // where device nodes live: /dev/mapper
 	bufSize int     // first buffer size for replies with data
+	// udev reports whether udevd runs, so that resumes and removes carry
+	// a cookie and wait for its rules (udev.go); never for NewClient.
+	udev func() bool
+	// udevFlags gives a device's udev flags by its dm UUID (SetUdevFlags).
+	udevFlags func(uuid string) UdevFlags
 }
 
 // Open opens /dev/mapper/control, creating the node (char 10:236, or the
@@ -69,7 +74,7 @@ func Open() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{ctl: controlFD(fd), devDir: mapperDir, bufSize: defaultBufferSize}
+	c := &Client{ctl: controlFD(fd), devDir: mapperDir, bufSize: defaultBufferSize, udev: udevRunning}
 	v, err := c.Version(context.Background())
 	if err != nil {
 		_ = c.Close()
@@ -88,7 +93,43 @@ func Open() (*Client, error) {
 // Client.Close closes it. Host tests use it with a fake kernel (package
 // dmtest); production code uses Open.
 func NewClient(ctl Control, devDir string) *Client {
-	return &Client{ctl: ctl, devDir: devDir, bufSize: defaultBufferSize}
+	return &Client{ctl: ctl, devDir: devDir, bufSize: defaultBufferSize, udev: func() bool { return false }}
+}
+
+// SetUdevFlags sets the udev flags of each device, by its dm UUID, that
+// resumes and removes pass to udev's dm rules when udevd runs: for
+// instance UdevInner for the devices inside a stack. Every device also
+// gets UdevPrimarySource. Call it before the Client is shared.
+func (c *Client) SetUdevFlags(flags func(uuid string) UdevFlags) { c.udevFlags = flags }
+
+// withUdev runs the ioctl of q with a udev cookie when udevd runs, and
+// waits until udev has handled the device's event (at most UdevTimeout),
+// so that its links exist when the caller goes on. Without udev, or when
+// no cookie can be made, it runs q alone.
+func (c *Client) withUdev(ctx context.Context, q request) (ioctlHeader, error) {
+	if !c.udev() {
+		h, _, err := c.do(ctx, q)
+		return h, err
+	}
+	flags := UdevPrimarySource
+	if c.udevFlags != nil {
+		if info, err := c.Info(ctx, q.name); err == nil {
+			flags |= c.udevFlags(info.UUID)
+		}
+	}
+	sync, err := beginUdev(flags)
+	if err != nil {
+		h, _, err := c.do(ctx, q)
+		return h, err
+	}
+	q.eventNr = sync.cookie
+	h, _, err := c.do(ctx, q)
+	if err != nil {
+		sync.destroy()
+		return h, err
+	}
+	sync.end(ctx, h.Flags, UdevTimeout)
+	return h, nil
 }
 
 func openControl(path string) (int, error) {
@@ -259,7 +300,7 @@ func (c *Client) Suspend(ctx context.Context, name string, opts SuspendOptions) 
 // doing so is returned, but the device is resumed by then.
 func (c *Client) Resume(ctx context.Context, name string) error {
 	q := request{op: opResume, cmd: unix.DM_DEV_SUSPEND, name: name}
-	h, _, err := c.do(ctx, q)
+	h, err := c.withUdev(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -277,7 +318,7 @@ func (c *Client) Resume(ctx context.Context, name string) error {
 // ErrNotFound if there is no such device.
 func (c *Client) Remove(ctx context.Context, name string) error {
 	q := request{op: opRemove, cmd: unix.DM_DEV_REMOVE, name: name}
-	if _, _, err := c.do(ctx, q); err != nil {
+	if _, err := c.withUdev(ctx, q); err != nil {
 		return err
 	}
 	if c.devDir == "" {
@@ -351,6 +392,7 @@ type request struct {
 	name        string // device (or target type) name in the header
 	uuid        string // DM_DEV_CREATE only
 	flags       uint32
+	eventNr     uint32 // a udev cookie for resume and remove
 	targetCount uint32
 	payload     []byte
 	grow        bool // the reply carries data: offer a buffer, grow it on DM_BUFFER_FULL_FLAG
@@ -382,6 +424,7 @@ func (q request) marshal(size int) []byte {
 		DataStart:   headerSize,
 		TargetCount: q.targetCount,
 		Flags:       q.flags,
+		EventNr:     q.eventNr,
 		Name:        q.name,
 		UUID:        q.uuid,
 	}

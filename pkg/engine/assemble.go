@@ -81,6 +81,17 @@ func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
 		e.log.Info("damaged tidecache superblock", "device", c.Path, "err", c.Err)
 		failed = true
 	}
+	// Before the volumes come up: udev hides the adopted devices' links
+	// from then on (the file does not survive where /etc is not kept).
+	var adopted []string
+	for _, p := range found.sortedPools() {
+		for _, path := range p.Adopted {
+			adopted = append(adopted, path)
+		}
+	}
+	if err := e.syncAdoptedRules(ctx, layoutsWith(found, nil, nil), adopted...); err != nil {
+		e.log.Warn("udev rules for adopted devices not written", "err", err)
+	}
 	for _, p := range found.sortedPools() {
 		pr := e.assemblePool(ctx, p, found.Corrupt)
 		if pr.Error != "" {

@@ -59,6 +59,9 @@ type Config struct {
 	// DrainTimeout bounds the wait for a write tier to become clean; zero
 	// waits until the context is done.
 	DrainTimeout time.Duration
+	// UdevRulesDir is where the rules for adopted devices are written
+	// (AdoptedRulesFile); "" writes none.
+	UdevRulesDir string
 }
 
 // DefaultConfig returns the configuration tidectl and tidecached use.
@@ -69,6 +72,7 @@ func DefaultConfig() Config {
 		ProcRoot:     "/proc",
 		LockPath:     "/run/tidecache/engine.lock",
 		PollInterval: 200 * time.Millisecond,
+		UdevRulesDir: "/etc/udev/rules.d",
 	}
 }
 
@@ -109,6 +113,10 @@ type Engine struct {
 	initiator nvmeof.Initiator
 	target    nvmeof.Target
 
+	// udevControl is udevd's control socket, which exists while udevd
+	// runs: then new udev rules are applied at once.
+	udevControl string
+
 	mu       sync.Mutex
 	versions map[string]dm.Version
 	// mirrors is the out-of-sync legs of every running write mirror as
@@ -126,6 +134,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err // dm.Open names the control device and the module to load
 	}
+	client.SetUdevFlags(stack.UdevFlags)
 	return NewWithClient(cfg, client)
 }
 
@@ -154,6 +163,8 @@ func NewWithClient(cfg Config, client *dm.Client) (*Engine, error) {
 		disks:     hostDisks{sysRoot: cfg.SysRoot},
 		initiator: nvmeof.Initiator{Fabrics: "/dev/nvme-fabrics", SysRoot: cfg.SysRoot, DevRoot: "/dev", Poll: 100 * time.Millisecond},
 		target:    nvmeof.NewTarget(),
+
+		udevControl: "/run/udev/control",
 	}, nil
 }
 

@@ -298,6 +298,14 @@ func (e *Engine) deleteVolume(ctx context.Context, name string, force, detach bo
 		}
 	}
 	if detach {
+		// The layout written above no longer lists the volume.
+		found, err := e.scan(ctx)
+		if err == nil {
+			err = e.syncAdoptedRules(ctx, layoutsWith(found, nil, nil), p.Adopted[v.UUID])
+		}
+		if err != nil {
+			e.log.Warn("detached device may lack its /dev/disk links until udev sees it again", "volume", name, "err", err)
+		}
 		e.log.Info("volume detached: its device is a plain device again", "volume", name, "pool", p.Layout.Name, "device", v.Adopted.String())
 		return nil
 	}

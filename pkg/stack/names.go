@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tidecache/tidecache/pkg/dm"
 )
 
 // Role says what one dm device does inside a volume's stack.
@@ -55,6 +57,19 @@ func DeviceUUID(volumeUUID string, role Role) string {
 // Owned reports whether a dm UUID marks a device tidecache created.
 func Owned(dmUUID string) bool {
 	return strings.HasPrefix(dmUUID, UUIDPrefix)
+}
+
+// UdevFlags gives the udev flags of a dm device by its UUID
+// (dm.Client.SetUdevFlags): every tidecache device but the top one is
+// dm.UdevInner, so that udev neither probes it into /dev/disk/by-uuid
+// (an origin extent shows the same filesystem as the volume, without the
+// writes its cache holds) nor hands it to systemd or udisks. The top
+// device, and devices that are not tidecache's, get none.
+func UdevFlags(dmUUID string) dm.UdevFlags {
+	if !Owned(dmUUID) || strings.HasPrefix(dmUUID, UUIDPrefix+string(RoleTop)+"-") {
+		return 0
+	}
+	return dm.UdevInner
 }
 
 // ParseUUID splits a tidecache dm UUID into role and volume UUID.

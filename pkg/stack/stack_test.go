@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -339,5 +340,24 @@ func TestBuildAdoptedNotFound(t *testing.T) {
 	_, err := Build(v, devs, DefaultTuning())
 	if err == nil || !strings.Contains(err.Error(), "adopted device /dev/md0 (md uuid 3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b) not found on this node") {
 		t.Fatalf("Build without the adopted device = %v, want it named as not found", err)
+	}
+}
+
+func TestUdevFlags(t *testing.T) {
+	for _, tc := range []struct {
+		uuid string
+		want dm.UdevFlags
+	}{
+		{DeviceUUID("v1", RoleTop), 0},
+		{DeviceUUID("v1", RoleOrigin), dm.UdevInner},
+		{DeviceUUID("v1", RoleWriteTier), dm.UdevInner},
+		{DeviceUUID("v1", RoleWriteLeg1), dm.UdevInner},
+		{UUIDPrefix + string(ReplicaRole) + "-v1", dm.UdevInner},
+		{"LVM-abc", 0},
+		{"", 0},
+	} {
+		if got := UdevFlags(tc.uuid); got != tc.want {
+			t.Errorf("UdevFlags(%q) = %#x, want %#x", tc.uuid, got, tc.want)
+		}
 	}
 }

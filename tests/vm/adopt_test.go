@@ -71,6 +71,9 @@ func TestAdoptDetach(t *testing.T) {
 	dir := harness.TestDir(t)
 	n := bootNodeIn(t, dir, bin, adoptNode)
 	ssd := n.ssds()[0]
+	// udevd runs, as on a server, before any device is made: Debian's
+	// rules (md, dm, persistent storage) and tidecache's.
+	n.startUdev()
 	var members []string
 	for i, hdd := range n.hdds() {
 		n.mustSh(fmt.Sprintf(`dmsetup create hdd%d --table "0 $(blockdev --getsz %s) delay %s 0 %s"`, i, hdd, hdd, adoptHDDDelay))
@@ -112,12 +115,30 @@ func TestAdoptDetach(t *testing.T) {
 	head := "dd if=/dev/md/data bs=1M count=4 status=none | sha256sum"
 	uuid := "mdadm --detail /dev/md/data | grep -E '^ *UUID'"
 	before, arrayUUID := n.mustSh(head), n.mustSh(uuid)
+	fsUUID := strings.TrimSpace(n.mustSh("blkid -s UUID -o value /dev/md/data"))
+	byUUID := "/dev/disk/by-uuid/" + fsUUID
+	if got, want := n.devNum(byUUID), n.devNum("/dev/md/data"); got != want {
+		t.Fatalf("before adoption %s is device %s, want the array's %s", byUUID, got, want)
+	}
 	res := n.tidectl("volume adopt db --device /dev/md/data --write-cache 48M")
 	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "Caches:       /dev/md/data (md uuid") || !strings.Contains(res.Stderr, "1024-byte blocks") {
 		t.Fatalf("volume adopt: exit %d, want the device named and its 1 KiB blocks noted:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	if after := n.mustSh(head); after != before {
 		t.Errorf("adopting wrote to the array's first 4 MiB: sha256 %s before, %s after", before, after)
+	}
+	// A mount by UUID now finds the cached volume: the array lost its
+	// filesystem links (tidecache's rules), the volume has them (the udev
+	// cookie of its resume), the devices inside the stack have none.
+	if got, want := n.devNum(byUUID), n.devNum("/dev/mapper/tc-db"); got != want {
+		t.Errorf("after adoption %s is device %s, want /dev/mapper/tc-db (%s); the array is %s\n%s",
+			byUUID, got, want, n.devNum("/dev/md/data"), n.sh("ls -l /dev/disk/by-uuid; cat /etc/udev/rules.d/64-tidecache-adopted.rules; udevadm info /dev/md/data /dev/mapper/tc-db").Stdout)
+	}
+	if links := n.mustSh("udevadm info -q symlink /dev/md/data"); strings.Contains(links, "by-uuid") {
+		t.Errorf("the adopted array keeps a by-uuid link: %s", links)
+	}
+	if props := n.mustSh("udevadm info -q property /dev/mapper/tc-db-origin"); !strings.Contains(props, "DM_UDEV_DISABLE_DISK_RULES_FLAG=1") {
+		t.Errorf("the origin extent inside the stack is open to the disk rules:\n%s", props)
 	}
 	n.mustSh("mount /dev/mapper/tc-db /srv/db")
 	cached := measureDB(t, db, adoptDatadir)
@@ -143,6 +164,12 @@ func TestAdoptDetach(t *testing.T) {
 	asm := n.mustSh("tidecached assemble 2>&1")
 	if v := n.volume("db"); v.State != "active" {
 		t.Fatalf("after the power cut, volume db is %s, want active:\n%s", v.State, asm)
+	}
+	// The VM's /etc lives in RAM: assembly wrote the rules again.
+	n.mustSh("grep -q 'fast/db' /etc/udev/rules.d/64-tidecache-adopted.rules")
+	n.startUdev()
+	if links := n.mustSh("udevadm info -q symlink /dev/md/data"); strings.Contains(links, "by-uuid") {
+		t.Errorf("after assembly the adopted array has a by-uuid link: %s", links)
 	}
 	n.mustSh("mkdir -p /srv/db && mount /dev/mapper/tc-db /srv/db")
 	if err := db.Configure(ctx); err != nil {
@@ -172,6 +199,11 @@ func TestAdoptDetach(t *testing.T) {
 		t.Errorf("the array after detach is another one: %s, was %s", got, arrayUUID)
 	}
 	n.mustSh("e2fsck -f -n /dev/md/data")
+	// A plain device again, with its links.
+	if got, want := n.devNum(byUUID), n.devNum("/dev/md/data"); got != want {
+		t.Errorf("after detach %s is device %s, want the array's %s", byUUID, got, want)
+	}
+	n.mustSh("test ! -e /etc/udev/rules.d/64-tidecache-adopted.rules")
 	n.mustSh("mount /dev/md/data /srv/db")
 	if err := db.Start(ctx, adoptDatadir); err != nil {
 		t.Fatal(err)
@@ -185,6 +217,24 @@ func TestAdoptDetach(t *testing.T) {
 	if err := db.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startUdev starts udevd in the guest and has it handle every device
+// there is.
+func (n *node) startUdev() {
+	n.t.Helper()
+	n.mustSh("/lib/systemd/systemd-udevd --daemon && udevadm trigger --action=add && udevadm settle --timeout=60")
+}
+
+// devNum returns "major:minor" of the block device at path, following
+// links; "none" when there is none.
+func (n *node) devNum(path string) string {
+	n.t.Helper()
+	res := n.sh("stat -L -c '%t:%T' " + path)
+	if res.ExitCode != 0 {
+		return "none"
+	}
+	return strings.TrimSpace(res.Stdout)
 }
 
 // runner runs commands in n's guest for testbed's helpers.

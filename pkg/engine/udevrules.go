@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// An adopted device still carries its filesystem, so udev would publish
+// it under /dev/disk/by-uuid and by-label, where a mount by UUID (fstab,
+// a rescue shell) finds it: the bare device, without the writes the cache
+// still holds. For md arrays the link is even the preferred one
+// (63-md-raid-arrays.rules gives md link_priority 100). tidecache writes a
+// rules file naming each adopted device by its identity, which takes those
+// links off it (the cached volume, /dev/mapper/tc-<name>, shows the same
+// filesystem and gets them) and tells udisks to leave it alone. The file
+// is derived state: adopt and detach rewrite it, and so does every boot
+// assembly, from the layouts on the SSDs.
+
+// AdoptedRulesFile is the name of the generated rules file. It sorts
+// after 60-persistent-storage and 63-md-raid-arrays, which make the links
+// it takes away.
+const AdoptedRulesFile = "64-tidecache-adopted.rules"
+
+// dropFSLinks is a udev PROGRAM that prints the device's links, one per
+// line, without those that name a filesystem or a partition; SYMLINK="%c"
+// then makes that the device's list of links. $links is udev's, $$ a
+// dollar for the shell; the value holds no double quote, which would end
+// it.
+const dropFSLinks = `/bin/sh -c 'for l in $links; do case $$l in disk/by-uuid/*|disk/by-label/*|disk/by-partuuid/*|disk/by-partlabel/*) ;; *) echo $$l ;; esac; done'`
+
+// adoptedMatch returns the udev match for a's device: the most specific
+// identifier it has. md arrays are matched by the UUID that
+// 63-md-raid-arrays imports, partitions by the entry UUID that
+// 60-persistent-storage's blkid import sets, disks and LUNs by the sysfs
+// attributes they were identified by (ATTRS: the partitions of an adopted
+// disk match too).
+func adoptedMatch(a pool.Adopted) string {
+	switch {
+	case a.MDUUID != "":
+		return fmt.Sprintf(`ENV{MD_UUID}==%q`, a.MDUUID)
+	case a.PartUUID != "":
+		return fmt.Sprintf(`ENV{ID_PART_ENTRY_UUID}==%q`, a.PartUUID)
+	case a.WWN != "":
+		return fmt.Sprintf(`ATTRS{wwid}==%q`, a.WWN)
+	default:
+		return fmt.Sprintf(`ATTRS{serial}==%q`, a.Serial)
+	}
+}
+
+// adoptedRules renders the rules file for the adopted volumes of the
+// layouts; nil when there are none.
+func adoptedRules(layouts []*pool.Layout) []byte {
+	var lines []string
+	for _, l := range layouts {
+		for _, v := range l.Volumes {
+			if v.Adopted == nil || !v.Adopted.HasIdentity() {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("# volume %s of pool %s caches %s: mount /dev/mapper/tc-%s\n%s, ENV{TIDECACHE_ADOPTED}=\"%s/%s\"\n",
+				v.Name, l.Name, v.Adopted, v.Name, adoptedMatch(*v.Adopted), l.Name, v.Name))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	sort.Strings(lines)
+	var b bytes.Buffer
+	b.WriteString(`# Written by tidecache (volume adopt, volume detach, boot assembly); do not edit.
+# Each device below is cached by tidecache and may lack writes that are
+# still in its cache: its filesystem is reached through /dev/mapper/tc-<name>
+# alone, so udev gives it no /dev/disk/by-uuid, by-label or by-partuuid link
+# and udisks ignores it.
+SUBSYSTEM!="block", GOTO="tidecache_adopted_end"
+ACTION=="remove", GOTO="tidecache_adopted_end"
+
+`)
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+	fmt.Fprintf(&b, `
+ENV{TIDECACHE_ADOPTED}!="?*", GOTO="tidecache_adopted_end"
+PROGRAM="%s", SYMLINK="%%c"
+ENV{UDISKS_IGNORE}="1"
+LABEL="tidecache_adopted_end"
+`, dropFSLinks)
+	return b.Bytes()
+}
+
+// layoutsWith returns the layouts found on this node, with changed in
+// place of the layout of pool p (nil: none replaced).
+func layoutsWith(found scanResult, p *poolState, changed *pool.Layout) []*pool.Layout {
+	var out []*pool.Layout
+	for _, q := range found.sortedPools() {
+		if q == p {
+			out = append(out, changed)
+		} else {
+			out = append(out, q.Layout)
+		}
+	}
+	return out
+}
+
+// syncAdoptedRules rewrites the rules file from the layouts of this node
+// when its content changes and, where udevd runs, has udev apply it to
+// devices (the adopted devices just added or removed: their links change
+// now rather than at their next event). Without a rules directory
+// (Config.UdevRulesDir "") it does nothing.
+func (e *Engine) syncAdoptedRules(ctx context.Context, layouts []*pool.Layout, devices ...string) error {
+	if e.cfg.UdevRulesDir == "" {
+		return nil
+	}
+	want := adoptedRules(layouts)
+	path := filepath.Join(e.cfg.UdevRulesDir, AdoptedRulesFile)
+	have, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && want == nil:
+		return nil
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("udev rules for adopted devices: %w", err)
+	case err == nil && bytes.Equal(have, want):
+		return nil
+	}
+	if want == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("udev rules for adopted devices: %w", err)
+		}
+	} else if err := writeFileAtomic(path, want); err != nil {
+		return fmt.Errorf("udev rules for adopted devices: %w", err)
+	}
+	e.log.Info("udev rules for adopted devices written", "path", path, "removed", want == nil)
+	if _, err := os.Stat(e.udevControl); err != nil {
+		return nil // no udevd: the rules apply from its next start
+	}
+	if _, err := e.runner.Run(ctx, "udevadm", "control", "--reload"); err != nil {
+		return fmt.Errorf("udev rules for adopted devices: reload: %w", err)
+	}
+	for _, dev := range devices {
+		if dev == "" {
+			continue
+		}
+		if _, err := e.runner.Run(ctx, "udevadm", "trigger", "--action=change", "--settle", dev); err != nil {
+			return fmt.Errorf("udev rules for adopted devices: apply to %s: %w", dev, err)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data: a reader sees the old file or
+// the new one, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
