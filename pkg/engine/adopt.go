@@ -103,7 +103,7 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	if err := e.syncAdoptedRules(ctx, layoutsWith(found, p, next), dev.Path); err != nil {
+	if err := e.syncAdoptedRules(ctx, layoutsWith(found, p, next), "", dev.Path); err != nil {
 		// The volume is up; the bare device keeps its links until the
 		// next assembly writes the rules. Say so, do not undo.
 		e.log.Warn("adopted device keeps its /dev/disk links", "volume", name, "device", dev.Path, "err", err)

@@ -89,7 +89,7 @@ func (e *Engine) Assemble(ctx context.Context) (AssembleReport, error) {
 			adopted = append(adopted, path)
 		}
 	}
-	if err := e.syncAdoptedRules(ctx, layoutsWith(found, nil, nil), adopted...); err != nil {
+	if err := e.syncAdoptedRules(ctx, layoutsWith(found, nil, nil), "", adopted...); err != nil {
 		e.log.Warn("udev rules for adopted devices not written", "err", err)
 	}
 	for _, p := range found.sortedPools() {

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/tidecache/tidecache/pkg/pool"
 )
@@ -54,35 +56,68 @@ func adoptedMatch(a pool.Adopted) string {
 	}
 }
 
-// adoptedRules renders the rules file for the adopted volumes of the
-// layouts; nil when there are none.
-func adoptedRules(layouts []*pool.Layout) []byte {
-	var lines []string
+// adoptedEntries returns the rules entry of each adopted volume of the
+// layouts, by "pool/volume": a comment line and the match line.
+func adoptedEntries(layouts []*pool.Layout) map[string]string {
+	entries := map[string]string{}
 	for _, l := range layouts {
 		for _, v := range l.Volumes {
 			if v.Adopted == nil || !v.Adopted.HasIdentity() {
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("# volume %s of pool %s caches %s: mount /dev/mapper/tc-%s\n%s, ENV{TIDECACHE_ADOPTED}=\"%s/%s\"\n",
-				v.Name, l.Name, v.Adopted, v.Name, adoptedMatch(*v.Adopted), l.Name, v.Name))
+			key := l.Name + "/" + v.Name
+			entries[key] = fmt.Sprintf("# volume %s of pool %s caches %s: mount /dev/mapper/tc-%s\n%s, ENV{TIDECACHE_ADOPTED}=\"%s\"\n",
+				v.Name, l.Name, v.Adopted, v.Name, adoptedMatch(*v.Adopted), key)
 		}
 	}
-	if len(lines) == 0 {
+	return entries
+}
+
+const adoptedKeyField = `ENV{TIDECACHE_ADOPTED}="`
+
+// parseAdoptedEntries reads the entries of a rules file adoptedRules
+// wrote, by "pool/volume".
+func parseAdoptedEntries(rules []byte) map[string]string {
+	entries := map[string]string{}
+	lines := strings.Split(string(rules), "\n")
+	for i, line := range lines {
+		_, rest, ok := strings.Cut(line, ", "+adoptedKeyField)
+		if !ok || i == 0 || !strings.HasPrefix(lines[i-1], "# volume ") {
+			continue
+		}
+		key, _, ok := strings.Cut(rest, `"`)
+		if ok && key != "" {
+			entries[key] = lines[i-1] + "\n" + line + "\n"
+		}
+	}
+	return entries
+}
+
+// adoptedRules renders the rules file for entries; nil when there are
+// none.
+func adoptedRules(entries map[string]string) []byte {
+	if len(entries) == 0 {
 		return nil
 	}
-	sort.Strings(lines)
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	var b bytes.Buffer
 	b.WriteString(`# Written by tidecache (volume adopt, volume detach, boot assembly); do not edit.
 # Each device below is cached by tidecache and may lack writes that are
 # still in its cache: its filesystem is reached through /dev/mapper/tc-<name>
 # alone, so udev gives it no /dev/disk/by-uuid, by-label or by-partuuid link
-# and udisks ignores it.
+# and udisks ignores it. An entry leaves only with volume detach, not when
+# its pool is missing at boot (an SSD late or dead): the device may lack
+# writes all the same.
 SUBSYSTEM!="block", GOTO="tidecache_adopted_end"
 ACTION=="remove", GOTO="tidecache_adopted_end"
 
 `)
-	for _, l := range lines {
-		b.WriteString(l)
+	for _, k := range keys {
+		b.WriteString(entries[k])
 	}
 	fmt.Fprintf(&b, `
 ENV{TIDECACHE_ADOPTED}!="?*", GOTO="tidecache_adopted_end"
@@ -107,23 +142,30 @@ func layoutsWith(found scanResult, p *poolState, changed *pool.Layout) []*pool.L
 	return out
 }
 
-// syncAdoptedRules rewrites the rules file from the layouts of this node
-// when its content changes and, where udevd runs, has udev apply it to
-// devices (the adopted devices just added or removed: their links change
-// now rather than at their next event). Without a rules directory
-// (Config.UdevRulesDir "") it does nothing.
-func (e *Engine) syncAdoptedRules(ctx context.Context, layouts []*pool.Layout, devices ...string) error {
+// syncAdoptedRules adds the adopted volumes of layouts to the rules file
+// and drops the volume named by drop ("pool/volume", detached; "" for
+// none). Entries of pools not in layouts stay: a pool whose SSD is late
+// or dead at boot still has dirty data for its device. When the content
+// changes and udevd runs, udev applies it to devices (the adopted devices
+// just added or removed: their links change now rather than at their
+// next event). Without a rules directory (Config.UdevRulesDir "") it does
+// nothing.
+func (e *Engine) syncAdoptedRules(ctx context.Context, layouts []*pool.Layout, drop string, devices ...string) error {
 	if e.cfg.UdevRulesDir == "" {
 		return nil
 	}
-	want := adoptedRules(layouts)
 	path := filepath.Join(e.cfg.UdevRulesDir, AdoptedRulesFile)
 	have, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("udev rules for adopted devices: %w", err)
+	}
+	entries := parseAdoptedEntries(have)
+	maps.Copy(entries, adoptedEntries(layouts))
+	delete(entries, drop)
+	want := adoptedRules(entries)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && want == nil:
 		return nil
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("udev rules for adopted devices: %w", err)
 	case err == nil && bytes.Equal(have, want):
 		return nil
 	}

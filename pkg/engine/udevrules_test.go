@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ func TestAdoptedRules(t *testing.T) {
 		{Name: "usb", Adopted: &pool.Adopted{Path: "/dev/sdd", Serial: "WD-123", SizeSectors: 8}},
 		{Name: "carved"},
 	}}
-	rules := string(adoptedRules([]*pool.Layout{l}))
+	rules := string(adoptedRules(adoptedEntries([]*pool.Layout{l})))
 	for _, want := range []string{
 		`ENV{MD_UUID}=="38e3556d:e523d739:5497d01f:b8c94f66", ENV{TIDECACHE_ADOPTED}="fast/db"`,
 		// A partition by its entry UUID, not its disk's WWN, which its
@@ -43,8 +44,13 @@ func TestAdoptedRules(t *testing.T) {
 	if strings.Contains(rules, "carved") {
 		t.Errorf("a volume carved from the origin is in the rules:\n%s", rules)
 	}
-	if got := adoptedRules([]*pool.Layout{{Name: "p", Volumes: []pool.Volume{{Name: "carved"}}}}); got != nil {
+	if got := adoptedRules(adoptedEntries([]*pool.Layout{{Name: "p", Volumes: []pool.Volume{{Name: "carved"}}}})); got != nil {
 		t.Errorf("rules without adopted volumes: %q, want none", got)
+	}
+	// What is written parses back to the same entries.
+	entries := adoptedEntries([]*pool.Layout{l})
+	if back := parseAdoptedEntries([]byte(rules)); !maps.Equal(back, entries) {
+		t.Errorf("parsed back %v, want %v", back, entries)
 	}
 }
 
@@ -53,19 +59,41 @@ func TestSyncAdoptedRules(t *testing.T) {
 	e.udevControl = filepath.Join(t.TempDir(), "no-udevd")
 	ctx := context.Background()
 	path := filepath.Join(e.cfg.UdevRulesDir, AdoptedRulesFile)
-	adopted := &pool.Layout{Name: "fast", Volumes: []pool.Volume{{Name: "db", Adopted: &pool.Adopted{MDUUID: "a:b:c:d", SizeSectors: 8}}}}
-	if err := e.syncAdoptedRules(ctx, []*pool.Layout{adopted}); err != nil {
+	fast := &pool.Layout{Name: "fast", Volumes: []pool.Volume{{Name: "db", Adopted: &pool.Adopted{MDUUID: "a:b:c:d", SizeSectors: 8}}}}
+	slow := &pool.Layout{Name: "slow", Volumes: []pool.Volume{{Name: "logs", Adopted: &pool.Adopted{PartUUID: "p-1", SizeSectors: 8}}}}
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := e.syncAdoptedRules(ctx, []*pool.Layout{fast, slow}, ""); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(path)
-	if err != nil || !strings.Contains(string(got), `ENV{MD_UUID}=="a:b:c:d"`) {
-		t.Fatalf("rules file after adopt: %q, %v", got, err)
+	if got := read(); !strings.Contains(got, `ENV{MD_UUID}=="a:b:c:d"`) || !strings.Contains(got, `"slow/logs"`) {
+		t.Fatalf("rules file after adopt:\n%s", got)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("rules file mode: %v, %v", fi.Mode(), err)
 	}
-	// Detached: no adopted volume left, no file.
-	if err := e.syncAdoptedRules(ctx, []*pool.Layout{{Name: "fast"}}); err != nil {
+	// A boot where pool slow's SSD is missing: its device keeps its entry.
+	if err := e.syncAdoptedRules(ctx, []*pool.Layout{fast}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !strings.Contains(got, `"slow/logs"`) {
+		t.Errorf("an entry left when its pool was not found:\n%s", got)
+	}
+	// Detach drops its entry alone.
+	if err := e.syncAdoptedRules(ctx, []*pool.Layout{{Name: "fast"}}, "fast/db"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); strings.Contains(got, `"fast/db"`) || !strings.Contains(got, `"slow/logs"`) {
+		t.Errorf("after detaching fast/db:\n%s", got)
+	}
+	// The last detach removes the file.
+	if err := e.syncAdoptedRules(ctx, []*pool.Layout{{Name: "slow"}}, "slow/logs"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

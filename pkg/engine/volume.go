@@ -298,12 +298,7 @@ func (e *Engine) deleteVolume(ctx context.Context, name string, force, detach bo
 		}
 	}
 	if detach {
-		// The layout written above no longer lists the volume.
-		found, err := e.scan(ctx)
-		if err == nil {
-			err = e.syncAdoptedRules(ctx, layoutsWith(found, nil, nil), p.Adopted[v.UUID])
-		}
-		if err != nil {
+		if err := e.syncAdoptedRules(ctx, []*pool.Layout{next}, p.Layout.Name+"/"+name, p.Adopted[v.UUID]); err != nil {
 			e.log.Warn("detached device may lack its /dev/disk links until udev sees it again", "volume", name, "err", err)
 		}
 		e.log.Info("volume detached: its device is a plain device again", "volume", name, "pool", p.Layout.Name, "device", v.Adopted.String())
