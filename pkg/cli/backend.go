@@ -75,6 +75,7 @@ type nodeEngine interface {
 	SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error)
 	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
 	DetachVolume(ctx context.Context, name string, progress engine.ProgressFunc) error
+	UncacheVolume(ctx context.Context, name string, progress engine.ProgressFunc) error
 	Close() error
 }
 

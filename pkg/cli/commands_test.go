@@ -93,6 +93,9 @@ func (f *fakeNode) AdoptVolume(context.Context, engine.AdoptRequest) (engine.Vol
 func (f *fakeNode) DetachVolume(context.Context, string, engine.ProgressFunc) error {
 	return errors.New("fake")
 }
+func (f *fakeNode) UncacheVolume(context.Context, string, engine.ProgressFunc) error {
+	return errors.New("fake")
+}
 func (f *fakeNode) Close() error { return nil }
 
 // result is one tidectl run.

@@ -26,7 +26,7 @@ func newVolumeCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
 		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g),
-		newVolumeAdoptCmd(g), newVolumeDetachCmd(g))
+		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g))
 	return cmd
 }
 
@@ -972,6 +972,53 @@ those.`,
 				return g.Print(map[string]string{"detached": args[0], "device": info.AdoptedDevice})
 			}
 			fmt.Fprintf(g.Stdout, "volume %s detached: %s is a plain device again; mount it in place of %s\n", args[0], info.AdoptedDevice, info.Device)
+			return nil
+		},
+	}
+}
+
+func newVolumeUncacheCmd(g *Globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "uncache NAME",
+		Short: "Keep a volume and drop its caches, freeing their SSD slices",
+		Long: `Uncache a volume: drain it to passthrough (every dirty block written back to
+the HDDs, with progress; the write cache proven clean while the device is
+briefly suspended), then free its write-cache slice, its mirror and its
+read-cache slices in the pool. The volume keeps its data and its device,
+/dev/mapper/tc-NAME, which stays mounted throughout; it runs in passthrough
+from then on and cannot be switched to writeback or writethrough again.
+
+Running it again after an interruption finishes the job; on a volume
+without caches it does nothing. An adopted volume is detached instead
+('tidectl volume detach'), which gives its device back. A volume whose
+write cache is mirrored on a peer node is refused.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := g.local("volume uncache", "run it on the node that holds the volume")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			before, err := b.e.Volume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			pp := newProgressPrinter(g.Stderr)
+			err = b.e.UncacheVolume(cmd.Context(), args[0], pp.print)
+			pp.end()
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(map[string]any{"uncached": args[0], "device": before.Device,
+					"freed_write_cache_bytes": before.WriteCacheBytes, "freed_read_cache_bytes": before.ReadCacheBytes})
+			}
+			if before.WriteCacheBytes == 0 && before.ReadCacheBytes == 0 {
+				fmt.Fprintf(g.Stdout, "volume %s has no cache: nothing to do\n", args[0])
+				return nil
+			}
+			fmt.Fprintf(g.Stdout, "volume %s uncached: %s runs on its HDD extent alone; its cache slices are free in the pool\n", args[0], before.Device)
 			return nil
 		},
 	}

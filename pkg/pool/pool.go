@@ -492,12 +492,41 @@ func (l *Layout) SetMode(name string, m Mode) error {
 		return errorf(ErrVolumeNotFound, "volume %q not found in pool %q", name, l.Name)
 	}
 	if m == ModeWriteback && v.WriteCache == nil {
-		return errorf(ErrNoWriteCache, "volume %q cannot run in writeback: it has no write cache slice (it was created without one)", name)
+		return errorf(ErrNoWriteCache, "volume %q cannot run in writeback: it has no write cache slice (created without one, or uncached)", name)
 	}
 	if v.Mode == m {
 		return nil
 	}
 	v.Mode = m
+	l.Generation++
+	return nil
+}
+
+// Uncache drops the caches of the named volume: its write-cache slice,
+// the slice's mirror and its read-cache slices go back to the free space,
+// and the volume keeps its origin extent (its data) and runs in
+// passthrough for good. It must be in passthrough already, where no tier
+// runs: then no cache slice holds a block the origin lacks. A volume
+// without caches is left alone (no new generation). An adopted volume is
+// refused (detach gives its device back), and so is a write cache
+// mirrored on a peer node, whose replica the cluster places.
+func (l *Layout) Uncache(name string) error {
+	v, ok := l.Volume(name)
+	switch {
+	case !ok:
+		return errorf(ErrVolumeNotFound, "volume %q not found in pool %q", name, l.Name)
+	case v.WriteCache == nil && v.ReadCache == nil && v.ReadMeta == nil:
+		return nil
+	case v.Adopted != nil:
+		return errorf(ErrInvalidRequest, "volume %q caches the device %s: detach it instead, which gives the device back", name, v.Adopted)
+	case v.WriteMirror != nil && v.WriteMirror.Remote != nil:
+		return errorf(ErrInvalidRequest, "volume %q mirrors its write cache on node %s: uncache is not supported for a peer-protected volume", name, v.WriteMirror.Remote.Node)
+	case v.Mode != ModePassthrough:
+		return errorf(ErrInvalidRequest, "volume %q is in %s: drain it to passthrough first, so that its caches hold nothing the origin lacks", name, v.Mode)
+	}
+	v.WriteCache, v.WriteMirror = nil, nil
+	v.ReadCache, v.ReadMeta, v.ReadBlockSize = nil, nil, 0
+	v.Tuning, v.FUAWindow = nil, false
 	l.Generation++
 	return nil
 }
