@@ -16,7 +16,7 @@ func newPoolCmd(g *Globals) *cobra.Command {
 		Use:   "pool",
 		Short: "Create and inspect pools (an HDD array plus SSDs)",
 	}
-	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g))
+	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g), newPoolForceStartCmd(g))
 	return cmd
 }
 
@@ -69,6 +69,76 @@ takes it later. Works on this node's devices.`,
 			return nil
 		},
 	}
+}
+
+func newPoolForceStartCmd(g *Globals) *cobra.Command {
+	var acceptLoss []string
+	cmd := &cobra.Command{
+		Use:   "force-start NAME [--accept-data-loss VOLUME]...",
+		Short: "Start a pool without its missing SSDs (dead or gone for good)",
+		Long: `Start a pool that 'tidecached assemble' refuses because an SSD is missing,
+when that SSD is dead or gone for good (find it first: see the runbook, "A
+pool is REFUSED"). The pool's layout is changed to do without it, written
+to the SSDs that are present and to the origin, and the pool assembled:
+
+  - a volume in passthrough or writethrough had nothing dirty on the SSD:
+    its tiers there are dropped and it comes up on the origin (passthrough
+    if it has no write cache left);
+  - a volume whose write cache is mirrored keeps it: the mirror runs on its
+    surviving leg, which holds every acknowledged write;
+  - a volume in writeback whose only write cache was on the missing SSD has
+    lost the writes that were not yet on the HDDs. It is refused unless
+    named with --accept-data-loss, and then comes up in passthrough with
+    the loss recorded in its layout ('volume show' says so). Check its
+    filesystem or database before use.
+
+Refused while a volume of the pool runs. Works on this node's devices.`,
+		Example: `  tidectl pool force-start fast
+  tidectl pool force-start fast --accept-data-loss db`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePools,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := pool.ValidateName("pool", args[0]); err != nil {
+				return usageError{err}
+			}
+			if g.cluster() {
+				return usageErrorf("pool force-start works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			}
+			e, err := g.Engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			rep, err := e.ForceStartPool(cmd.Context(), args[0], acceptLoss)
+			if g.JSON() && rep.Generation != 0 {
+				if perr := g.Print(rep); perr != nil {
+					return perr
+				}
+				return err
+			}
+			if rep.Generation != 0 {
+				for _, m := range rep.GivenUp {
+					fmt.Fprintf(g.Stdout, "SSD %s (last seen at %s) given up\n", m.UUID, m.Path)
+				}
+				for _, v := range rep.Volumes {
+					fmt.Fprintf(g.Stdout, "volume %s: %s dropped, %s -> %s\n", v.Name, strings.Join(v.Dropped, " and "), v.ModeBefore, v.Mode)
+					if v.DataLoss {
+						fmt.Fprintf(g.Stderr, "warning: volume %s lost the writes its write cache held; check its filesystem or database before use\n", v.Name)
+					}
+				}
+				for _, v := range rep.Assembly.Volumes {
+					state := v.Device
+					if v.Error != "" {
+						state = "NOT STARTED: " + v.Error
+					}
+					fmt.Fprintf(g.Stdout, "  %-20s %-12s %s\n", v.Name, v.Mode, state)
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringArrayVar(&acceptLoss, "accept-data-loss", nil, "start this writeback volume although the writes its lost write cache held are gone (repeat for several)")
+	return cmd
 }
 
 func newPoolCreateCmd(g *Globals) *cobra.Command {

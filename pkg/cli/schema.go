@@ -67,6 +67,8 @@ type Volume struct {
 	// AdoptedDevice is the device an adopted volume caches (volume adopt),
 	// with the identifiers assembly finds it by.
 	AdoptedDevice string `json:"adopted_device,omitempty"`
+	// DataLoss records writes lost by a pool force-start, if any.
+	DataLoss string `json:"data_loss,omitempty"`
 
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
 	// and the one the node last applied (cluster mode).
@@ -117,6 +119,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	}
 	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
 	out.AdoptedDevice = v.AdoptedDevice
+	out.DataLoss = v.DataLoss
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}

@@ -331,6 +331,9 @@ func printVolume(g *Globals, v Volume) error {
 		fmt.Fprintf(w, "Policy:       %s\n", v.Policy)
 	}
 	fmt.Fprintf(w, "Device:       %s\n", v.Device)
+	if v.DataLoss != "" {
+		fmt.Fprintf(w, "Data loss:    %s\n", v.DataLoss)
+	}
 	if v.AdoptedDevice != "" {
 		fmt.Fprintf(w, "Caches:       %s (adopted: mount %s, never the device itself)\n", v.AdoptedDevice, v.Device)
 	}

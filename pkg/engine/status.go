@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
@@ -59,6 +60,9 @@ type VolumeInfo struct {
 	// identifiers it is found by; empty for a volume carved from its
 	// pool's origin.
 	AdoptedDevice string `json:"adopted_device,omitempty"`
+	// DataLoss says when the volume's write cache was given up with its
+	// dirty blocks (pool force-start --accept-data-loss); "" if never.
+	DataLoss string `json:"data_loss,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -133,6 +137,10 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	}
 	if v.Adopted != nil {
 		info.AdoptedDevice = v.Adopted.String()
+	}
+	if d := v.DataLoss; d != nil {
+		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",
+			time.Unix(d.Unix, 0).UTC().Format(time.RFC3339), d.Member)
 	}
 	if v.WriteMirror != nil {
 		info.MirrorOutOfSync = v.WriteMirror.OutOfSync

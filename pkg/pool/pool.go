@@ -91,6 +91,9 @@ var (
 	ErrInvalidName    = errors.New("invalid name")
 	ErrInvalidMode    = errors.New("invalid mode")
 	ErrInvalidRequest = errors.New("invalid volume request")
+	// ErrDirtyCacheLost refuses to start a pool without an SSD whose
+	// writeback cache may hold acknowledged writes, unless accepted.
+	ErrDirtyCacheLost = errors.New("dirty write cache would be lost")
 )
 
 // errorf returns an error with the formatted message that also matches
@@ -215,6 +218,18 @@ type Volume struct {
 	// cut within its autocommit time can lose them. It is shown by
 	// `volume show`, exported as a metric and alerted on.
 	FUAWindow bool
+	// DataLoss records that the volume's write cache was given up with the
+	// dirty blocks it may have held: its SSD was dead or missing and the
+	// operator started the pool without it (tidectl pool force-start
+	// --accept-data-loss). It stays with the volume, shown by volume show.
+	DataLoss *DataLoss
+}
+
+// DataLoss is when, and with which SSD, a volume lost the writes its
+// write cache held.
+type DataLoss struct {
+	Unix   int64  // when the pool was force-started
+	Member string // the UUID of the SSD member that held them
 }
 
 // KernelHighWatermark and KernelLowWatermark are dm-writecache's defaults
@@ -361,6 +376,7 @@ func (v Volume) clone() Volume {
 	c.ReadMeta = cloneExtent(v.ReadMeta)
 	c.Tuning = v.Tuning.clone()
 	c.Adopted = clonePtr(v.Adopted)
+	c.DataLoss = clonePtr(v.DataLoss)
 	return c
 }
 

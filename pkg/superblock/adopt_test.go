@@ -45,3 +45,28 @@ func TestAdoptedRoundTrip(t *testing.T) {
 		t.Fatalf("Decode of an unknown adopted field = %v, want a refusal naming it", err)
 	}
 }
+
+// TestDataLossRoundTrip checks that the record of a force-start's lost
+// writes survives the superblock.
+func TestDataLossRoundTrip(t *testing.T) {
+	l, err := pool.New("fast", "5d6a0c8e-pool", pool.Origin{Path: "/dev/md0", SizeSectors: 8 * gib / 512}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AddVolume(pool.VolumeRequest{Name: "db", Size: gib, Mode: pool.ModePassthrough}, "uuid-db", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	l.Volumes[0].DataLoss = &pool.DataLoss{Unix: 1700000100, Member: "member-1"}
+	sb := Superblock{Role: RoleOrigin, DeviceUUID: l.UUID, Layout: *l}
+	img := mustEncode(t, sb)
+	if p := string(payloadOf(img)); !strings.Contains(p, `"data_loss":{"unix":1700000100,"member":"member-1"}`) {
+		t.Errorf("payload lacks the data loss record:\n%s", p)
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Layout.Volumes[0].DataLoss, l.Volumes[0].DataLoss) {
+		t.Fatalf("data loss after the round trip: %+v", got.Layout.Volumes[0].DataLoss)
+	}
+}

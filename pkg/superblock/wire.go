@@ -84,6 +84,30 @@ type wireVolume struct {
 	// rather than read the volume's origin extent as one of the pool's
 	// origin, which they would then hand to a new volume.
 	Adopted *wireAdopted `json:"adopted,omitempty"`
+	// DataLoss (tidectl pool force-start) was added in format 1 as an
+	// optional field. Older binaries refuse a payload that has one
+	// (unknown field) rather than show the volume without the record of
+	// the writes it lost.
+	DataLoss *wireDataLoss `json:"data_loss,omitempty"`
+}
+
+type wireDataLoss struct {
+	Unix   int64  `json:"unix"`
+	Member string `json:"member"`
+}
+
+func dataLossToWire(d *pool.DataLoss) *wireDataLoss {
+	if d == nil {
+		return nil
+	}
+	return &wireDataLoss{Unix: d.Unix, Member: d.Member}
+}
+
+func dataLossFromWire(w *wireDataLoss) *pool.DataLoss {
+	if w == nil {
+		return nil
+	}
+	return &pool.DataLoss{Unix: w.Unix, Member: w.Member}
 }
 
 type wireAdopted struct {
@@ -220,6 +244,7 @@ func toWire(sb *Superblock) *wireV1 {
 			FUAWindow:     v.FUAWindow,
 			WriteMirror:   mirrorToWire(v.WriteMirror),
 			Adopted:       adoptedToWire(v.Adopted),
+			DataLoss:      dataLossToWire(v.DataLoss),
 		})
 	}
 	for _, r := range l.Replicas {
@@ -260,6 +285,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			FUAWindow:     v.FUAWindow,
 			WriteMirror:   mirrorFromWire(v.WriteMirror),
 			Adopted:       adoptedFromWire(v.Adopted),
+			DataLoss:      dataLossFromWire(v.DataLoss),
 		})
 	}
 	for _, r := range p.Replicas {
