@@ -16,7 +16,7 @@ func newPoolCmd(g *Globals) *cobra.Command {
 		Use:   "pool",
 		Short: "Create and inspect pools (an HDD array plus SSDs)",
 	}
-	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g), newPoolForceStartCmd(g))
+	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g), newPoolForceStartCmd(g), newPoolAddSSDCmd(g))
 	return cmd
 }
 
@@ -138,6 +138,57 @@ Refused while a volume of the pool runs. Works on this node's devices.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&acceptLoss, "accept-data-loss", nil, "start this writeback volume although the writes its lost write cache held are gone (repeat for several)")
+	return cmd
+}
+
+func newPoolAddSSDCmd(g *Globals) *cobra.Command {
+	var req engine.AddSSDRequest
+	cmd := &cobra.Command{
+		Use:   "add-ssd NAME --ssd DEV",
+		Short: "Add an SSD to a pool",
+		Long: `Add an SSD to a pool: its space becomes free for the caches of new volumes.
+The device is checked as 'pool create' checks its SSDs: it must be unused
+(not mounted, held or open), carry no filesystem, RAID or partition
+signature unless --force, and belong to no other tidecache pool unless
+--destroy-pool names that pool.
+
+The new SSD gets the pool's layout first, then the other SSDs and the
+origin: after a power cut in between, assembly finishes the job, and so
+does running the command again (an SSD that is already a member is left
+as it is). A pool with a missing SSD is refused: bring it back, or
+'tidectl pool force-start' without it, first. Works on this node's
+devices.`,
+		Example:           `  tidectl pool add-ssd fast --ssd /dev/nvme2n1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePools,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := pool.ValidateName("pool", args[0]); err != nil {
+				return usageError{err}
+			}
+			if g.cluster() {
+				return usageErrorf("pool add-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			}
+			req.Pool = args[0]
+			e, err := g.Engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			info, err := e.AddSSD(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(info)
+			}
+			fmt.Fprintf(g.Stdout, "pool %s: %s is a member (%d SSDs)\n", info.Name, req.Device, len(info.Members))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.Device, "ssd", "", "the SSD to add (a whole disk or a partition)")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "overwrite a device that carries a filesystem, RAID or partition signature (its data is lost)")
+	cmd.Flags().StringVar(&req.DestroyPool, "destroy-pool", "", "take the device although it belongs to this (other) tidecache pool, by name or UUID")
+	_ = cmd.MarkFlagRequired("ssd")
 	return cmd
 }
 

@@ -62,6 +62,12 @@ type Config struct {
 	// UdevRulesDir is where the rules for adopted devices are written
 	// (AdoptedRulesFile); "" writes none.
 	UdevRulesDir string
+	// PauseAt names a point inside a multi-step change where the engine
+	// stops and waits for its context to end (or the power to be cut):
+	// the VM tests cut the power there to prove the step is crash-safe.
+	// DefaultConfig takes it from TIDECACHE_TEST_PAUSE_AT; "" never
+	// pauses.
+	PauseAt string
 }
 
 // DefaultConfig returns the configuration tidectl and tidecached use.
@@ -73,6 +79,7 @@ func DefaultConfig() Config {
 		LockPath:     "/run/tidecache/engine.lock",
 		PollInterval: 200 * time.Millisecond,
 		UdevRulesDir: "/etc/udev/rules.d",
+		PauseAt:      os.Getenv("TIDECACHE_TEST_PAUSE_AT"),
 	}
 }
 
@@ -219,4 +226,16 @@ func (e *Engine) targetVersion(ctx context.Context, target string) (dm.Version, 
 	}
 	e.versions = vs
 	return vs[target], nil
+}
+
+// pause stops at point when Config.PauseAt names it, until ctx ends: a
+// power cut test kills the machine there. It says so on the log first.
+func (e *Engine) pause(ctx context.Context, point string) error {
+	if e.cfg.PauseAt == "" || e.cfg.PauseAt != point {
+		return nil
+	}
+	e.log.Warn("paused for a test (TIDECACHE_TEST_PAUSE_AT)", "point", point)
+	fmt.Fprintf(os.Stderr, "tidecache: paused at %s\n", point)
+	<-ctx.Done()
+	return ctx.Err()
 }

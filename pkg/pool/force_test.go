@@ -85,3 +85,28 @@ func TestForceWithoutRemovesUnusedMember(t *testing.T) {
 		t.Errorf("without the last SSD: %v, members %+v", err, l.Members)
 	}
 }
+
+func TestAddMember(t *testing.T) {
+	l := testLayout(t)
+	gen := l.Generation
+	if err := l.AddMember(Member{UUID: "m3", Path: "/dev/nvme2n1", SizeSectors: 1 * gib}); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Members) != 3 || l.Generation != gen+1 {
+		t.Errorf("members %d, generation %d -> %d", len(l.Members), gen, l.Generation)
+	}
+	if _, free := l.Free(); free["m3"] != free["m1"] || free["m3"] == 0 {
+		t.Errorf("free on the new member: %d sectors, want as much as on the empty m1 (%d)", free["m3"], free["m1"])
+	}
+	for name, m := range map[string]Member{
+		"same uuid": {UUID: "m3", Path: "/dev/nvme3n1", SizeSectors: 1 * gib},
+		"same path": {UUID: "m4", Path: "/dev/nvme0n1", SizeSectors: 1 * gib},
+		"too small": {UUID: "m5", Path: "/dev/nvme4n1", SizeSectors: 8},
+		"pool uuid": {UUID: l.UUID, Path: "/dev/nvme5n1", SizeSectors: 1 * gib},
+	} {
+		before := l.Generation
+		if err := l.AddMember(m); err == nil || l.Generation != before {
+			t.Errorf("%s: AddMember = %v, generation %d -> %d; want a refusal that changes nothing", name, err, before, l.Generation)
+		}
+	}
+}
