@@ -9,6 +9,10 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
+// startArrays starts the md arrays whose members are present, as udev's
+// incremental assembly (64-md-raid-assembly.rules) does at boot.
+const startArrays = "mdadm --assemble --scan >/dev/null 2>&1; cat /proc/mdstat | grep -q active"
+
 // TestForceStart loses a pool's only SSD for good: a writethrough volume
 // (nothing dirty on the SSD) and a writeback one (dirty blocks on it).
 // Assembly refuses the pool; force-start refuses it too until the
@@ -41,9 +45,13 @@ func TestForceStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The SSD is gone: the node boots with the HDDs alone.
+	// The SSD is gone: the node boots with the HDDs alone. With no SSD
+	// superblock to name it, the pool is found on its origin, which must
+	// be running: udev's incremental md assembly starts it on a server,
+	// mdadm does here.
 	noSSD := nodeSpec{HDDs: withSSD.HDDs, HDDSize: withSSD.HDDSize}
 	n = bootNodeIn(t, dir, bin, noSSD)
+	n.mustSh(startArrays)
 	if res := n.sh("tidecached assemble 2>&1"); res.ExitCode == 0 || !strings.Contains(res.Stdout, "REFUSED") {
 		t.Fatalf("assemble without the SSD: exit %d, want the pool refused:\n%s", res.ExitCode, res.Stdout)
 	}
@@ -74,7 +82,7 @@ func TestForceStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n = bootNodeIn(t, dir, bin, noSSD)
-	n.mustSh("tidecached assemble")
+	n.mustSh(startArrays + " && tidecached assemble")
 	n.fio(wt + " --verify_only")
 	n.fio(flushed + " --verify_only")
 }
