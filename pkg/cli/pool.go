@@ -16,7 +16,7 @@ func newPoolCmd(g *Globals) *cobra.Command {
 		Use:   "pool",
 		Short: "Create and inspect pools (an HDD array plus SSDs)",
 	}
-	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g), newPoolForceStartCmd(g), newPoolAddSSDCmd(g))
+	cmd.AddCommand(newPoolCreateCmd(g), newPoolShowCmd(g), newPoolDeleteCmd(g), newPoolForceStartCmd(g), newPoolAddSSDCmd(g), newPoolRemoveSSDCmd(g), newPoolReplaceSSDCmd(g))
 	return cmd
 }
 
@@ -189,6 +189,111 @@ devices.`,
 	cmd.Flags().BoolVar(&req.Force, "force", false, "overwrite a device that carries a filesystem, RAID or partition signature (its data is lost)")
 	cmd.Flags().StringVar(&req.DestroyPool, "destroy-pool", "", "take the device although it belongs to this (other) tidecache pool, by name or UUID")
 	_ = cmd.MarkFlagRequired("ssd")
+	return cmd
+}
+
+func newPoolRemoveSSDCmd(g *Globals) *cobra.Command {
+	var device string
+	cmd := &cobra.Command{
+		Use:   "remove-ssd NAME --ssd DEV",
+		Short: "Move the caches off an SSD and take it out of a pool",
+		Long: `Take an SSD out of a pool, for instance before replacing it ('pool add-ssd'
+the new one first, then 'pool remove-ssd' the old one). Each volume with a
+cache slice on it is moved, live and one at a time: drained to
+passthrough (with progress), its slices given new places on the pool's
+other SSDs, then back to its mode there; its device stays mounted. Then
+the pool's layout drops the SSD and its superblock is wiped: it is a plain
+device again.
+
+Nothing changes unless every volume fits on the other SSDs. Refused: a
+write cache mirrored with a leg on the SSD, a replica kept there for a
+peer node, the last SSD of a pool of SSDs alone, a pool with a missing
+SSD. After a power cut, run it again: it goes on where it stopped. Works
+on this node's devices.`,
+		Example:           `  tidectl pool remove-ssd fast --ssd /dev/nvme1n1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePools,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := pool.ValidateName("pool", args[0]); err != nil {
+				return usageError{err}
+			}
+			if g.cluster() {
+				return usageErrorf("pool remove-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			}
+			e, err := g.Engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			pp := newProgressPrinter(g.Stderr)
+			info, err := e.RemoveSSD(cmd.Context(), args[0], device, pp.print)
+			pp.end()
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(info)
+			}
+			fmt.Fprintf(g.Stdout, "pool %s: %s removed (%d SSDs left); it is a plain device again\n", info.Name, device, len(info.Members))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&device, "ssd", "", "the SSD to take out")
+	_ = cmd.MarkFlagRequired("ssd")
+	return cmd
+}
+
+func newPoolReplaceSSDCmd(g *Globals) *cobra.Command {
+	var req engine.AddSSDRequest
+	var old string
+	cmd := &cobra.Command{
+		Use:   "replace-ssd NAME --old DEV --new DEV",
+		Short: "Put a new SSD in a pool in place of an old one",
+		Long: `Replace an SSD of a pool: 'pool add-ssd NAME --ssd NEW', then 'pool
+remove-ssd NAME --ssd OLD', which moves every cache slice off the old SSD
+(live, volume by volume, with progress) before it leaves the pool. The old
+SSD must still work: for one that died, see 'pool force-start'. After an
+interruption, run it again: both steps go on where they stopped. The new
+SSD is checked as 'pool add-ssd' checks it (--force, --destroy-pool).`,
+		Example:           `  tidectl pool replace-ssd fast --old /dev/nvme1n1 --new /dev/nvme3n1`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completePools,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := pool.ValidateName("pool", args[0]); err != nil {
+				return usageError{err}
+			}
+			if g.cluster() {
+				return usageErrorf("pool replace-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			}
+			req.Pool = args[0]
+			e, err := g.Engine()
+			if err != nil {
+				return err
+			}
+			defer e.Close()
+			if _, err := e.AddSSD(cmd.Context(), req); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.Stderr, "pool %s: %s added; moving the caches off %s\n", req.Pool, req.Device, old)
+			pp := newProgressPrinter(g.Stderr)
+			info, err := e.RemoveSSD(cmd.Context(), req.Pool, old, pp.print)
+			pp.end()
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(info)
+			}
+			fmt.Fprintf(g.Stdout, "pool %s: %s replaced by %s; %s is a plain device again\n", info.Name, old, req.Device, old)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&old, "old", "", "the SSD to take out")
+	cmd.Flags().StringVar(&req.Device, "new", "", "the SSD to put in")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "overwrite a new SSD that carries a filesystem, RAID or partition signature (its data is lost)")
+	cmd.Flags().StringVar(&req.DestroyPool, "destroy-pool", "", "take the new SSD although it belongs to this (other) tidecache pool, by name or UUID")
+	_ = cmd.MarkFlagRequired("old")
+	_ = cmd.MarkFlagRequired("new")
 	return cmd
 }
 

@@ -137,23 +137,3 @@ func (l *Layout) holdsSlice(member string) bool {
 	}
 	return false
 }
-
-// AddMember adds an SSD to the pool and bumps the generation: its space
-// is free for new slices. The member's UUID and path must be new to the
-// pool.
-func (l *Layout) AddMember(m Member) error {
-	if _, dup := l.Member(m.UUID); dup {
-		return errorf(ErrInvalidRequest, "pool %q already has a member %s", l.Name, m.UUID)
-	}
-	if err := CheckMemberSize(m.Path, m.SizeSectors*SectorSize); err != nil {
-		return err
-	}
-	next := l.Clone()
-	next.Members = append(next.Members, m)
-	next.Generation++
-	if err := next.Validate(); err != nil {
-		return fmt.Errorf("pool %q with SSD %s: %w", l.Name, m.Path, err)
-	}
-	*l = *next
-	return nil
-}
