@@ -76,6 +76,7 @@ type nodeEngine interface {
 	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
 	DetachVolume(ctx context.Context, name string, progress engine.ProgressFunc) error
 	UncacheVolume(ctx context.Context, name string, progress engine.ProgressFunc) error
+	ResizeVolume(ctx context.Context, name string, size uint64) (engine.VolumeInfo, error)
 	Close() error
 }
 

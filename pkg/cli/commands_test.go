@@ -96,6 +96,9 @@ func (f *fakeNode) DetachVolume(context.Context, string, engine.ProgressFunc) er
 func (f *fakeNode) UncacheVolume(context.Context, string, engine.ProgressFunc) error {
 	return errors.New("fake")
 }
+func (f *fakeNode) ResizeVolume(context.Context, string, uint64) (engine.VolumeInfo, error) {
+	return engine.VolumeInfo{}, errors.New("fake")
+}
 func (f *fakeNode) Close() error { return nil }
 
 // result is one tidectl run.

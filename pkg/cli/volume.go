@@ -26,7 +26,7 @@ func newVolumeCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
 		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g),
-		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g))
+		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g), newVolumeResizeCmd(g))
 	return cmd
 }
 
@@ -1025,4 +1025,50 @@ write cache is mirrored on a peer node is refused.`,
 			return nil
 		},
 	}
+}
+
+func newVolumeResizeCmd(g *Globals) *cobra.Command {
+	var sizeArg string
+	cmd := &cobra.Command{
+		Use:   "resize NAME --size SIZE",
+		Short: "Grow a volume in place, live",
+		Long: `Grow a volume to SIZE: its extent of the HDD array grows in place, which
+needs the space right after it to be free ('tidectl pool show' lists the
+volumes; a volume followed by another cannot grow, since tidecache does not
+move data on the HDDs). The new size is recorded, then each device of the
+volume is reloaded with it; the device stays mounted and its caches keep
+their contents. Shrinking is refused.
+
+Grow the filesystem yourself afterwards, online: 'resize2fs
+/dev/mapper/tc-NAME' for ext4, 'xfs_growfs MOUNTPOINT' for XFS. An
+adopted volume is grown by growing its device, then detaching and adopting
+it again.`,
+		Example:           `  tidectl volume resize mysql --size 800G && resize2fs /dev/mapper/tc-mysql`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeVolumes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			size, err := parseSize("size", sizeArg, false)
+			if err != nil {
+				return usageError{err}
+			}
+			b, err := g.local("volume resize", "run it on the node that holds the volume")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			info, err := b.e.ResizeVolume(cmd.Context(), args[0], size)
+			if err != nil {
+				return err
+			}
+			if g.JSON() {
+				return g.Print(localVolume(info, b.node))
+			}
+			fmt.Fprintf(g.Stdout, "volume %s is now %s; grow its filesystem: resize2fs %s (ext4) or xfs_growfs <mount point> (XFS)\n",
+				args[0], pool.FormatBytes(info.SizeBytes), info.Device)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&sizeArg, "size", "", "the new size, larger than the current one (e.g. 800G)")
+	_ = cmd.MarkFlagRequired("size")
+	return cmd
 }
