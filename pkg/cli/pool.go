@@ -98,13 +98,7 @@ Refused while a volume of the pool runs. Works on this node's devices.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := pool.ValidateName("pool", args[0]); err != nil {
-				return usageError{err}
-			}
-			if g.cluster() {
-				return usageErrorf("pool force-start works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
-			}
-			e, err := g.Engine()
+			e, err := g.poolEngine("pool force-start", args[0])
 			if err != nil {
 				return err
 			}
@@ -162,14 +156,8 @@ devices.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := pool.ValidateName("pool", args[0]); err != nil {
-				return usageError{err}
-			}
-			if g.cluster() {
-				return usageErrorf("pool add-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
-			}
 			req.Pool = args[0]
-			e, err := g.Engine()
+			e, err := g.poolEngine("pool add-ssd", args[0])
 			if err != nil {
 				return err
 			}
@@ -214,13 +202,7 @@ on this node's devices.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := pool.ValidateName("pool", args[0]); err != nil {
-				return usageError{err}
-			}
-			if g.cluster() {
-				return usageErrorf("pool remove-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
-			}
-			e, err := g.Engine()
+			e, err := g.poolEngine("pool remove-ssd", args[0])
 			if err != nil {
 				return err
 			}
@@ -259,14 +241,8 @@ SSD is checked as 'pool add-ssd' checks it (--force, --destroy-pool).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := pool.ValidateName("pool", args[0]); err != nil {
-				return usageError{err}
-			}
-			if g.cluster() {
-				return usageErrorf("pool replace-ssd works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
-			}
 			req.Pool = args[0]
-			e, err := g.Engine()
+			e, err := g.poolEngine("pool replace-ssd", args[0])
 			if err != nil {
 				return err
 			}
@@ -544,4 +520,16 @@ func printPool(g *Globals, info engine.PoolInfo) error {
 			pool.FormatBytes(r.SizeBytes), r.Owner, r.Volume, r.Member, r.NQN)
 	}
 	return nil
+}
+
+// poolEngine checks a command's pool name, refuses cluster mode (the
+// command works on this node's devices) and opens the node's engine.
+func (g *Globals) poolEngine(what, poolName string) (*engine.Engine, error) {
+	if err := pool.ValidateName("pool", poolName); err != nil {
+		return nil, usageError{err}
+	}
+	if g.cluster() {
+		return nil, usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool", what)
+	}
+	return g.Engine()
 }

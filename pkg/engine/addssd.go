@@ -36,19 +36,11 @@ func (e *Engine) AddSSD(ctx context.Context, req AddSSDRequest) (PoolInfo, error
 	if err != nil {
 		return PoolInfo{}, fmt.Errorf("pool %s: add SSD: %w", req.Pool, err)
 	}
-	unlock, err := e.lock(ctx)
+	unlock, found, p, err := e.lockPool(ctx, req.Pool)
 	if err != nil {
 		return PoolInfo{}, err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return PoolInfo{}, err
-	}
-	p, ok := found.byName(req.Pool)
-	if !ok {
-		return PoolInfo{}, fmt.Errorf("pool %s: %w", req.Pool, ErrPoolNotFound)
-	}
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return PoolInfo{}, err

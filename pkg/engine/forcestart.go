@@ -73,19 +73,11 @@ func (e *Engine) ForceStartPool(ctx context.Context, name string, acceptLoss []s
 }
 
 func (e *Engine) forceLayout(ctx context.Context, name string, acceptLoss []string, rep *ForceStartReport) error {
-	unlock, err := e.lock(ctx)
+	unlock, _, p, err := e.lockPool(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return err
-	}
-	p, ok := found.byName(name)
-	if !ok {
-		return fmt.Errorf("pool %s: %w", name, ErrPoolNotFound)
-	}
 	missing := p.missing()
 	if len(missing) == 0 {
 		return fmt.Errorf("pool %s has every SSD: `tidecached assemble` starts it", name)

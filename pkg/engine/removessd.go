@@ -45,19 +45,11 @@ func (e *Engine) RemoveSSD(ctx context.Context, poolName, device string, progres
 			return PoolInfo{}, fmt.Errorf("pool %s: move volume %s off %s: %w", poolName, name, dev.Path, err)
 		}
 	}
-	unlock, err := e.lock(ctx)
+	unlock, _, p, err := e.lockPool(ctx, poolName)
 	if err != nil {
 		return PoolInfo{}, err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return PoolInfo{}, err
-	}
-	p, ok := found.byName(poolName)
-	if !ok {
-		return PoolInfo{}, fmt.Errorf("pool %s: %w", poolName, ErrPoolNotFound)
-	}
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return PoolInfo{}, err
@@ -84,19 +76,11 @@ func (e *Engine) RemoveSSD(ctx context.Context, poolName, device string, progres
 // move off it, and done when the device had already left the pool (its
 // stale superblock is wiped then).
 func (e *Engine) planRemoveSSD(ctx context.Context, poolName, path string) (member string, affected []string, done bool, err error) {
-	unlock, err := e.lock(ctx)
+	unlock, _, p, err := e.lockPool(ctx, poolName)
 	if err != nil {
 		return "", nil, false, err
 	}
 	defer unlock()
-	found, err := e.scan(ctx)
-	if err != nil {
-		return "", nil, false, err
-	}
-	p, ok := found.byName(poolName)
-	if !ok {
-		return "", nil, false, fmt.Errorf("pool %s: %w", poolName, ErrPoolNotFound)
-	}
 	for uuid, at := range p.Members {
 		if at == path {
 			member = uuid
@@ -217,4 +201,25 @@ func (e *Engine) poolByName(ctx context.Context, name string) (PoolInfo, error) 
 		}
 	}
 	return PoolInfo{}, fmt.Errorf("pool %s: %w", name, ErrPoolNotFound)
+}
+
+// lockPool takes the change lock and finds a pool by name in a scan of
+// the node's devices. On success the caller must call unlock.
+func (e *Engine) lockPool(ctx context.Context, name string) (unlock func(), found scanResult, p *poolState, err error) {
+	unlock, err = e.lock(ctx)
+	if err != nil {
+		return nil, scanResult{}, nil, err
+	}
+	found, err = e.scan(ctx)
+	if err == nil {
+		var ok bool
+		if p, ok = found.byName(name); !ok {
+			err = fmt.Errorf("pool %s: %w", name, ErrPoolNotFound)
+		}
+	}
+	if err != nil {
+		unlock()
+		return nil, scanResult{}, nil, err
+	}
+	return unlock, found, p, nil
 }
