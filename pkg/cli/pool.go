@@ -193,10 +193,12 @@ other SSDs, then back to its mode there; its device stays mounted. Then
 the pool's layout drops the SSD and its superblock is wiped: it is a plain
 device again.
 
-Nothing changes unless every volume fits on the other SSDs. Refused: a
-write cache mirrored with a leg on the SSD, a replica kept there for a
-peer node, the last SSD of a pool of SSDs alone, a pool with a missing
-SSD. After a power cut, run it again: it goes on where it stopped. Works
+A write cache mirrored on two SSDs (--protect local) gets both legs
+placed anew on two other SSDs and resyncs: in a pool of two SSDs, use
+'pool replace-ssd', which adds the new one first. Nothing changes unless
+every volume fits on the other SSDs. Refused: a write cache mirrored on a
+peer node with its local leg on the SSD, a replica kept there for a peer
+node, the last SSD of a pool of SSDs alone, a pool with a missing SSD. After a power cut, run it again: it goes on where it stopped. Works
 on this node's devices.`,
 		Example:           `  tidectl pool remove-ssd fast --ssd /dev/nvme1n1`,
 		Args:              cobra.ExactArgs(1),

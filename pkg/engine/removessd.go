@@ -18,10 +18,13 @@ import (
 // without the SSD is written to the other SSDs and the origin, and the
 // SSD's superblock is wiped last: it is a plain device again.
 //
-// Nothing is changed unless every affected volume fits on the other SSDs
-// (checked first on a copy of the layout). Refused: a write cache
-// mirrored with a leg on the SSD, a replica kept there for a peer, the
-// last SSD of a pool of SSDs alone, and a pool with a missing SSD.
+// A write cache mirrored on two SSDs of the pool gets both legs placed
+// anew on two other SSDs, so a pool of two needs a third first
+// (replace-ssd adds it). Nothing is changed unless every affected volume
+// fits on the other SSDs (checked first on a copy of the layout).
+// Refused: a write cache mirrored on a peer node with its local leg on
+// the SSD, a replica kept there for a peer, the last SSD of a pool of
+// SSDs alone, and a pool with a missing SSD.
 //
 // Crash-safe: each move is recorded before its live change (the new
 // slices zeroed before the layout names them), so assembly after a cut

@@ -29,9 +29,11 @@ func (l *Layout) AddMember(m Member) error {
 // lie on member new places on the pool's other SSDs, of the same sizes,
 // and bumps the generation. The volume must be in passthrough, where no
 // tier runs: the old slices hold nothing the origin lacks, and the new
-// ones start empty. A write cache mirrored with a leg on member is
-// refused (its legs cannot be moved one at a time here), and so is a lack
-// of room (ErrNoSpace). A volume with nothing on member is left alone.
+// ones start empty. A write cache mirrored on two SSDs of the pool
+// (protection local) with a leg on member gets both legs placed anew, on
+// two other SSDs; one mirrored on a peer node with its local leg on
+// member is refused (the peer's replica is the cluster's to place). A lack
+// of room is ErrNoSpace. A volume with nothing on member is left alone.
 func (l *Layout) MoveOff(volume, member string) error {
 	v, ok := l.Volume(volume)
 	if !ok {
@@ -39,8 +41,12 @@ func (l *Layout) MoveOff(volume, member string) error {
 	}
 	onIt := func(x *Extent) bool { return x != nil && x.Member == member }
 	moveW, moveR := onIt(v.WriteCache), onIt(v.ReadCache) || onIt(v.ReadMeta)
-	if m := v.WriteMirror; m != nil && (moveW || (m.Remote == nil && (m.Leg.Member == member || m.LegMeta.Member == member))) {
-		return errorf(ErrInvalidRequest, "volume %q mirrors its write cache with a leg on SSD %s: its slices cannot be moved off it", volume, l.devicePath(member))
+	m := v.WriteMirror
+	if m != nil && m.Remote == nil && (m.Leg.Member == member || m.LegMeta.Member == member || m.Meta.Member == member) {
+		moveW = true
+	}
+	if m != nil && m.Remote != nil && moveW {
+		return errorf(ErrInvalidRequest, "volume %q mirrors its write cache on node %s with its local leg on SSD %s: it cannot be moved off it", volume, m.Remote.Node, l.devicePath(member))
 	}
 	if !moveW && !moveR {
 		return nil
@@ -54,7 +60,7 @@ func (l *Layout) MoveOff(volume, member string) error {
 	scratch.Members = slices.DeleteFunc(scratch.Members, func(m Member) bool { return m.UUID == member })
 	sv, _ := scratch.Volume(volume)
 	if moveW {
-		sv.WriteCache = nil
+		sv.WriteCache, sv.WriteMirror = nil, nil
 	}
 	if moveR {
 		sv.ReadCache, sv.ReadMeta = nil, nil
@@ -62,7 +68,14 @@ func (l *Layout) MoveOff(volume, member string) error {
 	a := newAllocator(scratch)
 	next := l.Clone()
 	nv, _ := next.Volume(volume)
-	if moveW {
+	switch {
+	case moveW && m != nil:
+		e, mirror, err := a.placeMirror(v.WriteCache.Length, "write cache of volume "+quote(volume))
+		if err != nil {
+			return err
+		}
+		nv.WriteCache, nv.WriteMirror = &e, &mirror
+	case moveW:
 		e, err := a.onMember(v.WriteCache.Length, "", "write cache of volume "+quote(volume))
 		if err != nil {
 			return err

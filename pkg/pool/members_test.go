@@ -50,10 +50,30 @@ func TestMoveOffAndRemoveMember(t *testing.T) {
 	}
 }
 
-func TestMoveOffRefusesMirror(t *testing.T) {
+func TestMoveOffMirror(t *testing.T) {
 	l := testLayout(t)
+	if err := l.AddMember(Member{UUID: "m3", Path: "/dev/nvme2n1", SizeSectors: 1 * gib}); err != nil {
+		t.Fatal(err)
+	}
 	v := mustAdd(t, l, VolumeRequest{Name: "m", Size: gib * SectorSize, WriteCache: 64 * mib * SectorSize, Protect: ProtectLocal, Mode: ModePassthrough})
-	if err := l.MoveOff("m", v.WriteMirror.Leg.Member); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("MoveOff of a mirror leg: %v", err)
+	from := v.WriteMirror.Leg.Member
+	if err := l.MoveOff("m", from); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l.Volume("m")
+	legs := []string{got.WriteCache.Member, got.WriteMirror.Meta.Member, got.WriteMirror.Leg.Member, got.WriteMirror.LegMeta.Member}
+	for _, leg := range legs {
+		if leg == from {
+			t.Errorf("a slice of the mirror is still on %s: %v", from, legs)
+		}
+	}
+	if got.WriteCache.Member == got.WriteMirror.Leg.Member {
+		t.Errorf("both legs on %s", got.WriteCache.Member)
+	}
+	// Two SSDs left after removing one: no room for a mirror.
+	two := testLayout(t)
+	w := mustAdd(t, two, VolumeRequest{Name: "m", Size: gib * SectorSize, WriteCache: 64 * mib * SectorSize, Protect: ProtectLocal, Mode: ModePassthrough})
+	if err := two.MoveOff("m", w.WriteCache.Member); !errors.Is(err, ErrNoSpace) {
+		t.Errorf("MoveOff of a mirror in a pool of two SSDs: %v, want ErrNoSpace", err)
 	}
 }
