@@ -63,6 +63,9 @@ type VolumeInfo struct {
 	// DataLoss says when the volume's write cache was given up with its
 	// dirty blocks (pool force-start --accept-data-loss); "" if never.
 	DataLoss string `json:"data_loss,omitempty"`
+	// DataLossUnix is when that loss was recorded (Unix seconds); 0 if
+	// never.
+	DataLossUnix int64 `json:"data_loss_unix,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -139,6 +142,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 		info.AdoptedDevice = v.Adopted.String()
 	}
 	if d := v.DataLoss; d != nil {
+		info.DataLossUnix = d.Unix
 		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",
 			time.Unix(d.Unix, 0).UTC().Format(time.RFC3339), d.Member)
 	}

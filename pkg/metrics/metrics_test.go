@@ -88,7 +88,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 		},
 		{
 			Name: "old", Pool: "slow", Mode: pool.ModePassthrough, State: api.StateInactive, Device: "/dev/mapper/tc-old",
-			SizeBytes: 1 << 40, BlockSize: 4096,
+			SizeBytes: 1 << 40, BlockSize: 4096, DataLossUnix: 1764000000,
 		},
 		{
 			Name: "broken", Pool: "slow", Mode: pool.ModeWriteback, State: api.StateError, Device: "/dev/mapper/tc-broken",
@@ -102,6 +102,9 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 }
 
 const volumeExposition = `
+# HELP tidecache_volume_data_loss_timestamp_seconds When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.
+# TYPE tidecache_volume_data_loss_timestamp_seconds gauge
+tidecache_volume_data_loss_timestamp_seconds{pool="slow",volume="old"} 1.764e+09
 # HELP tidecache_volume_fua_flush_errors_total Flushes of the write tier that failed; each failed the FUA writes waiting for it.
 # TYPE tidecache_volume_fua_flush_errors_total counter
 tidecache_volume_fua_flush_errors_total{pool="fast",volume="db"} 0
@@ -234,7 +237,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_fua_window", "tidecache_volume_fua_writes_total",
 	"tidecache_volume_fua_flushes_total", "tidecache_volume_fua_flush_errors_total",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
-	"tidecache_scrape_collector_success",
+	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_scrape_collector_success",
 }
 
 func TestVolumeMetrics(t *testing.T) {

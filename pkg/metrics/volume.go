@@ -49,6 +49,7 @@ var (
 	volumeFUAErrorsDesc   = volumeDesc("fua_flush_errors_total", "Flushes of the write tier that failed; each failed the FUA writes waiting for it.")
 	volumeCopiesDesc      = volumeDesc("write_copies", "Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.")
 	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local).")
+	volumeDataLossDesc    = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
 	volumeMirrorSyncDesc  = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
 	volumeDescs           = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
@@ -58,7 +59,7 @@ var (
 		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
-		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc,
+		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumeDataLossDesc,
 	}
 )
 
@@ -77,6 +78,9 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 	gauge(ch, volumeInfoDesc, 1, v.Name, v.Pool, string(v.Mode), v.State, v.Device)
 	gauge(ch, volumeSizeDesc, float64(v.SizeBytes), v.Name, v.Pool)
 
+	if v.DataLossUnix != 0 {
+		gauge(ch, volumeDataLossDesc, float64(v.DataLossUnix), v.Name, v.Pool)
+	}
 	if v.WriteCacheBytes > 0 {
 		gauge(ch, volumeFUAWindowDesc, boolValue(v.FUAWindow || v.LegacyStack), v.Name, v.Pool)
 	}
