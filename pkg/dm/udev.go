@@ -78,11 +78,19 @@ type udevSync struct {
 	semid  int
 }
 
-// udevRunning reports whether udevd runs: without it nothing would
-// complete a cookie.
+// udevRunning reports whether udevd runs with the dm rules that complete
+// a cookie (95-dm-notify.rules, from dmsetup): without either, nothing
+// would, and every resume would wait for UdevTimeout.
 func udevRunning() bool {
-	_, err := os.Stat(udevControl)
-	return err == nil
+	if _, err := os.Stat(udevControl); err != nil {
+		return false
+	}
+	for _, dir := range []string{"/etc/udev/rules.d", "/run/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"} {
+		if _, err := os.Stat(dir + "/95-dm-notify.rules"); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // beginUdev makes a cookie with flags: a new semaphore holding 2 (one for
