@@ -23,6 +23,7 @@ func TestParseKey(t *testing.T) {
 		{"nodes/node1.example.com", KindNode, "node1.example.com", true, false},
 		{"nodespecs/node1", KindNodeSpec, "node1", true, false},
 		{"policies/default", KindPolicy, "default", true, false},
+		{"fences/node1", KindFence, "node1", true, false},
 		{"election/leader/694d7d3c6a8f1a04", "", "", false, false},
 		{"pairings/db", "", "", false, false},
 		{"volumes/db", "", "", false, true},
@@ -32,6 +33,7 @@ func TestParseKey(t *testing.T) {
 		{"nodes/", "", "", false, true},
 		{"nodes/a/b", "", "", false, true},
 		{"policies/", "", "", false, true},
+		{"fences/a/b", "", "", false, true},
 	}
 	for _, tt := range tests {
 		kind, name, ok, err := parseKey(tt.rel)
