@@ -123,6 +123,9 @@ func (l *Layout) RemoveReplica(volume string) error {
 		return errorf(ErrVolumeNotFound, "pool %q keeps no replica of volume %q", l.Name, volume)
 	}
 	l.Replicas = slices.Delete(slices.Clone(l.Replicas), i, i+1)
+	if len(l.Replicas) == 0 {
+		l.Replicas = nil // as a layout without replicas decodes
+	}
 	l.Generation++
 	return nil
 }

@@ -223,6 +223,10 @@ type Volume struct {
 	// operator started the pool without it (tidectl pool force-start
 	// --accept-data-loss). It stays with the volume, shown by volume show.
 	DataLoss *DataLoss
+	// FailedOver records that the volume was taken over from another node
+	// whose replica of its write cache this node kept (the origin is
+	// shared): it runs on that copy alone until it is protected again.
+	FailedOver *FailedOver
 }
 
 // DataLoss is when, and with which SSD, a volume lost the writes its
@@ -377,6 +381,7 @@ func (v Volume) clone() Volume {
 	c.Tuning = v.Tuning.clone()
 	c.Adopted = clonePtr(v.Adopted)
 	c.DataLoss = clonePtr(v.DataLoss)
+	c.FailedOver = clonePtr(v.FailedOver)
 	return c
 }
 

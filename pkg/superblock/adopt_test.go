@@ -70,3 +70,37 @@ func TestDataLossRoundTrip(t *testing.T) {
 		t.Fatalf("data loss after the round trip: %+v", got.Layout.Volumes[0].DataLoss)
 	}
 }
+
+// TestFailedOverRoundTrip checks that the record of a take-over survives
+// the superblock, and that a build without it refuses the payload.
+func TestFailedOverRoundTrip(t *testing.T) {
+	l, err := pool.New("fast", "5d6a0c8e-pool", pool.Origin{}, []pool.Member{{UUID: "member-1", Path: "/dev/nvme0n1", SizeSectors: 2 * gib / 512}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AddReplica(pool.ReplicaRequest{Volume: "db", Owner: "a", HostNQN: "nqn.2026-11.io.tidecache:node:a", WriteCache: 256 << 20}, "6d1e0c8e-0000-4000-8000-000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	lun := &pool.Adopted{Path: "/dev/nvme2n1", WWN: "uuid.6f1c2a0e-5b7d-5b1e-9c3a-2d4e6f8a0b1c", SizeSectors: 8 * gib / 512}
+	if _, err := l.TakeOverReplica(pool.TakeOverRequest{Volume: "db", From: "a", Adopt: lun, Mode: pool.ModeWriteback, BlockSize: 4096}, "uuid-db", time.Unix(1700000200, 0)); err != nil {
+		t.Fatal(err)
+	}
+	sb := ssdSB(l)
+	img := mustEncode(t, sb)
+	p := string(payloadOf(img))
+	if !strings.Contains(p, `"failed_over":{"from":"a","unix":1700000200}`) {
+		t.Errorf("payload lacks the failed-over record:\n%s", p)
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sb) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got.Layout.Volumes, sb.Layout.Volumes)
+	}
+	renamed := []byte(strings.Replace(p, `"failed_over"`, `"failed_over_v9"`, 1))
+	var ce *CorruptError
+	if _, err := Decode(rawImage(setGen(l.Generation), renamed)); !errors.As(err, &ce) {
+		t.Fatalf("Decode of an unknown failed-over field = %v, want a refusal", err)
+	}
+}

@@ -89,6 +89,16 @@ type wireVolume struct {
 	// (unknown field) rather than show the volume without the record of
 	// the writes it lost.
 	DataLoss *wireDataLoss `json:"data_loss,omitempty"`
+	// FailedOver (a volume taken over from another node's replica) was
+	// added in format 1 as an optional field. Older binaries refuse a
+	// payload that has one (unknown field) rather than treat the volume's
+	// write cache, a former replica, as one they made.
+	FailedOver *wireFailedOver `json:"failed_over,omitempty"`
+}
+
+type wireFailedOver struct {
+	From string `json:"from"`
+	Unix int64  `json:"unix"`
 }
 
 type wireDataLoss struct {
@@ -108,6 +118,20 @@ func dataLossFromWire(w *wireDataLoss) *pool.DataLoss {
 		return nil
 	}
 	return &pool.DataLoss{Unix: w.Unix, Member: w.Member}
+}
+
+func failedOverToWire(f *pool.FailedOver) *wireFailedOver {
+	if f == nil {
+		return nil
+	}
+	return &wireFailedOver{From: f.From, Unix: f.Unix}
+}
+
+func failedOverFromWire(w *wireFailedOver) *pool.FailedOver {
+	if w == nil {
+		return nil
+	}
+	return &pool.FailedOver{From: w.From, Unix: w.Unix}
 }
 
 type wireAdopted struct {
@@ -245,6 +269,7 @@ func toWire(sb *Superblock) *wireV1 {
 			WriteMirror:   mirrorToWire(v.WriteMirror),
 			Adopted:       adoptedToWire(v.Adopted),
 			DataLoss:      dataLossToWire(v.DataLoss),
+			FailedOver:    failedOverToWire(v.FailedOver),
 		})
 	}
 	for _, r := range l.Replicas {
@@ -286,6 +311,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			WriteMirror:   mirrorFromWire(v.WriteMirror),
 			Adopted:       adoptedFromWire(v.Adopted),
 			DataLoss:      dataLossFromWire(v.DataLoss),
+			FailedOver:    failedOverFromWire(v.FailedOver),
 		})
 	}
 	for _, r := range p.Replicas {
