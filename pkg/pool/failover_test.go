@@ -26,7 +26,10 @@ func TestTakeOverReplica(t *testing.T) {
 		{"writethrough, default block size", func(r TakeOverRequest) TakeOverRequest { r.Mode, r.BlockSize = ModeWritethrough, 0; return r }, nil},
 		{"no replica of that volume", func(r TakeOverRequest) TakeOverRequest { r.Volume = "other"; return r }, ErrVolumeNotFound},
 		{"replica of another owner", func(r TakeOverRequest) TakeOverRequest { r.From = "c"; return r }, ErrInvalidRequest},
-		{"origin without identity", func(r TakeOverRequest) TakeOverRequest { r.Adopt = &Adopted{Path: "/dev/sdx", SizeSectors: 1 << 21}; return r }, ErrInvalidRequest},
+		{"origin without identity", func(r TakeOverRequest) TakeOverRequest {
+			r.Adopt = &Adopted{Path: "/dev/sdx", SizeSectors: 1 << 21}
+			return r
+		}, ErrInvalidRequest},
 		{"bad block size", func(r TakeOverRequest) TakeOverRequest { r.BlockSize = 3000; return r }, ErrInvalidRequest},
 	}
 	for _, tc := range cases {
