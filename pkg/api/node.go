@@ -23,6 +23,17 @@ type Node struct {
 	FaultDomain string `json:"faultDomain,omitempty"`
 	// Replicas are the slices this node keeps for peers' mirrors.
 	Replicas []ReplicaInventory `json:"replicas,omitempty"`
+	// Exports are the shared devices this node's NVMe/TCP target serves
+	// to the other nodes (tidecached run --export): an origin, such as a
+	// SAN LUN, that a volume can fail over on.
+	Exports []ExportInventory `json:"exports,omitempty"`
+	// FencesApplied are the fences this node has carried out: it serves
+	// nothing any more, no export and no replica, to those nodes.
+	FencesApplied []FenceAck `json:"fencesApplied,omitempty"`
+	// FenceReleased is the revision of this node's own fence that it has
+	// complied with: it dropped every volume the cluster failed over
+	// elsewhere, so the leader may lift the fence.
+	FenceReleased int64 `json:"fenceReleased,omitempty"`
 	// Version is the daemon's version.
 	Version   string          `json:"version,omitempty"`
 	Pools     []PoolInventory `json:"pools,omitempty"`
@@ -43,6 +54,18 @@ type ReplicaInventory struct {
 	// Exported says the export is in place; Error says why not.
 	Exported bool   `json:"exported"`
 	Error    string `json:"error,omitempty"`
+}
+
+// ExportInventory is one shared device a node exports to the others.
+type ExportInventory struct {
+	Name string `json:"name"`
+	// UUID is the namespace UUID every node sees the device by (its
+	// wwid is "uuid.<UUID>"), the same on every node it is exported to.
+	UUID      string `json:"uuid"`
+	SizeBytes uint64 `json:"sizeBytes,omitempty"`
+	// Hosts are the nodes it is exported to now.
+	Hosts []string `json:"hosts,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
 // PoolInventory describes one pool on a node.

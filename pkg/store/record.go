@@ -17,6 +17,7 @@ const (
 	KindNode         = "Node"
 	KindNodeSpec     = "NodeSpec"
 	KindPolicy       = "Policy"
+	KindFence        = "Fence"
 )
 
 // APIVersion is the record version this build reads and writes. Adding an
@@ -70,6 +71,8 @@ func recordName(v record) string {
 		return r.Name
 	case api.Policy:
 		return r.Name
+	case api.Fence:
+		return r.Node
 	}
 	panic(fmt.Sprintf("store: %T is not a record type", v))
 }
@@ -141,6 +144,7 @@ const (
 	nodesDir     = "nodes/"
 	nodeSpecsDir = "nodespecs/"
 	policiesDir  = "policies/"
+	fencesDir    = "fences/"
 	electionDir  = "election/"
 	// electionPrefix is the concurrency.Election prefix; candidates' keys
 	// are electionPrefix + "/" + lease ID in hex.
@@ -156,6 +160,7 @@ func (s *Store) volumeStatusKey(name string) string {
 func (s *Store) nodeKey(name string) string     { return s.prefix + nodesDir + name }
 func (s *Store) nodeSpecKey(name string) string { return s.prefix + nodeSpecsDir + name }
 func (s *Store) policyKey(name string) string   { return s.prefix + policiesDir + name }
+func (s *Store) fenceKey(node string) string    { return s.prefix + fencesDir + node }
 
 // parseKey maps a key below the prefix to its record kind and name. ok is
 // false for keys that hold no record (the election) and for families this
@@ -185,6 +190,8 @@ func parseKey(rel string) (kind, name string, ok bool, err error) {
 		return one(nodeSpecsDir, KindNodeSpec)
 	case strings.HasPrefix(rel, policiesDir):
 		return one(policiesDir, KindPolicy)
+	case strings.HasPrefix(rel, fencesDir):
+		return one(fencesDir, KindFence)
 	}
 	return "", "", false, nil
 }
@@ -202,6 +209,8 @@ func decodeKind(key, kind, name string, value []byte) (any, error) {
 		return decode[api.NodeSpec](key, kind, name, value)
 	case KindPolicy:
 		return decode[api.Policy](key, kind, name, value)
+	case KindFence:
+		return decode[api.Fence](key, kind, name, value)
 	}
 	return nil, InvalidRecord{Key: key, Err: fmt.Errorf("unknown kind %q", kind)}
 }

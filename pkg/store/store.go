@@ -330,7 +330,7 @@ func del(ctx context.Context, s *Store, key, kind, name string, expectModRevisio
 // key family.
 func validName(kind, name string) error {
 	switch kind {
-	case KindNode, KindNodeSpec:
+	case KindNode, KindNodeSpec, KindFence:
 		return api.ValidateNodeName(name)
 	case KindPolicy:
 		return pool.ValidateName("policy", name)
@@ -352,6 +352,8 @@ func noun(kind string) string {
 		return "node spec"
 	case KindPolicy:
 		return "policy"
+	case KindFence:
+		return "fence of node"
 	}
 	return kind
 }
