@@ -1,6 +1,11 @@
 package nvmeof
 
-import "strings"
+import (
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
 
 // nqnPrefix starts every NQN tidecache makes. NVMe names a subsystem or a
 // host "nqn.<yyyy-mm>.<reverse domain>:<name>"; the date is when the
@@ -18,3 +23,55 @@ func IsReplicaNQN(nqn string) bool { return strings.HasPrefix(nqn, nqnPrefix+"re
 // HostNQN is the host NQN tidecache connects with from a node: the identity
 // a replica's export admits (its allow-list holds this NQN alone).
 func HostNQN(node string) string { return nqnPrefix + "node:" + node }
+
+// maxNQNLen is the longest NQN the NVMe specification allows, in bytes.
+const maxNQNLen = 223
+
+// ExportNQN names the subsystem that exports a shared device (tidecached
+// run --export NAME=DEVICE) to one node: one subsystem per export and
+// host, so that fencing a node removes its subsystem and touches no
+// other node's. A name too long for an NQN (node names may have 253
+// characters) ends in a digest of the node's name instead; the host a
+// subsystem serves is read from its allow-list, never parsed from here.
+func ExportNQN(export, node string) string {
+	nqn := ExportNQNPrefix(export) + node
+	if len(nqn) <= maxNQNLen {
+		return nqn
+	}
+	sum := sha256.Sum256([]byte(node))
+	return ExportNQNPrefix(export) + "h-" + hex.EncodeToString(sum[:16])
+}
+
+// ExportNQNPrefix begins the NQN of every subsystem of one export; the
+// ':' after the name keeps export "db" apart from export "db-2".
+func ExportNQNPrefix(export string) string { return nqnPrefix + "export:" + export + ":" }
+
+// exportNamespace is the namespace of ExportUUID's name-based UUIDs (a
+// random UUID chosen once, like the NQN date, and never changed).
+var exportNamespace = [16]byte{0x5d, 0x1c, 0x0e, 0x7a, 0x93, 0x2b, 0x4f, 0x61, 0xa8, 0x4e, 0x17, 0xc3, 0x6b, 0x90, 0xd2, 0x35}
+
+// ExportUUID is the namespace UUID of a shared device's export: a SHA-1
+// name-based UUID (RFC 9562 version 5) of the export's name, so every
+// subsystem of the export, on every boot, presents the same namespace
+// and every node finds the device by the same wwid, "uuid.<UUID>".
+func ExportUUID(export string) string {
+	h := sha1.New()
+	h.Write(exportNamespace[:])
+	h.Write([]byte(export))
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC variant
+	x := hex.EncodeToString(u[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+}
+
+// NodeOfHostNQN returns the node a HostNQN names; ok is false for a host
+// NQN tidecache did not make.
+func NodeOfHostNQN(hostNQN string) (node string, ok bool) {
+	node, ok = strings.CutPrefix(hostNQN, nqnPrefix+"node:")
+	if !ok || node == "" {
+		return "", false
+	}
+	return node, true
+}

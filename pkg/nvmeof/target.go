@@ -156,6 +156,24 @@ func setPort(port string, e Export) error {
 // port (the host is cut off at once), the namespace, the allowed host,
 // the subsystem. The port and host entries stay while other subsystems
 // use them. Removing what is not there is not an error.
+//
+// When Unexport returns, no write of the host's is still on its way to
+// the device, which is what makes it a fence (a node cut off must not
+// write to a shared origin after the cluster has moved its volumes):
+//   - Removing the port link first refuses new connections to the
+//     subsystem on that port and deletes the host's controllers on it
+//     (nvmet_port_subsys_drop_link); the deletion is asynchronous, and
+//     commands already submitted to the device are still in flight.
+//   - Disabling the namespace then waits for them: nvmet_ns_disable
+//     takes the namespace out of the subsystem, so no new command finds
+//     it, kills the namespace's reference, which every command holds from
+//     its lookup until its completion, and waits until the last one has
+//     completed on the device before the write to "enable" returns.
+//
+// Only then are the namespace, the allowed host and the subsystem
+// removed. Removing the namespace's directory would disable it as well,
+// but writing "enable" first makes the wait, and its failure, explicit.
+// A caller that acknowledges a fence does so after Unexport returned nil.
 func (t Target) Unexport(nqn string) error {
 	subsys := filepath.Join(t.Root, "subsystems", nqn)
 	ports, _ := filepath.Glob(filepath.Join(t.Root, "ports", "*", "subsystems", nqn))
@@ -264,4 +282,40 @@ func writeAttr(p, v string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Subsystem is a subsystem in place on the target.
+type Subsystem struct {
+	NQN string
+	// Hosts are the host NQNs it allows.
+	Hosts []string
+}
+
+// Subsystems lists the subsystems whose NQN begins with prefix, with
+// their allowed hosts, in NQN order. A target whose configfs is absent
+// (nvmet not loaded) has none.
+func (t Target) Subsystems(prefix string) ([]Subsystem, error) {
+	entries, err := os.ReadDir(filepath.Join(t.Root, "subsystems"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list nvmet subsystems: %w", err)
+	}
+	var out []Subsystem
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		s := Subsystem{NQN: e.Name()}
+		hosts, err := os.ReadDir(filepath.Join(t.Root, "subsystems", e.Name(), "allowed_hosts"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("list allowed hosts of %s: %w", e.Name(), err)
+		}
+		for _, h := range hosts {
+			s.Hosts = append(s.Hosts, h.Name())
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
