@@ -129,6 +129,9 @@ type ReplicaInfo struct {
 	Device string `json:"device,omitempty"`
 	// Exported says the export is in place (ServeReplicas).
 	Exported bool `json:"exported"`
+	// Fenced says the owner is fenced: the replica is kept, its device
+	// built, and it is exported to nobody (ServeReplicasFenced).
+	Fenced bool `json:"fenced,omitempty"`
 	// Error is why it is not, if it is not.
 	Error string `json:"error,omitempty"`
 }
@@ -197,18 +200,51 @@ func (e *Engine) HostReplica(ctx context.Context, poolName string, req pool.Repl
 // on addr:port, idempotently: the daemon calls it at start and then
 // periodically, so a peer that rebooted serves its replicas again without
 // etcd. It reports every replica, with the error of any it could not
-// serve; err is for a failed scan.
+// serve; err is for a failed scan. It is ServeReplicasFenced with no node
+// fenced.
 func (e *Engine) ServeReplicas(ctx context.Context, addr string, port int) ([]ReplicaInfo, error) {
+	return e.ServeReplicasFenced(ctx, addr, port, nil)
+}
+
+// ServeReplicasFenced is ServeReplicas in a cluster that has fenced the
+// nodes in fenced: a replica whose owner is fenced keeps its slice and its
+// device, which are what a failover of the owner's volume builds on, but
+// is exported to nobody, and an export of it in place is removed
+// (nvmeof.Target.Unexport, after which none of the owner's writes is in
+// flight). It is reported Fenced and not Exported, or with the error that
+// kept the export from being removed.
+func (e *Engine) ServeReplicasFenced(ctx context.Context, addr string, port int, fenced map[string]bool) ([]ReplicaInfo, error) {
 	var out []ReplicaInfo
 	err := e.eachReplica(ctx, func(p *poolState, r pool.Replica) {
 		info := ReplicaInfo{Pool: p.Layout.Name, Replica: r, NQN: nvmeof.ReplicaNQN(r.UUID)}
-		if err := e.serveReplica(ctx, p, r, addr, port, &info); err != nil {
+		serve := e.serveReplica
+		if fenced[r.Owner] {
+			serve = e.withholdReplica
+		}
+		if err := serve(ctx, p, r, addr, port, &info); err != nil {
 			info.Error = err.Error()
-			e.log.Warn("replica not served", "volume", r.Volume, "owner", r.Owner, "err", err)
+			e.log.Warn("replica not served", "volume", r.Volume, "owner", r.Owner, "fenced", fenced[r.Owner], "err", err)
 		}
 		out = append(out, info)
 	})
 	return out, err
+}
+
+// withholdReplica keeps a fenced owner's replica built and unexported.
+func (e *Engine) withholdReplica(ctx context.Context, p *poolState, r pool.Replica, _ string, _ int, info *ReplicaInfo) error {
+	if err := e.target.Unexport(info.NQN); err != nil {
+		return err
+	}
+	info.Fenced = true
+	d, err := stack.Replica(r, p.devices(""))
+	if err != nil {
+		return err
+	}
+	if _, err := e.ensure(ctx, d); err != nil {
+		return err
+	}
+	info.Device = d.Path()
+	return nil
 }
 
 // eachReplica calls fn, under the engine's lock, for every replica the

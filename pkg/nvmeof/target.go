@@ -49,6 +49,12 @@ type Target struct {
 // NewTarget returns a Target on the system's configfs.
 func NewTarget() Target { return Target{Root: DefaultConfigFS} }
 
+// NewDirTarget returns a Target on a plain directory tree laid out as
+// nvmet's configfs (hosts, subsystems, ports), for host tests of the
+// packages that export: it removes a group with the attributes in it,
+// which configfs does by itself.
+func NewDirTarget(root string) Target { return Target{Root: root, rmdir: os.RemoveAll} }
+
 // Export makes the device available to its host: the host entry, the
 // subsystem (any host refused) with namespace 1 enabled on the device, and
 // the TCP port, linked together. Parts already in place are kept, so
