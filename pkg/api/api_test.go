@@ -35,6 +35,14 @@ func TestVolumeSpecValidate(t *testing.T) {
 			"readBlockSize 98304: want a power of two from 32768 to 1048576"},
 		{"read block size too large", func(v *api.VolumeSpec) { v.ReadCacheBytes, v.ReadBlockSize = 10<<30, 2<<20 }, "readBlockSize 2097152"},
 		{"read block size without read cache", func(v *api.VolumeSpec) { v.ReadBlockSize = 64 << 10 }, "readBlockSize 65536 needs readCacheBytes"},
+		{"shared origin", sharedOrigin, ""},
+		{"shared origin failed over", func(v *api.VolumeSpec) { sharedOrigin(v); v.FailedOverFrom = "node-a" }, ""},
+		{"shared origin with a size", func(v *api.VolumeSpec) { sharedOrigin(v); v.SizeBytes = 1 << 30 }, "sizeBytes must be 0"},
+		{"shared origin unplaced", func(v *api.VolumeSpec) { sharedOrigin(v); v.Node = "" }, "sharedOrigin needs node"},
+		{"shared origin without peer protection", func(v *api.VolumeSpec) { sharedOrigin(v); v.Protect = "local" }, "protect peer"},
+		{"shared origin without a write cache", func(v *api.VolumeSpec) { sharedOrigin(v); v.WriteCacheBytes, v.Mode = 0, "writethrough" }, "sharedOrigin needs writeCacheBytes"},
+		{"shared origin export name", func(v *api.VolumeSpec) { sharedOrigin(v); v.SharedOrigin.Export = "Lun/0" }, "sharedOrigin.export"},
+		{"failed over without a shared origin", func(v *api.VolumeSpec) { v.FailedOverFrom = "node-a" }, "failedOverFrom needs sharedOrigin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +58,12 @@ func TestVolumeSpecValidate(t *testing.T) {
 			t.Errorf("joined errors %v lack %q", err, want)
 		}
 	}
+}
+
+// sharedOrigin makes v a volume on another node's export.
+func sharedOrigin(v *api.VolumeSpec) {
+	v.SizeBytes, v.Protect = 0, "peer"
+	v.SharedOrigin = &api.SharedOrigin{Node: "san", Export: "lun0"}
 }
 
 func TestPolicyValidate(t *testing.T) {

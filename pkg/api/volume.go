@@ -109,6 +109,26 @@ type VolumeSpec struct {
 	ReplicaPool string `json:"replicaPool,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
+	// SharedOrigin, when set, makes the volume cache a device that other
+	// nodes see too, whole, instead of an extent of its node's pool: an
+	// export of another node (tidecached run --export). Such a volume
+	// fails over: when its node is lost, the leader fences that node and
+	// moves the volume to the node keeping its replica. It needs Node,
+	// protect peer and a write cache, and SizeBytes 0 (the size is the
+	// device's).
+	SharedOrigin *SharedOrigin `json:"sharedOrigin,omitempty"`
+	// FailedOverFrom is set by the leader when it moved the volume to its
+	// replica's node: the node it ran on, now fenced. The new node runs
+	// the volume on that replica, one copy of its write cache.
+	FailedOverFrom string `json:"failedOverFrom,omitempty"`
+}
+
+// SharedOrigin names a device one node exports to the others.
+type SharedOrigin struct {
+	// Node is the node that exports it, Export the export's name there
+	// (tidecached run --export NAME=DEVICE).
+	Node   string `json:"node"`
+	Export string `json:"export"`
 }
 
 // Validate checks the spec on its own and reports every problem, not just
@@ -131,8 +151,34 @@ func (v VolumeSpec) Validate() error {
 			add(err)
 		}
 	}
-	if v.SizeBytes == 0 {
+	switch o := v.SharedOrigin; {
+	case o == nil && v.SizeBytes == 0:
 		add(errors.New("sizeBytes must be greater than 0"))
+	case o == nil:
+	default:
+		if err := ValidateNodeName(o.Node); err != nil {
+			add(fmt.Errorf("sharedOrigin.node: %w", err))
+		}
+		if err := pool.ValidateName("export", o.Export); err != nil {
+			add(fmt.Errorf("sharedOrigin.export: %w", err))
+		}
+		if v.SizeBytes != 0 {
+			add(errors.New("sharedOrigin is cached whole: sizeBytes must be 0"))
+		}
+		if v.Node == "" {
+			add(errors.New("sharedOrigin needs node: name the node the volume starts on"))
+		}
+		if v.WriteCacheBytes == 0 || v.Protect != string(pool.ProtectPeer) {
+			add(fmt.Errorf("sharedOrigin needs writeCacheBytes and protect %s: the volume fails over to the node keeping its replica", pool.ProtectPeer))
+		}
+	}
+	if v.FailedOverFrom != "" {
+		if err := ValidateNodeName(v.FailedOverFrom); err != nil {
+			add(fmt.Errorf("failedOverFrom: %w", err))
+		}
+		if v.SharedOrigin == nil {
+			add(errors.New("failedOverFrom needs sharedOrigin: only a volume on a shared origin fails over"))
+		}
 	}
 	if v.Mode != "" {
 		if m, err := pool.ParseMode(v.Mode); err != nil {

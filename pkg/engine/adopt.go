@@ -41,7 +41,7 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 	if req.Volume.Size != 0 || req.Volume.Adopt != nil {
 		return VolumeInfo{}, fmt.Errorf("volume %s: an adopted device is cached whole: %w", name, pool.ErrInvalidRequest)
 	}
-	if req.Volume.Protect == pool.ProtectPeer {
+	if req.Volume.Protect == pool.ProtectPeer && req.Volume.Peer == nil {
 		return VolumeInfo{}, fmt.Errorf("volume %s: protection peer is placed by the cluster; adopt with --protect local or none: %w", name, pool.ErrInvalidRequest)
 	}
 	dev, err := blockdev.LookupBlock(req.Device)
@@ -88,6 +88,16 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return VolumeInfo{}, err
+	}
+	if r := req.Volume.Peer; req.Volume.Protect == pool.ProtectPeer {
+		// As for a created volume: the peer leg must answer before
+		// anything is recorded (a shared origin, adopted through the
+		// cluster, mirrors to a peer's replica).
+		dev, err := e.attachRemote(ctx, *r, pool.BytesToSectors(req.Volume.WriteCache))
+		if err != nil {
+			return VolumeInfo{}, fmt.Errorf("volume %s: %w", name, err)
+		}
+		p.Remote[r.UUID] = dev
 	}
 	vreq := withReadBlockSize(req.Volume, e.cfg.Tuning)
 	vreq.Adopt = &adopted

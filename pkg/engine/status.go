@@ -66,6 +66,11 @@ type VolumeInfo struct {
 	// DataLossUnix is when that loss was recorded (Unix seconds); 0 if
 	// never.
 	DataLossUnix int64 `json:"data_loss_unix,omitempty"`
+	// FailedOverFrom is the node the volume ran on before this node took
+	// it over from its replica (its origin is shared); "" otherwise.
+	FailedOverFrom string `json:"failed_over_from,omitempty"`
+	// FailedOverUnix is when (Unix seconds).
+	FailedOverUnix int64 `json:"failed_over_unix,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -145,6 +150,9 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 		info.DataLossUnix = d.Unix
 		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",
 			time.Unix(d.Unix, 0).UTC().Format(time.RFC3339), d.Member)
+	}
+	if f := v.FailedOver; f != nil {
+		info.FailedOverFrom, info.FailedOverUnix = f.From, f.Unix
 	}
 	if v.WriteMirror != nil {
 		info.MirrorOutOfSync = v.WriteMirror.OutOfSync

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tidecache/tidecache/pkg/blockdev"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+)
+
+// A volume whose origin is shared (a LUN other nodes see too, exported by
+// a node with `tidecached run --export`) is adopted whole by its owner and
+// mirrors its write cache to a peer's replica. When the owner is lost, the
+// cluster fences it and the peer takes the volume over (TakeOver): the
+// replica holds every write the owner acknowledged, so the peer runs the
+// volume on that copy and the shared origin. A fenced owner that comes
+// back finds the volume gone from its export and releases its own, stale,
+// copy (ReleaseVolume).
+
+// OriginTimeouts are the NVMe/TCP timeouts of a shared origin. Unlike a
+// peer leg, which must fail fast so the mirror goes on with its other leg,
+// an origin has no other copy: I/O waits while the exporting node is
+// briefly unreachable (no fast_io_fail), as a SAN path does, and fails
+// once the controller is given up (10 minutes, the kernel's default) or at
+// once when the export removes this node (a fence disables its namespace).
+var OriginTimeouts = nvmeof.Timeouts{KeepAlive: 5 * time.Second, ReconnectDelay: 2 * time.Second, CtrlLoss: 10 * time.Minute}
+
+// AttachOrigin connects this node to a shared origin's export (unless
+// connected) and returns its block device.
+func (e *Engine) AttachOrigin(ctx context.Context, r nvmeof.Remote) (string, error) {
+	if _, err := os.Stat(e.initiator.Fabrics); err != nil {
+		if _, err := e.runner.Run(ctx, "modprobe", "nvme-tcp"); err != nil {
+			return "", fmt.Errorf("attach shared origin %s: %w", r.NQN, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, attachTimeout)
+	defer cancel()
+	dev, err := e.initiator.Attach(ctx, r, OriginTimeouts)
+	if err != nil {
+		return "", fmt.Errorf("attach shared origin: %w", err)
+	}
+	return dev, nil
+}
+
+// FindOrigin returns the path of the block device whose identifier (the
+// kernel's wwid) is wwid, refusing none or more than one.
+func (e *Engine) FindOrigin(ctx context.Context, wwid string) (string, error) {
+	return e.locate(ctx, pool.Adopted{WWN: wwid})
+}
+
+// TakeOverRequest asks this node to run a volume that fails over to it.
+type TakeOverRequest struct {
+	// Volume is the volume's name; this node keeps its replica.
+	Volume string
+	// From is the node it ran on, fenced by the cluster.
+	From string
+	// Origin is the shared origin's block device on this node.
+	Origin string
+	// Mode is the mode the volume ran in on its old node. In writeback
+	// the replica holds the write cache, dirty blocks and dm-writecache's
+	// committed metadata alike, and the volume starts on it as it is; in
+	// any other mode nothing is dirty and the cache is not read.
+	Mode pool.Mode
+}
+
+// ErrNoCacheMetadata is returned when a volume that ran in writeback is
+// taken over from a replica whose data part holds no dm-writecache
+// superblock: it is not the copy of a write cache, and starting on it
+// would serve the origin without the writes the old owner acknowledged.
+var ErrNoCacheMetadata = errors.New("no dm-writecache superblock on the replica")
+
+// TakeOver runs a volume on the replica this node keeps of its write
+// cache and on its shared origin. The replica's export is removed and its
+// device torn down first (nothing may write to it but this node now), the
+// layout then records the volume in place of the replica in one
+// generation, and the stack is activated without zeroing anything: the
+// write tier starts on the write cache the old owner left, whose dirty
+// blocks dm-writecache writes back to the origin. A volume already taken
+// over is activated if it is not active, and returned.
+func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo, error) {
+	if err := pool.ValidateName("volume", req.Volume); err != nil {
+		return VolumeInfo{}, err
+	}
+	unlock, err := e.lock(ctx)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	defer unlock()
+	found, err := e.scan(ctx)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if p, v, err := findVolume(found, req.Volume); err == nil {
+		if v.FailedOver == nil {
+			return VolumeInfo{}, fmt.Errorf("volume %s: %w in pool %s, and it was not taken over from a replica", req.Volume, pool.ErrVolumeExists, p.Layout.Name)
+		}
+		if err := e.activateExisting(ctx, p, *v); err != nil {
+			return VolumeInfo{}, err
+		}
+		return e.volumeInfo(ctx, p.Layout.Name, *v), nil
+	}
+	var p *poolState
+	var r *pool.Replica
+	for _, ps := range found.sortedPools() {
+		if rr, ok := ps.Layout.Replica(req.Volume); ok {
+			p, r = ps, rr
+			break
+		}
+	}
+	if p == nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: this node keeps no replica of it to take over: %w", req.Volume, pool.ErrVolumeNotFound)
+	}
+	if missing := p.missing(); len(missing) > 0 {
+		return VolumeInfo{}, fmt.Errorf("pool %s: SSD members %v are missing", p.Layout.Name, missing)
+	}
+	member, ok := p.Members[r.Extent.Member]
+	if !ok {
+		return VolumeInfo{}, fmt.Errorf("volume %s: the replica's SSD %s is missing", req.Volume, r.Extent.Member)
+	}
+	origin, err := blockdev.LookupBlock(req.Origin)
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: shared origin: %w", req.Volume, err)
+	}
+	adopted, err := e.identify(ctx, origin.Path)
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: shared origin: %w", req.Volume, err)
+	}
+	// The replica is this node's alone from here: no export, no device.
+	if err := e.target.Unexport(nvmeof.ReplicaNQN(r.UUID)); err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: stop exporting the replica: %w", req.Volume, err)
+	}
+	if err := e.removeDevice(ctx, stack.ReplicaNamePrefix+req.Volume); err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: remove the replica's device: %w", req.Volume, err)
+	}
+	var blockSize uint32
+	if req.Mode == pool.ModeWriteback {
+		dataStart := (r.Extent.Offset + pool.MirrorMetaSectors) * pool.SectorSize
+		if blockSize, err = writecacheBlockSize(member, int64(dataStart)); err != nil {
+			return VolumeInfo{}, fmt.Errorf("volume %s: replica on %s: %w", req.Volume, member, err)
+		}
+	}
+	poolOrigin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	next := p.Layout.Clone()
+	v, err := next.TakeOverReplica(pool.TakeOverRequest{Volume: req.Volume, From: req.From, Adopt: &adopted, Mode: req.Mode, BlockSize: blockSize}, newUUID(), time.Now())
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
+	}
+	if p.Adopted == nil {
+		p.Adopted = map[string]string{}
+	}
+	p.Adopted[v.UUID] = origin.Path
+	st, err := stack.Build(v, p.devices(poolOrigin), e.cfg.Tuning)
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := e.requireTargets(ctx, st); err != nil {
+		return VolumeInfo{}, err
+	}
+	// Recorded before it is activated, and nothing zeroed: a crash after
+	// the record leaves a volume assembly (or the next take-over call)
+	// starts on the same cache.
+	if err := e.writeLayout(p, poolOrigin, next); err != nil {
+		return VolumeInfo{}, err
+	}
+	if err := e.activate(ctx, st); err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s taken over and recorded but not active: %w", req.Volume, err)
+	}
+	if err := e.syncAdoptedRules(ctx, layoutsWith(found, p, next), "", origin.Path); err != nil {
+		e.log.Warn("shared origin keeps its /dev/disk links", "volume", req.Volume, "device", origin.Path, "err", err)
+	}
+	e.log.Warn("volume taken over from its replica", "volume", req.Volume, "from", req.From, "pool", p.Layout.Name,
+		"origin", adopted.String(), "mode", v.Mode, "top", st.Top().Path())
+	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+}
+
+// activateExisting brings up a volume of the layout whose devices are not
+// all there (a take-over interrupted after its record).
+func (e *Engine) activateExisting(ctx context.Context, p *poolState, v pool.Volume) error {
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", v.Name, err)
+	}
+	return e.activate(ctx, st)
+}
+
+// ReleaseVolume drops a volume of this node that the cluster failed over
+// to another node while this one was fenced. Its write cache is not
+// written back: every write this node acknowledged is in the copy the
+// other node took over, and these blocks, written to the shared origin
+// now, would overwrite newer data. Its devices are removed (refused while
+// the volume is open: unmount it first), its peer leg detached and its
+// slices freed.
+func (e *Engine) ReleaseVolume(ctx context.Context, name string) error {
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if v.Adopted == nil {
+		return fmt.Errorf("volume %s does not cache a shared origin: only such a volume fails over, and is released", name)
+	}
+	top := stack.DeviceName(name, stack.RoleTop)
+	switch info, err := e.dm.Info(ctx, top); {
+	case errors.Is(err, dm.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("volume %s: %w", name, err)
+	case info.OpenCount > 0:
+		return fmt.Errorf("volume %s: %w: %s is open %d time(s), though the volume runs on another node now and its I/O here fails; unmount it first",
+			name, ErrInUse, dm.DevicePath(top), info.OpenCount)
+	}
+	if err := e.removeStack(ctx, *v); err != nil {
+		return err
+	}
+	if m := v.WriteMirror; m != nil && m.Remote != nil {
+		if err := e.initiator.Detach(m.Remote.NQN); err != nil {
+			e.log.Warn("released volume's peer leg stays attached", "volume", name, "nqn", m.Remote.NQN, "err", err)
+		}
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	next := p.Layout.Clone()
+	if err := next.Release(name); err != nil {
+		return err
+	}
+	if err := e.writeLayout(p, origin, next); err != nil {
+		return err
+	}
+	e.log.Warn("volume released: it runs on another node since this one was fenced; its write cache here was dropped, not written back",
+		"volume", name, "pool", p.Layout.Name, "origin", v.Adopted.String())
+	return nil
+}
+
+// wcMagic is dm-writecache's superblock magic (MEMORY_SUPERBLOCK_MAGIC).
+const wcMagic = 0x23489321
+
+// writecacheBlockSize reads the block size dm-writecache recorded in the
+// superblock at off on dev (SSD mode: the cache device's first sector
+// holds magic, version, block size, little-endian 32-bit words). The read
+// bypasses the page cache: the cache was written through device-mapper,
+// not through this device's buffers.
+func writecacheBlockSize(dev string, off int64) (uint32, error) {
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	// O_DIRECT wants a buffer aligned to the logical block size: an
+	// anonymous mapping is page-aligned.
+	buf, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Munmap(buf)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return 0, fmt.Errorf("read the write cache's superblock: %w", err)
+	}
+	magic := binary.LittleEndian.Uint32(buf[0:4])
+	bs := binary.LittleEndian.Uint32(buf[8:12])
+	if magic != wcMagic {
+		return 0, fmt.Errorf("%w (magic %#x)", ErrNoCacheMetadata, magic)
+	}
+	if !pool.ValidBlockSize(bs) {
+		return 0, fmt.Errorf("the write cache's superblock records block size %d, not one tidecache uses", bs)
+	}
+	return bs, nil
+}
