@@ -1,0 +1,217 @@
+package csi
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/pool"
+)
+
+// StorageClass parameter keys. Sizes are binary, as tidectl reads them:
+// "16G", "16Gi" and "16GiB" all mean 16 GiB (parseBytes).
+const (
+	// ParamWriteCache is the write tier (dm-writecache) size; absent or
+	// "0": none, and then mode cannot be writeback.
+	ParamWriteCache = "writeCache"
+	// ParamReadCache is the read tier (dm-cache) size; absent or "0":
+	// none.
+	ParamReadCache = "readCache"
+	// ParamReadBlockSize is the read tier's block size (32Ki to 1Mi, a
+	// power of two); needs readCache.
+	ParamReadBlockSize = "readBlockSize"
+	// ParamMode is writeback, writethrough or passthrough; absent: the
+	// cluster policy's mode, else writeback with a write cache.
+	ParamMode = "mode"
+	// ParamProtect is none, local or peer; absent: the cluster's default
+	// (docs/etcd-schema.md).
+	ParamProtect = "protect"
+	// ParamFSType is ext4 or xfs, the filesystem NodeStageVolume makes on
+	// an empty volume when the volume capability names none.
+	ParamFSType = "fsType"
+)
+
+// kubernetesPrefix starts the parameters the external-provisioner adds
+// or passes through for itself (csi.storage.k8s.io/fstype, the PVC's name
+// with --extra-create-metadata): they are not tidecache's to refuse.
+const kubernetesPrefix = "csi.storage.k8s.io/"
+
+// Filesystems NodeStageVolume makes.
+const (
+	fsExt4 = "ext4"
+	fsXFS  = "xfs"
+)
+
+// defaultFSType is the filesystem made when neither the capability nor
+// the parameters name one.
+const defaultFSType = fsExt4
+
+// Parameters are a StorageClass's parameters, checked.
+type Parameters struct {
+	WriteCacheBytes uint64
+	ReadCacheBytes  uint64
+	ReadBlockSize   uint32
+	Mode            string
+	Protect         string
+	// FSType is empty when the parameters name none.
+	FSType string
+}
+
+// ParseParameters checks a StorageClass's parameters and reports every
+// problem, each naming its key, wrapped in errInvalid.
+func ParseParameters(in map[string]string) (Parameters, error) {
+	var p Parameters
+	var problems []string
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	keys := make([]string, 0, len(in))
+	for k := range in {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := in[k]
+		switch k {
+		case ParamWriteCache, ParamReadCache:
+			n, err := parseBytes(v)
+			if err != nil {
+				bad("%s %q: want a size such as 16Gi or 512Mi", k, v)
+				break
+			}
+			if n > 0 && n < minCacheBytes(k) {
+				bad("%s %s: below the minimum of %s", k, v, pool.FormatBytes(minCacheBytes(k)))
+			}
+			if k == ParamWriteCache {
+				p.WriteCacheBytes = n
+			} else {
+				p.ReadCacheBytes = n
+			}
+		case ParamReadBlockSize:
+			n, err := parseBytes(v)
+			if err != nil || n > 1<<32-1 || !pool.ValidReadBlockSize(uint32(n)) {
+				bad("%s %q: want a power of two from %s to %s, such as 256Ki", k, v,
+					pool.FormatBytes(pool.MinReadBlockSize), pool.FormatBytes(pool.MaxReadBlockSize))
+				break
+			}
+			p.ReadBlockSize = uint32(n)
+		case ParamMode:
+			if _, err := pool.ParseMode(v); err != nil {
+				bad("%s %q: want writeback, writethrough or passthrough", k, v)
+				break
+			}
+			p.Mode = v
+		case ParamProtect:
+			if _, err := pool.ParseProtection(v); err != nil {
+				bad("%s %q: want none, local or peer", k, v)
+				break
+			}
+			p.Protect = v
+		case ParamFSType:
+			if v != fsExt4 && v != fsXFS {
+				bad("%s %q: want ext4 or xfs", k, v)
+				break
+			}
+			p.FSType = v
+		default:
+			if !strings.HasPrefix(k, kubernetesPrefix) {
+				bad("unknown parameter %q: tidecache takes %s, %s, %s, %s, %s and %s", k,
+					ParamWriteCache, ParamReadCache, ParamReadBlockSize, ParamMode, ParamProtect, ParamFSType)
+			}
+		}
+	}
+	if p.ReadBlockSize != 0 && p.ReadCacheBytes == 0 {
+		bad("%s needs %s", ParamReadBlockSize, ParamReadCache)
+	}
+	if p.Mode == string(pool.ModeWriteback) && p.WriteCacheBytes == 0 {
+		bad("%s writeback needs %s", ParamMode, ParamWriteCache)
+	}
+	if p.Protect != "" && p.Protect != string(pool.ProtectNone) && p.WriteCacheBytes == 0 {
+		bad("%s %s mirrors the write cache: it needs %s", ParamProtect, p.Protect, ParamWriteCache)
+	}
+	if len(problems) > 0 {
+		return Parameters{}, errorf(errInvalid, "StorageClass parameters: %s", strings.Join(problems, "; "))
+	}
+	return p, nil
+}
+
+// shown prints a spec value for a message: a size in bytes as
+// FormatBytes does, an empty string as "unset".
+func shown(v any) string {
+	switch v := v.(type) {
+	case uint64:
+		return pool.FormatBytes(v)
+	case uint32:
+		return pool.FormatBytes(uint64(v))
+	case string:
+		if v == "" {
+			return "unset"
+		}
+		return v
+	}
+	return fmt.Sprint(v)
+}
+
+func minCacheBytes(key string) uint64 {
+	if key == ParamWriteCache {
+		return pool.MinWriteCacheBytes
+	}
+	return pool.MinReadCacheBytes
+}
+
+// parseBytes reads a whole number of bytes with an optional binary unit:
+// K, M, G or T, alone or followed by i, B or iB ("64M", "64Mi", "64MiB";
+// all 64 << 20), as tidectl and Kubernetes quantities write them.
+func parseBytes(s string) (uint64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	digits, unit := s, ""
+	if i >= 0 {
+		digits, unit = s[:i], s[i:]
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, err)
+	}
+	shift := 0
+	if unit != "" {
+		u := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(unit), "B"), "I")
+		j := strings.Index("KMGT", u)
+		if len(u) != 1 || j < 0 {
+			return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
+		}
+		shift = 10 * (j + 1)
+	}
+	if n > math.MaxUint64>>shift {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	return n << shift, nil
+}
+
+// spec returns the volume spec these parameters ask for.
+func (p Parameters) spec(name string, size uint64) api.VolumeSpec {
+	return api.VolumeSpec{
+		Name: name, SizeBytes: size,
+		WriteCacheBytes: p.WriteCacheBytes, ReadCacheBytes: p.ReadCacheBytes, ReadBlockSize: p.ReadBlockSize,
+		Mode: p.Mode, Protect: p.Protect,
+	}
+}
+
+// mismatch says how an existing spec differs from what these parameters
+// ask for, "" when it does not. The fields the cluster fills in for an
+// empty parameter (node, pool, replica) are not compared.
+func (p Parameters) mismatch(s api.VolumeSpec) string {
+	var d []string
+	diff := func(what string, have, want any) {
+		if have != want {
+			d = append(d, fmt.Sprintf("%s %s, asked %s", what, shown(have), shown(want)))
+		}
+	}
+	diff(ParamWriteCache, s.WriteCacheBytes, p.WriteCacheBytes)
+	diff(ParamReadCache, s.ReadCacheBytes, p.ReadCacheBytes)
+	diff(ParamReadBlockSize, s.ReadBlockSize, p.ReadBlockSize)
+	diff(ParamMode, s.Mode, p.Mode)
+	diff(ParamProtect, s.Protect, p.Protect)
+	return strings.Join(d, ", ")
+}
