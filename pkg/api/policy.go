@@ -39,6 +39,13 @@ const DefaultMirrorDegradedGrace = 10 * time.Minute
 // is drained.
 const DefaultReprotectAfter = 5 * time.Minute
 
+// DefaultFailoverAfter is how long the node of a volume on a shared origin
+// may be gone (its record expired, which takes the lease TTL already)
+// before the leader fences it and fails the volume over to its replica's
+// node: a node that reboots is back sooner and keeps its volume, one that
+// is down or cut off does not keep the database waiting for minutes.
+const DefaultFailoverAfter = 30 * time.Second
+
 // Values of Policy.OnSSDError.
 const (
 	OnSSDErrorWritethrough = "writethrough"
@@ -83,6 +90,10 @@ type Policy struct {
 	// volume's replica may be gone (its record expired) before the leader
 	// places the replica on another node (0: DefaultReprotectAfter).
 	ReprotectAfter Duration `json:"reprotectAfter,omitempty"`
+	// FailoverAfter is how long the node of a volume on a shared origin
+	// may be gone before the leader fences it and moves the volume to its
+	// replica's node (0: DefaultFailoverAfter).
+	FailoverAfter Duration `json:"failoverAfter,omitempty"`
 	// Protect, if set, is the protection of volumes whose spec sets none:
 	// "none", "local" or "peer". Read when a volume is created; an existing
 	// volume keeps the protection it was created with.
@@ -138,6 +149,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MirrorDegradedGrace < 0 {
 		add("mirrorDegradedGrace %s: must not be negative", time.Duration(p.MirrorDegradedGrace))
+	}
+	if p.FailoverAfter < 0 {
+		add("failoverAfter %s: must not be negative", time.Duration(p.FailoverAfter))
 	}
 	if p.ReprotectAfter < 0 {
 		add("reprotectAfter %s: must not be negative", time.Duration(p.ReprotectAfter))

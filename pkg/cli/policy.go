@@ -30,7 +30,7 @@ func newPolicySetCmd(g *Globals) *cobra.Command {
 	var p api.Policy
 	var high, low, wear int
 	var jobs, autocommit uint64
-	var flush, mirrorGrace, reprotect time.Duration
+	var flush, mirrorGrace, reprotect, failover time.Duration
 	cmd := &cobra.Command{
 		Use:   "set NAME [flags]",
 		Short: "Create or change a policy (flags not given keep their current value)",
@@ -109,6 +109,9 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 			if f.Changed("reprotect-after") {
 				cur.ReprotectAfter = api.Duration(reprotect)
 			}
+			if f.Changed("failover-after") {
+				cur.FailoverAfter = api.Duration(failover)
+			}
 			if err := cur.Validate(); err != nil {
 				return usageError{policyFlagError(err)}
 			}
@@ -136,6 +139,7 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	f.StringVar(&p.OnMirrorDegraded, "on-mirror-degraded", "", "when a mirrored write cache lost a leg (an SSD, a peer) for --mirror-degraded-grace: writethrough (default: drain it and stay out of writeback until the mirror can be built whole) or keep (writeback on one copy, with the alert)")
 	f.DurationVar(&mirrorGrace, "mirror-degraded-grace", 0, "how long a mirrored write cache may run on one leg before --on-mirror-degraded applies (0: 10m)")
 	f.DurationVar(&reprotect, "reprotect-after", 0, "how long the node keeping a peer-protected volume's replica may be gone before the leader places it on another node and the write cache is rebuilt there (0: 5m)")
+	f.DurationVar(&failover, "failover-after", 0, "how long the node of a volume on a shared origin may be gone before the leader fences it and fails the volume over to the node keeping its replica (0: 30s)")
 	f.StringVar(&p.Protect, "protect", "", "protection of new volumes whose spec names none: local (write cache mirrored on two SSDs), peer (mirrored on another node's SSD) or none; empty: peer where another node can keep the replica, else local where the pool has two SSDs, else none")
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
 	_ = cmd.RegisterFlagCompletionFunc("on-mirror-degraded", cobra.FixedCompletions([]string{api.OnMirrorDegradedWritethrough, api.OnMirrorDegradedKeep}, cobra.ShellCompDirectiveNoFileComp))
@@ -156,6 +160,7 @@ var policyFlags = map[string]string{
 	"onMirrorDegraded":     "--on-mirror-degraded",
 	"mirrorDegradedGrace":  "--mirror-degraded-grace",
 	"reprotectAfter":       "--reprotect-after",
+	"failoverAfter":        "--failover-after",
 	"protect":              "--protect",
 }
 

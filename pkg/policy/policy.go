@@ -73,6 +73,9 @@ func Effective(def, named *api.Policy) api.Policy {
 		if p.ReprotectAfter != 0 {
 			out.ReprotectAfter = p.ReprotectAfter
 		}
+		if p.FailoverAfter != 0 {
+			out.FailoverAfter = p.FailoverAfter
+		}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/policy"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
@@ -46,6 +47,16 @@ type Replicas interface {
 	DropReplica(ctx context.Context, volume string) error
 	// KeptReplicas names the volumes this node keeps a replica for.
 	KeptReplicas(ctx context.Context) ([]string, error)
+}
+
+// SharedOrigins runs volumes on a device another node exports (see
+// package engine): it attaches the export, adopts the device with a peer
+// leg, and takes a volume over from the replica this node keeps.
+type SharedOrigins interface {
+	AttachOrigin(ctx context.Context, r nvmeof.Remote) (string, error)
+	FindOrigin(ctx context.Context, wwid string) (string, error)
+	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
+	TakeOver(ctx context.Context, req engine.TakeOverRequest) (engine.VolumeInfo, error)
 }
 
 // Store is the part of *store.Store the controller uses.
@@ -107,6 +118,10 @@ type Config struct {
 	// ReplicaKept, if set, is called after a replica was kept, so that it
 	// is exported and published at once rather than at the next round.
 	ReplicaKept func(ctx context.Context)
+	// SharedOrigins, if set, runs volumes on shared origins (specs with
+	// SharedOrigin); nil means this node cannot, and such specs are
+	// reported, not served.
+	SharedOrigins SharedOrigins
 
 	// HealthInterval is how often the store's health is checked.
 	HealthInterval time.Duration

@@ -94,6 +94,9 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 // node record). vs keeps when the legs were first seen out. nil: the
 // volume has no mirror.
 func (c *Controller) mirrorFacts(ctx context.Context, v engine.VolumeInfo, exists bool, p engine.PoolInfo, havePool bool, vs *volState, now time.Time) *policy.Mirror {
+	if exists && v.FailedOverFrom != "" && v.Protection == pool.ProtectNone {
+		return failedOverFacts(v, vs, now)
+	}
 	if !exists || v.Protection == "" || v.Protection == pool.ProtectNone {
 		vs.mirrorSince = time.Time{}
 		return nil

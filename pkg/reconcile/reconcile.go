@@ -156,6 +156,18 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 		return out
 	}
 	st := api.VolumeStatus{Name: name, ObservedRevision: rev}
+	if spec.SharedOrigin != nil {
+		// The origin must be attached before the volume can be read
+		// whole or started: after a reboot nothing attaches it but this,
+		// and only for a node the spec names.
+		if _, err := c.attachSharedOrigin(ctx, spec); err != nil {
+			// A volume not created yet says what it waits for when the
+			// pass comes to create it.
+			if _, verr := c.engine.Volume(ctx, name); verr == nil {
+				return c.fail(ctx, st, fmt.Errorf("shared origin: %w", err), nil)
+			}
+		}
+	}
 	obs, vs, err := c.observe(ctx, spec, rev)
 	if err != nil {
 		return c.fail(ctx, st, err, obs.actualPtr())
@@ -311,6 +323,9 @@ func (c *Controller) originFacts(name string, p engine.PoolInfo, ok bool) *polic
 
 // create creates a missing volume in the mode decided.
 func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.Decision, p plan, st api.VolumeStatus) outcome {
+	if spec.SharedOrigin != nil {
+		return c.createShared(ctx, spec, d, st)
+	}
 	tuning := p.tuning
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
@@ -380,6 +395,9 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		{"write cache", spec.WriteCacheBytes, v.WriteCacheBytes},
 		{"read cache", spec.ReadCacheBytes, v.ReadCacheBytes},
 	} {
+		if f.what == "size" && spec.SharedOrigin != nil {
+			continue // cached whole: the size is the device's
+		}
 		if up(f.spec) != f.got {
 			diffs = append(diffs, fmt.Sprintf("%s %d bytes, spec asks %d", f.what, f.got, f.spec))
 		}
@@ -389,7 +407,9 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		diffs = append(diffs, fmt.Sprintf("read block size %d bytes, spec asks %d", v.ReadBlockSize, spec.ReadBlockSize))
 	}
 	// An empty protection lets the node choose; a named one must match.
-	if want, got := pool.Protection(spec.Protect), cmp.Or(v.Protection, pool.ProtectNone); want != "" && want != got {
+	// A volume taken over from its replica has one copy by force, which
+	// the mirror rule reports (failedOverFacts).
+	if want, got := pool.Protection(spec.Protect), cmp.Or(v.Protection, pool.ProtectNone); want != "" && want != got && v.FailedOverFrom == "" {
 		diffs = append(diffs, fmt.Sprintf("protection %s, spec asks %s", got, want))
 	}
 	if spec.AllowFUAWindow != v.FUAWindow {
