@@ -79,6 +79,10 @@ type Config struct {
 	// left out). Empty: the node keeps no replicas, and the leader never
 	// places one on it.
 	ReplicaAddress string
+	// Exports are shared devices (an origin several nodes see, such as a
+	// SAN LUN) this node's NVMe/TCP target serves to every other node on
+	// ReplicaAddress, except to fenced nodes (see exports.go).
+	Exports []Export
 	// FaultDomain is published in the node record: the leader puts a
 	// volume's replica in another fault domain than the volume when it
 	// can.
@@ -144,6 +148,9 @@ func (c Config) Validate() error {
 		if _, _, err := replicaAddress(c.ReplicaAddress); err != nil {
 			return fmt.Errorf("config replica-address: %w", err)
 		}
+	}
+	if err := validateExports(c.Exports, c.ReplicaAddress); err != nil {
+		return err
 	}
 	if c.LegRetry < time.Second {
 		return fmt.Errorf("config leg-retry: %s, want at least 1s", c.LegRetry)
@@ -288,7 +295,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	g.Go(func() error { d.watchdog(gctx); return nil })
 	g.Go(func() error { d.watchMirrors(gctx); return nil })
 	if cfg.ReplicaAddress != "" {
-		g.Go(func() error { d.serveReplicas(gctx); return nil })
+		g.Go(func() error { d.serveTarget(gctx); return nil })
 	}
 
 	if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady); err != nil {
@@ -332,6 +339,8 @@ type daemon struct {
 	// record; inventoryNow asks membership to publish the record now.
 	replicas     []api.ReplicaInventory
 	inventoryNow chan struct{}
+	// tgt is what the NVMe/TCP target serves: exports, fences (exports.go).
+	tgt targetState
 }
 
 func (d *daemon) setEtcdUp(up bool) {

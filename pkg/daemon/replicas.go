@@ -40,32 +40,51 @@ func replicaAddress(s string) (string, int, error) {
 	return host, port, nil
 }
 
-// serveReplicas exports the replicas this node keeps, every
-// replicaInterval. It needs no etcd: a peer that rebooted serves its
-// replicas again whether or not the cluster store answers.
-func (d *daemon) serveReplicas(ctx context.Context) {
-	t := time.NewTicker(replicaInterval)
-	defer t.Stop()
-	for {
-		d.replicaKept(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// replicaFencer is the engine's ServeReplicas for a cluster that fenced
+// nodes (engine.Engine.ServeReplicasFenced). An engine without it (the
+// in-memory one of reconcile/reconciletest) serves every replica: the
+// fence of an owner whose replica is kept here is then never
+// acknowledged.
+type replicaFencer interface {
+	ServeReplicasFenced(ctx context.Context, addr string, port int, fenced map[string]bool) ([]engine.ReplicaInfo, error)
 }
 
-// replicaKept exports every replica now and, when what is served changed,
-// publishes the node record at once: the owner waits for it to attach.
+// replicaKept exports every replica now, but none whose owner is fenced,
+// and, when what is served changed, publishes the node record at once:
+// the owner waits for it to attach. It runs in the daemon's target round
+// (serveTarget, every replicaInterval, without etcd too: a peer that
+// rebooted serves its replicas again whether or not the cluster store
+// answers) and when the controller kept a new replica.
 func (d *daemon) replicaKept(ctx context.Context) {
 	host, port, err := replicaAddress(d.cfg.ReplicaAddress)
 	if err != nil {
 		return // Validate refused it already
 	}
+	s := &d.tgt
+	s.replicaRound.Lock()
+	defer s.replicaRound.Unlock()
+	fenced := s.fencedSet()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	served, err := d.eng.ServeReplicas(sctx, host, port)
+	var served []engine.ReplicaInfo
+	if f, ok := d.eng.(replicaFencer); ok {
+		served, err = f.ServeReplicasFenced(sctx, host, port, fenced)
+	} else {
+		served, err = d.eng.ServeReplicas(sctx, host, port)
+	}
 	cancel()
+	cut := map[string]bool{}
+	if err == nil {
+		cut = fenced
+		for _, r := range served {
+			if fenced[r.Owner] && !r.Fenced {
+				delete(cut, r.Owner)
+				d.log.Error("replica of a fenced node still exported", "volume", r.Volume, "owner", r.Owner, "err", r.Error)
+			}
+		}
+	}
+	s.mu.Lock()
+	s.replicasCut = cut
+	s.mu.Unlock()
 	if err != nil {
 		d.log.Warn("serving replicas failed", "err", err)
 		return
@@ -81,10 +100,7 @@ func (d *daemon) replicaKept(ctx context.Context) {
 	d.replicas = inv
 	d.mu.Unlock()
 	if changed {
-		select {
-		case d.inventoryNow <- struct{}{}:
-		default:
-		}
+		d.publishNow()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 func newRunCmd(g *cli.Globals) *cobra.Command {
 	cfg := daemon.Default()
 	var endpoints string
+	var exports []string
 	// The embedded member's settings daemon.Config does not carry: server
 	// TLS (CertFile, KeyFile, CAFile) and membership of a multi-member
 	// cluster (Name, PeerURL, InitialCluster..., Peer*File).
@@ -86,6 +87,13 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 			if endpoints != "" {
 				cfg.Store.Endpoints = strings.Split(endpoints, ",")
 			}
+			for _, x := range exports {
+				e, err := daemon.ParseExport(x)
+				if err != nil {
+					return fmt.Errorf("--export %w", err)
+				}
+				cfg.Exports = append(cfg.Exports, e)
+			}
 			if g.Lock != "" {
 				cfg.Engine.LockPath = g.Lock
 			}
@@ -145,6 +153,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
 	f.DurationVar(&cfg.LegRetry, "leg-retry", cfg.LegRetry, "how long after a write mirror leg failed it is first given back to dm-raid (then twice as long after each failed try, up to 10m)")
 	f.StringVar(&cfg.ReplicaAddress, "replica-address", "", "IPv4[:port] where this node's NVMe/TCP target serves replicas of peers' write caches (--protect peer; port 4420 by default); without it the node keeps none")
+	f.StringArrayVar(&exports, "export", nil, "NAME=DEVICE: export a shared device (a SAN LUN, an md RAID10) over NVMe/TCP on --replica-address to every other registered node but fenced ones, one subsystem per node, namespace UUID derived from NAME (wwid uuid.<UUID> on every node); repeatable")
 	f.StringVar(&cfg.FaultDomain, "fault-domain", "", "fault domain of this node (a rack, a power feed): a volume's replica goes to another domain when one has room")
 	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")
 	return cmd

@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/blockdev"
+	"github.com/tidecache/tidecache/pkg/command"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// A node's NVMe/TCP target serves two kinds of storage to other nodes:
+// the replicas it keeps of their write caches (replicas.go) and the
+// shared devices given with --export, such as a SAN LUN or an md RAID10
+// that stands for one, which a volume's origin can be and on which the
+// volume can fail over to another node. Both are cut off from a node the
+// cluster fenced (api.Fence): serveTarget removes every export and every
+// replica export the fenced node could write through, and only then
+// acknowledges the fence in the node record (api.Node.FencesApplied).
+//
+// Each export has one subsystem per node it is served to, allowing that
+// node's host NQN alone, so a fence removes one subsystem and leaves the
+// other nodes' I/O alone. Every subsystem of an export carries the same
+// namespace UUID (nvmeof.ExportUUID), so every node finds the device by
+// the same wwid, "uuid.<UUID>". A node gets its subsystem once it has
+// registered; a node that is merely down keeps it (its kernel reconnects
+// when it is back); only a fence removes it. Without etcd nothing
+// changes: the subsystems in place stay, and the fences last read stay
+// applied.
+
+// Export is a shared device this node exports to the others
+// (tidecached run --export NAME=DEVICE).
+type Export struct {
+	// Name names the export in the node record and in its subsystems'
+	// NQNs, and its namespace UUID is derived from it: keep it when the
+	// device's path changes.
+	Name string
+	// Device is the block device, e.g. /dev/md/san.
+	Device string
+}
+
+// ParseExport parses NAME=DEVICE.
+func ParseExport(s string) (Export, error) {
+	name, dev, ok := strings.Cut(s, "=")
+	if !ok {
+		return Export{}, fmt.Errorf("%q: want NAME=DEVICE", s)
+	}
+	e := Export{Name: name, Device: dev}
+	return e, e.validate()
+}
+
+func (e Export) validate() error {
+	if err := pool.ValidateName("export", e.Name); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(e.Device) {
+		return fmt.Errorf("export %s: device %q: want an absolute path", e.Name, e.Device)
+	}
+	return nil
+}
+
+// validateExports checks the --export list: valid, unique names, and a
+// replica address for the target to listen on.
+func validateExports(exports []Export, replicaAddress string) error {
+	seen := map[string]bool{}
+	for _, e := range exports {
+		if err := e.validate(); err != nil {
+			return fmt.Errorf("config export: %w", err)
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("config export: %s given twice", e.Name)
+		}
+		seen[e.Name] = true
+	}
+	if len(exports) > 0 && replicaAddress == "" {
+		return errors.New("config export: needs --replica-address, the address the NVMe/TCP target listens on")
+	}
+	return nil
+}
+
+// targetState is what serveTarget knows and did, for the node record. Its
+// zero value serves on the system's configfs.
+type targetState struct {
+	// target is the NVMe target; a zero Root means the system's.
+	target nvmeof.Target
+	// replicaRound serialises the replica rounds (the daemon's loop and
+	// the controller's calls), so a round that read the fences before a
+	// new one arrived never exports after a round that withheld.
+	replicaRound sync.Mutex
+
+	mu sync.Mutex
+	// fenced is the last fence list read, by node, at the fence's
+	// ModRevision; this node's own fence is left out.
+	fenced map[string]int64
+	// replicasCut are the fenced owners the last replica round withheld
+	// every replica of.
+	replicasCut map[string]bool
+	exports     []api.ExportInventory
+	acks        []api.FenceAck
+}
+
+func (s *targetState) nvmet() nvmeof.Target {
+	if s.target.Root == "" {
+		return nvmeof.NewTarget()
+	}
+	return s.target
+}
+
+// fencedSet returns the nodes fenced, as last read.
+func (s *targetState) fencedSet() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for n := range s.fenced {
+		out[n] = true
+	}
+	return out
+}
+
+// exportRecord is what the node record says of the target: the exports
+// and the fences carried out. inventory puts it in api.Node.Exports and
+// api.Node.FencesApplied.
+func (d *daemon) exportRecord() ([]api.ExportInventory, []api.FenceAck) {
+	s := &d.tgt
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.exports), slices.Clone(s.acks)
+}
+
+// serveTarget runs targetRound every replicaInterval, and at once when a
+// fence is put or deleted: a failover waits for the acknowledgement.
+func (d *daemon) serveTarget(ctx context.Context) {
+	kick := make(chan struct{}, 1)
+	watching := false
+	t := time.NewTicker(replicaInterval)
+	defer t.Stop()
+	for {
+		if rev := d.targetRound(ctx); rev > 0 && !watching {
+			// From the revision the round read: no fence written since
+			// is missed.
+			watching = true
+			go d.watchFences(ctx, rev+1, kick)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-kick:
+		}
+	}
+}
+
+// watchFences signals kick on every change of a fence record from
+// revision from on. A watch that fails is started again, from now, after
+// a pause; the rounds' interval covers what it missed.
+func (d *daemon) watchFences(ctx context.Context, from int64, kick chan<- struct{}) {
+	for ctx.Err() == nil {
+		for res := range d.st.Watch(ctx, from) {
+			if res.Err != nil {
+				break
+			}
+			if slices.ContainsFunc(res.Events, func(e store.Event) bool { return e.Kind == store.KindFence }) {
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		}
+		from = 0
+		sleep(ctx, replicaInterval)
+	}
+}
+
+// targetRound reads the fences and the registered nodes, serves the
+// exports and the replicas accordingly, and acknowledges every fence
+// whose node no longer reaches anything here. The node record is
+// published at once when any of it changed. It returns the revision of
+// the fence list it read, 0 if etcd did not answer.
+func (d *daemon) targetRound(ctx context.Context) int64 {
+	s := &d.tgt
+	var nodes []string
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	fences, rev, _, ferr := d.st.ListFences(lctx)
+	items, _, _, nerr := d.st.ListNodes(lctx)
+	cancel()
+	if ferr == nil {
+		fenced := map[string]int64{}
+		for _, f := range fences {
+			if f.Value.Node != d.cfg.Node {
+				fenced[f.Value.Node] = f.Meta.ModRevision
+			}
+		}
+		s.mu.Lock()
+		if !maps.Equal(fenced, s.fenced) {
+			d.log.Info("fences read", "fenced", slices.Sorted(maps.Keys(fenced)))
+		}
+		s.fenced = fenced
+		s.mu.Unlock()
+	}
+	if ferr == nil && nerr == nil {
+		for _, n := range items {
+			nodes = append(nodes, n.Value.Name)
+		}
+	}
+	fenced := s.fencedSet()
+	exports, exportsCut := d.serveExports(ctx, ferr == nil && nerr == nil, nodes, fenced)
+	d.replicaKept(ctx)
+
+	s.mu.Lock()
+	var acks []api.FenceAck
+	for _, n := range slices.Sorted(maps.Keys(s.fenced)) {
+		if exportsCut[n] && s.replicasCut[n] {
+			acks = append(acks, api.FenceAck{Node: n, Revision: s.fenced[n]})
+		}
+	}
+	changed := !reflect.DeepEqual(exports, s.exports) || !reflect.DeepEqual(acks, s.acks)
+	for _, a := range acks {
+		if !slices.Contains(s.acks, a) {
+			d.log.Warn("fence applied: nothing is served to the node any more", "fenced_node", a.Node, "revision", a.Revision)
+		}
+	}
+	s.exports, s.acks = exports, acks
+	s.mu.Unlock()
+	if changed {
+		d.publishNow()
+	}
+	if ferr != nil {
+		return 0
+	}
+	return rev
+}
+
+// publishNow asks membership to publish the node record now.
+func (d *daemon) publishNow() {
+	select {
+	case d.inventoryNow <- struct{}{}:
+	default:
+	}
+}
+
+// serveExports removes every subsystem of every export that a fenced
+// node is allowed on and, when the cluster answered (live), exports each
+// to every registered node that is neither this one nor fenced; nodes
+// already served stay served. It returns the exports for the node record
+// and the fenced nodes cut off from all of them.
+func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fenced map[string]bool) ([]api.ExportInventory, map[string]bool) {
+	cut := maps.Clone(fenced)
+	if cut == nil {
+		cut = map[string]bool{}
+	}
+	if len(d.cfg.Exports) == 0 {
+		return nil, cut
+	}
+	tg := d.tgt.nvmet()
+	addr, port, err := replicaAddress(d.cfg.ReplicaAddress)
+	if err != nil {
+		return nil, map[string]bool{} // Validate refused it already
+	}
+	var out []api.ExportInventory
+	for _, e := range d.cfg.Exports {
+		inv := api.ExportInventory{Name: e.Name, UUID: nvmeof.ExportUUID(e.Name)}
+		var errs []error
+		subs, err := tg.Subsystems(nvmeof.ExportNQNPrefix(e.Name))
+		if err != nil {
+			// What is served is unknown: no fence is carried out.
+			d.log.Warn("export: listing its subsystems failed", "export", e.Name, "err", err)
+			inv.Error = err.Error()
+			out = append(out, inv)
+			cut = map[string]bool{}
+			continue
+		}
+		served := map[string]bool{}
+		for _, sub := range subs {
+			var hosts []string
+			fence := false
+			for _, h := range sub.Hosts {
+				if n, ok := nvmeof.NodeOfHostNQN(h); ok {
+					hosts = append(hosts, n)
+					fence = fence || fenced[n]
+				}
+			}
+			if !fence {
+				for _, n := range hosts {
+					served[n] = true
+				}
+				continue
+			}
+			if err := tg.Unexport(sub.NQN); err != nil {
+				errs = append(errs, err)
+				for _, n := range hosts {
+					delete(cut, n)
+					served[n] = true
+				}
+				continue
+			}
+			d.log.Warn("export removed from a fenced node: its writes in flight are done", "export", e.Name, "fenced_node", strings.Join(hosts, ","), "nqn", sub.NQN)
+		}
+		size, sizeErr := blockdev.Size(e.Device)
+		if sizeErr != nil {
+			errs = append(errs, sizeErr)
+		}
+		inv.SizeBytes = size
+		// The nodes served stay served (Export again finishes what an
+		// interrupted one left); the registered ones are added.
+		want := maps.Clone(served)
+		if live {
+			for _, n := range nodes {
+				if n != d.cfg.Node && !fenced[n] {
+					want[n] = true
+				}
+			}
+		}
+		for _, n := range slices.Sorted(maps.Keys(want)) {
+			if sizeErr != nil {
+				break // the device is missing: nothing is exported
+			}
+			if err := d.ensureNvmet(ctx, tg); err != nil {
+				errs = append(errs, err)
+				break
+			}
+			x := nvmeof.Export{NQN: nvmeof.ExportNQN(e.Name, n), Device: e.Device, HostNQN: nvmeof.HostNQN(n), Addr: addr, Port: port, UUID: inv.UUID}
+			if err := tg.Export(x); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !served[n] {
+				served[n] = true
+				d.log.Info("exported to a node", "export", e.Name, "to_node", n, "nqn", x.NQN, "device", e.Device)
+			}
+		}
+		inv.Hosts = slices.Sorted(maps.Keys(served))
+		if err := errors.Join(errs...); err != nil {
+			inv.Error = err.Error()
+			d.log.Warn("export not fully served", "export", e.Name, "err", err)
+		}
+		out = append(out, inv)
+	}
+	return out, cut
+}
+
+// ensureNvmet loads the NVMe/TCP target when its configfs is absent.
+func (d *daemon) ensureNvmet(ctx context.Context, tg nvmeof.Target) error {
+	if _, err := os.Stat(tg.Root); err == nil {
+		return nil
+	}
+	_, err := command.Runner{Logger: d.log}.Run(ctx, "modprobe", "nvmet-tcp")
+	return err
+}

@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/metrics"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// TestValidateExports: each bad --export is refused, naming the key.
+func TestValidateExports(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		exports []Export
+		replica string
+		want    string
+	}{
+		{"good", []Export{{"san", "/dev/md/san"}, {"san-2", "/dev/sdb"}}, "10.0.0.3", ""},
+		{"bad name", []Export{{"San_1", "/dev/md/san"}}, "10.0.0.3", "invalid export name"},
+		{"relative device", []Export{{"san", "md/san"}}, "10.0.0.3", "absolute path"},
+		{"twice", []Export{{"san", "/dev/md/san"}, {"san", "/dev/sdb"}}, "10.0.0.3", "san given twice"},
+		{"no replica address", []Export{{"san", "/dev/md/san"}}, "", "needs --replica-address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.Node, cfg.EmbeddedEtcd = "n1", true
+			cfg.Exports, cfg.ReplicaAddress = tc.exports, tc.replica
+			err := cfg.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config export")) {
+				t.Errorf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	for s, want := range map[string]string{"san=/dev/md/san": "", "san": "NAME=DEVICE", "=/dev/x": "invalid export name", "san=dev": "absolute"} {
+		e, err := ParseExport(s)
+		if want == "" && (err != nil || e != (Export{"san", "/dev/md/san"})) || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("ParseExport(%q) = %+v, %v; want %q", s, e, err, want)
+		}
+	}
+}
+
+// exporter is a daemon that exports one device, a file, on a configfs
+// tree, with the cluster of a running daemon (node n1) and the in-memory
+// engine.
+type exporter struct {
+	d    *daemon
+	root string
+	st   *store.Store
+	eng  *reconciletest.Engine
+}
+
+func newExporter(t *testing.T) *exporter {
+	t.Helper()
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	root := t.TempDir()
+	for _, d := range []string{"hosts", "subsystems", "ports"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := filepath.Join(t.TempDir(), "san.img")
+	if err := os.WriteFile(dev, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dmet, err := metrics.NewDaemonMetrics(prometheus.NewRegistry(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &exporter{root: root, st: openStore(t, []string{r.cfg.EtcdClientURL}), eng: reconciletest.NewEngine("fast")}
+	x.d = &daemon{
+		cfg: Config{Node: "san", ReplicaAddress: "10.0.0.3", Exports: []Export{{Name: "san", Device: dev}}},
+		log: testLogger(t), st: x.st, eng: x.eng, dmet: dmet, inventoryNow: make(chan struct{}, 1),
+		tgt: targetState{target: nvmeof.NewDirTarget(root)},
+	}
+	return x
+}
+
+// hosts returns the nodes the configfs tree lets reach export san.
+func (x *exporter) hosts(t *testing.T) []string {
+	t.Helper()
+	subs, err := nvmeof.NewDirTarget(x.root).Subsystems(nvmeof.ExportNQNPrefix("san"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range subs {
+		for _, h := range s.Hosts {
+			n, _ := nvmeof.NodeOfHostNQN(h)
+			out = append(out, n)
+		}
+		if s.NQN != nvmeof.ExportNQN("san", out[len(out)-1]) {
+			t.Errorf("subsystem %s allows %v", s.NQN, s.Hosts)
+		}
+		uuid, _ := os.ReadFile(filepath.Join(x.root, "subsystems", s.NQN, "namespaces", "1", "device_uuid"))
+		if string(uuid) != nvmeof.ExportUUID("san") {
+			t.Errorf("subsystem %s has namespace UUID %q, want %s", s.NQN, uuid, nvmeof.ExportUUID("san"))
+		}
+	}
+	return out
+}
+
+// published reports whether the round asked for the node record to be
+// published, and clears the request.
+func (x *exporter) published() bool {
+	select {
+	case <-x.d.inventoryNow:
+		return true
+	default:
+		return false
+	}
+}
+
+func register(t *testing.T, st *store.Store, name string) *store.Registration {
+	t.Helper()
+	reg, err := st.Register(context.Background(), api.Node{Name: name}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close(context.Background()) })
+	return reg
+}
+
+// TestExportsAndFences runs the target's rounds through a node's life in
+// the cluster: every registered node but this one gets its own
+// subsystem; a node that goes down keeps it; a fence removes it and is
+// acknowledged with the fence's revision, and the node is not served
+// again while fenced, registered or not; a lifted fence serves it again.
+// The fence of an owner whose replica the engine cannot withhold is not
+// acknowledged, and this node's own fence is left to others.
+func TestExportsAndFences(t *testing.T) {
+	ctx := context.Background()
+	x := newExporter(t)
+	d := x.d
+	register(t, x.st, "a")
+	regB := register(t, x.st, "b")
+	x.eng.KeepReplica(pool.ReplicaRequest{Volume: "db", Owner: "a", HostNQN: nvmeof.HostNQN("a"), WriteCache: 1 << 20})
+
+	fence := func(node string) int64 {
+		t.Helper()
+		meta, err := x.st.PutFence(ctx, api.Fence{Node: node, Reason: "test", CreatedAt: time.Now()}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return meta.ModRevision
+	}
+	var revB int64
+	steps := []struct {
+		name      string
+		do        func()
+		hosts     []string
+		acks      func() []api.FenceAck
+		published bool
+	}{
+		{"registered nodes exported", func() {}, []string{"a", "b", "n1"}, nil, true},
+		{"nothing changed", func() {}, []string{"a", "b", "n1"}, nil, false},
+		{"b down keeps its export", func() { regB.Close(ctx) }, []string{"a", "b", "n1"}, nil, false},
+		{"b fenced", func() { revB = fence("b") }, []string{"a", "n1"},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true},
+		{"b back while fenced", func() { regB = register(t, x.st, "b") }, []string{"a", "n1"},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false},
+		{"own fence ignored", func() { fence("san") }, []string{"a", "n1"},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false},
+		{"a fenced, its replica still served", func() { fence("a") }, []string{"n1"},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true},
+		{"b's fence lifted", func() {
+			if err := x.st.DeleteFence(ctx, "b", revB); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"b", "n1"}, nil, true},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			s.do()
+			d.targetRound(ctx)
+			if got := x.hosts(t); !slices.Equal(got, s.hosts) {
+				t.Errorf("exported to %v, want %v", got, s.hosts)
+			}
+			exports, acks := d.exportRecord()
+			var want []api.FenceAck
+			if s.acks != nil {
+				want = s.acks()
+			}
+			if !slices.Equal(acks, want) {
+				t.Errorf("fences applied %+v, want %+v", acks, want)
+			}
+			if len(exports) != 1 || exports[0].Name != "san" || exports[0].UUID != nvmeof.ExportUUID("san") ||
+				exports[0].SizeBytes != 1<<20 || !slices.Equal(exports[0].Hosts, s.hosts) || exports[0].Error != "" {
+				t.Errorf("exports %+v, want san (%s, 1 MiB) to %v", exports, nvmeof.ExportUUID("san"), s.hosts)
+			}
+			if got := x.published(); got != s.published {
+				t.Errorf("published at once: %v, want %v", got, s.published)
+			}
+		})
+	}
+}
+
+// TestFenceWatched: the target loop applies a fence as soon as it is
+// written, not at its next round, and serves the node again as soon as
+// the fence is deleted.
+func TestFenceWatched(t *testing.T) {
+	x := newExporter(t)
+	register(t, x.st, "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.d.serveTarget(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(replicaInterval / 2)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not within %s", what, replicaInterval/2)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Once the first round is done, the watch follows from its revision.
+	within("export to b", func() bool { exports, _ := x.d.exportRecord(); return len(exports) == 1 })
+	meta, err := x.st.PutFence(context.Background(), api.Fence{Node: "b", CreatedAt: time.Now()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within("fence of b applied", func() bool {
+		_, acks := x.d.exportRecord()
+		return slices.Equal(acks, []api.FenceAck{{Node: "b", Revision: meta.ModRevision}}) && !slices.Contains(x.hosts(t), "b")
+	})
+	if err := x.st.DeleteFence(context.Background(), "b", meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	within("b served again", func() bool {
+		_, acks := x.d.exportRecord()
+		return len(acks) == 0 && slices.Contains(x.hosts(t), "b")
+	})
+}
