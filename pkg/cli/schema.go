@@ -69,6 +69,10 @@ type Volume struct {
 	AdoptedDevice string `json:"adopted_device,omitempty"`
 	// DataLoss records writes lost by a pool force-start, if any.
 	DataLoss string `json:"data_loss,omitempty"`
+	// SharedOrigin is the NODE/EXPORT a volume that can fail over caches;
+	// FailedOverFrom the node it ran on before it failed over to Node.
+	SharedOrigin   string `json:"shared_origin,omitempty"`
+	FailedOverFrom string `json:"failed_over_from,omitempty"`
 
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
 	// and the one the node last applied (cluster mode).
@@ -120,6 +124,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
 	out.AdoptedDevice = v.AdoptedDevice
 	out.DataLoss = v.DataLoss
+	out.FailedOverFrom = v.FailedOverFrom
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}
@@ -136,9 +141,13 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 		SizeBytes: spec.SizeBytes, WriteCacheBytes: spec.WriteCacheBytes, ReadCacheBytes: spec.ReadCacheBytes,
 		BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize,
 		DesiredMode: spec.Mode, State: statePending, FUAWindow: spec.AllowFUAWindow,
-		Protection:   spec.Protect,
-		PeerNode:     spec.ReplicaNode,
-		SpecRevision: rev,
+		Protection:     spec.Protect,
+		PeerNode:       spec.ReplicaNode,
+		SpecRevision:   rev,
+		FailedOverFrom: spec.FailedOverFrom,
+	}
+	if o := spec.SharedOrigin; o != nil {
+		out.SharedOrigin = o.Node + "/" + o.Export
 	}
 	if out.BlockSize == 0 && spec.WriteCacheBytes > 0 {
 		out.BlockSize = pool.DefaultBlockSize

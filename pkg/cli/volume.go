@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -331,6 +332,12 @@ func printVolume(g *Globals, v Volume) error {
 		fmt.Fprintf(w, "Policy:       %s\n", v.Policy)
 	}
 	fmt.Fprintf(w, "Device:       %s\n", v.Device)
+	if v.SharedOrigin != "" {
+		fmt.Fprintf(w, "Origin:       %s (shared: fails over to the replica's node)\n", v.SharedOrigin)
+	}
+	if v.FailedOverFrom != "" {
+		fmt.Fprintf(w, "Failed over:  from node %s, now on %s: one copy of the write cache, the replica it took over\n", v.FailedOverFrom, cmp.Or(v.Node, "?"))
+	}
 	if v.DataLoss != "" {
 		fmt.Fprintf(w, "Data loss:    %s\n", v.DataLoss)
 	}
@@ -849,7 +856,7 @@ volume's policy ('tidectl policy set'), which would undo a local tune.`,
 }
 
 func newVolumeAdoptCmd(g *Globals) *cobra.Command {
-	var poolName, device string
+	var poolName, device, shared, node string
 	var cf createFlags
 	cf.adopt = true
 	cmd := &cobra.Command{
@@ -881,21 +888,34 @@ the device back exactly as a plain device again.
 
 The pool may be one of SSDs alone ('pool create NAME --ssd DEV').
 --protect local mirrors the write cache on two SSDs of the pool (the
-default when it has two with room). Cluster mode (--etcd-endpoints) does
-not adopt devices: run it on the node that has the device.`,
+default when it has two with room).
+
+A device of one node is adopted on that node, without --etcd-endpoints.
+In cluster mode, --shared-origin NODE/EXPORT adopts a device another node
+exports to every node ('tidecached run --export EXPORT=DEV' there, as a
+SAN would): the volume starts on --node, its write cache mirrored to a
+replica on a third node (--protect peer, the only protection it takes),
+and it fails over: when its node is lost for the policy's failoverAfter
+(30s), the leader fences that node (the exporting nodes cut it off) and
+moves the volume to the replica's node, which runs it on the replica,
+every acknowledged write included.`,
 		Example: `  tidectl volume adopt db --device /dev/md0 --write-cache 40G --read-cache 80G
-  tidectl volume adopt logs --device /dev/disk/by-partuuid/8e3f1a2b-0c1d-4e5f-9a8b-7c6d5e4f3a2b --write-cache 8G --pool fast`,
+  tidectl volume adopt logs --device /dev/disk/by-partuuid/8e3f1a2b-0c1d-4e5f-9a8b-7c6d5e4f3a2b --write-cache 8G --pool fast
+  tidectl --etcd-endpoints http://10.0.0.1:2389 volume adopt db --shared-origin san1/lun0 --node db1 --write-cache 40G`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := cf.request(args[0])
 			if err != nil {
 				return usageError{err}
 			}
+			if shared != "" || node != "" {
+				return adoptShared(cmd.Context(), g, req, shared, node, device, poolName)
+			}
 			if device == "" || !strings.HasPrefix(device, "/") {
 				return usageErrorf("--device %q: give the absolute path of the device that holds the data, such as /dev/md0", device)
 			}
 			if req.Protect == pool.ProtectPeer {
-				return usageErrorf("--protect peer needs the cluster, which does not adopt devices yet: use --protect local or none")
+				return usageErrorf("--protect peer needs --shared-origin (cluster mode), a device every node sees, so that the volume can run on its replica's node; a device of this node alone takes --protect local or none")
 			}
 			if poolName != "" {
 				if err := pool.ValidateName("pool", poolName); err != nil {
@@ -927,6 +947,8 @@ not adopt devices: run it on the node that has the device.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&device, "device", "", "the device that holds the data (md array, partition, LUN)")
+	f.StringVar(&shared, "shared-origin", "", "cluster mode: NODE/EXPORT, a device node NODE exports to every node (tidecached run --export); the volume fails over to its replica's node")
+	f.StringVar(&node, "node", "", "cluster mode, with --shared-origin: the node the volume starts on")
 	f.StringVar(&poolName, "pool", "", "pool whose SSDs cache it (default: the only pool on the node)")
 	f.StringVar(&cf.writeCache, "write-cache", "0", "write-back cache size on SSD (dm-writecache); 0 for none")
 	f.StringVar(&cf.readCache, "read-cache", "0", "read cache size on SSD (dm-cache smq); 0 for none")
@@ -936,8 +958,60 @@ not adopt devices: run it on the node that has the device.`,
 	f.StringVar(&cf.protect, "protect", "", "copies of the write cache: local (two SSDs of the pool) or none; default local when the pool has two SSDs with room")
 	_ = cmd.RegisterFlagCompletionFunc("pool", g.completePools)
 	_ = cmd.RegisterFlagCompletionFunc("mode", completeModes)
-	_ = cmd.MarkFlagRequired("device")
+	cmd.MarkFlagsMutuallyExclusive("device", "shared-origin")
+	cmd.MarkFlagsOneRequired("device", "shared-origin")
 	return cmd
+}
+
+// adoptShared writes the spec of a volume on a shared origin (cluster
+// mode) and waits for its node to apply it.
+func adoptShared(ctx context.Context, g *Globals, req pool.VolumeRequest, shared, node, device, poolName string) error {
+	exporter, export, ok := strings.Cut(shared, "/")
+	switch {
+	case shared == "":
+		return usageErrorf("--node goes with --shared-origin (cluster mode); a device of this node is adopted with --device alone")
+	case !ok || exporter == "" || export == "":
+		return usageErrorf("--shared-origin %q: want NODE/EXPORT, the node exporting the device and the export's name (tidecached run --export EXPORT=DEV on that node)", shared)
+	case node == "":
+		return usageErrorf("--shared-origin needs --node: the node the volume starts on")
+	case req.WriteCache == 0:
+		return usageErrorf("--shared-origin needs --write-cache: the volume fails over on the replica of its write cache")
+	case req.Protect != "" && req.Protect != pool.ProtectPeer:
+		return usageErrorf("--shared-origin mirrors the write cache to another node (--protect peer): --protect %s would leave nothing to fail over to", req.Protect)
+	}
+	if err := g.needCluster("volume adopt --shared-origin"); err != nil {
+		return err
+	}
+	spec := api.VolumeSpec{
+		Name: req.Name, Node: node, Pool: poolName, WriteCacheBytes: req.WriteCache, ReadCacheBytes: req.ReadCache,
+		Mode: string(req.Mode), BlockSize: req.BlockSize, ReadBlockSize: req.ReadBlockSize, Protect: string(pool.ProtectPeer),
+		SharedOrigin: &api.SharedOrigin{Node: exporter, Export: export}, ReplicaNode: g.cl.replicaNode,
+	}
+	if err := spec.Validate(); err != nil {
+		return usageError{err}
+	}
+	st, err := g.store(ctx)
+	if err != nil {
+		return err
+	}
+	b := &clusterBackend{g: g, st: st}
+	defer b.Close()
+	if err := b.checkPlacement(ctx, node, poolName); err != nil {
+		return err
+	}
+	meta, err := st.CreateVolumeSpec(ctx, spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.Stderr, "volume %s: spec written (revision %d): node %s adopts %s of node %s\n", spec.Name, meta.ModRevision, node, export, exporter)
+	if err := b.waitApplied(ctx, spec.Name, meta.ModRevision, spec.Mode); err != nil {
+		return err
+	}
+	v, err := b.Volume(ctx, spec.Name)
+	if err != nil {
+		return err
+	}
+	return printVolume(g, v)
 }
 
 func newVolumeDetachCmd(g *Globals) *cobra.Command {
