@@ -54,7 +54,9 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	d.mu.Lock()
 	d.lastSSDs = n.SSDs
 	n.Replicas = slices.Clone(d.replicas)
+	n.FenceReleased = d.fenceReleased
 	d.mu.Unlock()
+	n.Exports, n.FencesApplied = d.exportRecord()
 	return n
 }
 
@@ -129,8 +131,9 @@ func (d *daemon) leadership(ctx context.Context) {
 		d.setLeader(true)
 		d.log.Info("elected leader")
 		t := time.NewTicker(d.cfg.PlacementInterval)
-		// When each replica's node was first seen gone, this term.
-		lost := map[string]time.Time{}
+		// When each replica's node, and each shared-origin volume's
+		// node, was first seen gone, this term.
+		lost, gone := map[string]time.Time{}, map[string]time.Time{}
 	term:
 		for {
 			select {
@@ -143,7 +146,7 @@ func (d *daemon) leadership(ctx context.Context) {
 				d.log.Warn("leadership lost")
 				break term
 			case <-t.C:
-				d.placeUnassigned(ctx, lost, time.Now())
+				d.placeUnassigned(ctx, lost, gone, time.Now())
 			}
 		}
 		t.Stop()
@@ -155,9 +158,11 @@ func (d *daemon) leadership(ctx context.Context) {
 // chooses, and every peer-protected spec without a replica node the
 // replica placement chooses, each with a revision-checked update (a
 // concurrent user edit wins and the spec is looked at again next round).
-// It also re-protects (see reprotect); lost remembers, for the leader's
-// term, since when each replica's node has been gone.
-func (d *daemon) placeUnassigned(ctx context.Context, lost map[string]time.Time, now time.Time) {
+// It also re-protects (see reprotect), fails volumes on a shared origin
+// over (see failover) and lifts the fences of nodes that released what
+// failed over; lost and gone remember, for the leader's term, since when
+// each replica's node and each such volume's node has been gone.
+func (d *daemon) placeUnassigned(ctx context.Context, lost, gone map[string]time.Time, now time.Time) {
 	specs, _, _, err := d.st.ListVolumeSpecs(ctx)
 	if err != nil {
 		return
@@ -172,7 +177,18 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost map[string]time.Time,
 		return err == nil
 	}
 	var pols []api.Policy
+	if fences, _, _, err := d.st.ListFences(ctx); err == nil && len(fences) > 0 && nodes() {
+		d.liftFences(ctx, fences, *view)
+	}
 	for _, it := range specs {
+		if it.Value.SharedOrigin != nil {
+			if !nodes() {
+				return
+			}
+			if d.failover(ctx, it, *view, &pols, gone, now) {
+				continue
+			}
+		}
 		switch {
 		case it.Value.ReplicaNode != "":
 			if !nodes() {

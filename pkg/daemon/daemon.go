@@ -262,6 +262,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	if cfg.ReplicaAddress != "" {
 		rc.Replicas, rc.ReplicaKept = eng, d.replicaKept
 	}
+	if so, ok := eng.(reconcile.SharedOrigins); ok {
+		rc.SharedOrigins = so
+	}
 	ctrl, err := reconcile.New(rc, eng, st)
 	if err != nil {
 		return err
@@ -294,6 +297,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	g.Go(func() error { d.leadership(gctx); return nil })
 	g.Go(func() error { d.watchdog(gctx); return nil })
 	g.Go(func() error { d.watchMirrors(gctx); return nil })
+	if rel, ok := eng.(Releaser); ok {
+		g.Go(func() error { d.complyWithFence(gctx, rel); return nil })
+	}
 	if cfg.ReplicaAddress != "" {
 		g.Go(func() error { d.serveTarget(gctx); return nil })
 	}
@@ -341,6 +347,9 @@ type daemon struct {
 	inventoryNow chan struct{}
 	// tgt is what the NVMe/TCP target serves: exports, fences (exports.go).
 	tgt targetState
+	// fenceReleased is the revision of this node's fence it complied
+	// with, for the node record (failover.go).
+	fenceReleased int64
 }
 
 func (d *daemon) setEtcdUp(up bool) {

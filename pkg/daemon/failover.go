@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// Failover of a volume on a shared origin, in the leader's rounds:
+//
+//  1. the volume's node has been gone (its record expired) for the
+//     policy's FailoverAfter, the node keeping its replica is live, and
+//     the replica held every acknowledged write when the node was last
+//     heard of (its mirror whole, or nothing dirty);
+//  2. the leader fences the node (fences/<node>), naming the volume;
+//  3. every node that serves the fenced node storage, the origin's
+//     exporting node and the replica's node, cuts it off and acknowledges
+//     the fence's revision in its record;
+//  4. only then the leader moves the spec to the replica's node
+//     (FailedOverFrom), which takes the volume over from its replica.
+//
+// A fenced node that comes back finds its exports refused, so it cannot
+// start the volume even at boot; its daemon releases its own stale copy
+// and says so (Node.FenceReleased), and the leader lifts the fence.
+
+// failoverAfter returns the policy's FailoverAfter for spec.
+func (d *daemon) failoverAfter(ctx context.Context, spec api.VolumeSpec, pols *[]api.Policy) (time.Duration, error) {
+	eff, err := d.effectivePolicy(ctx, spec, pols)
+	if err != nil {
+		return 0, err
+	}
+	return cmp.Or(time.Duration(eff.FailoverAfter), api.DefaultFailoverAfter), nil
+}
+
+// failover carries a volume on a shared origin through one step of its
+// failover when its node is gone; gone remembers, for the leader's term,
+// since when each such volume's node has been. It reports whether the
+// spec was handled here (the caller places nothing else for it).
+func (d *daemon) failover(ctx context.Context, it store.Item[api.VolumeSpec], view nodeView, pols *[]api.Policy, gone map[string]time.Time, now time.Time) bool {
+	spec := it.Value
+	if spec.SharedOrigin == nil || spec.Node == "" {
+		return false
+	}
+	if view.live(spec.Node) {
+		delete(gone, spec.Name)
+		return spec.FailedOverFrom != "" // a failed-over volume gets no new replica yet
+	}
+	log := d.log.With("volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
+	since, seen := gone[spec.Name]
+	if !seen {
+		gone[spec.Name] = now
+		log.Warn("node of a volume on a shared origin is gone: it is fenced and the volume fails over if it stays gone")
+		return true
+	}
+	after, err := d.failoverAfter(ctx, spec, pols)
+	if err != nil || now.Sub(since) < after {
+		return true
+	}
+	// Say why a failover waits once per interval, not every round.
+	waitLog := func(msg string, args ...any) {
+		if now.Sub(since) < after+d.cfg.PlacementInterval {
+			log.Warn(msg, args...)
+		}
+	}
+	if spec.ReplicaNode == "" || !view.live(spec.ReplicaNode) || view.drained[spec.ReplicaNode] {
+		waitLog("cannot fail over: the node keeping the replica is not up; the volume waits for either node")
+		return true
+	}
+	st, _, err := d.st.GetVolumeStatus(ctx, spec.Name)
+	if err != nil {
+		waitLog("cannot fail over: the volume's last status cannot be read", "err", err)
+		return true
+	}
+	if why := replicaLacksWrites(spec, st); why != "" {
+		waitLog("cannot fail over: "+why+"; waiting for the node to come back", "mirror_health", st.MirrorHealth, "mode", st.Mode)
+		return true
+	}
+	fence, rev, ok := d.fence(ctx, spec, now)
+	if !ok {
+		return true
+	}
+	for _, server := range []string{spec.SharedOrigin.Node, spec.ReplicaNode} {
+		if !fencedBy(view, server, fence.Node, rev) {
+			waitLog("failover waits for the fence to be applied", "fence_revision", rev, "by", server)
+			return true
+		}
+	}
+	moved := spec
+	moved.Node, moved.Pool = spec.ReplicaNode, spec.ReplicaPool
+	moved.ReplicaNode, moved.ReplicaPool = "", ""
+	moved.FailedOverFrom = spec.Node
+	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
+		log.Warn("failover update failed", "err", err)
+		return true
+	}
+	delete(gone, spec.Name)
+	log.Warn("volume failed over to the node keeping its replica", "to", moved.Node, "fence_revision", rev, "gone_for", now.Sub(since).Round(time.Second))
+	return true
+}
+
+// replicaLacksWrites says why the replica of a volume whose node is gone
+// may lack writes that node acknowledged, "" if it holds them all: in
+// writeback the last status must show both legs of the mirror in sync. A
+// volume in another mode has nothing dirty, and its origin holds every
+// write.
+func replicaLacksWrites(spec api.VolumeSpec, st api.VolumeStatus) string {
+	switch {
+	case st.Node != spec.Node:
+		return fmt.Sprintf("the last status is node %s's, not node %s's", st.Node, spec.Node)
+	case st.Mode != string(pool.ModeWriteback):
+		return ""
+	case st.PeerNode != spec.ReplicaNode:
+		return fmt.Sprintf("the write mirror's peer leg was on node %s, not on node %s", st.PeerNode, spec.ReplicaNode)
+	case st.MirrorHealth != strings.Repeat(string(dm.LegInSync), 2):
+		return fmt.Sprintf("the write mirror was not whole (health %q) when the node was last heard of", st.MirrorHealth)
+	}
+	return ""
+}
+
+// fence returns the fence of the spec's node naming the volume, and its
+// revision, writing or extending it if needed; ok is false when the
+// caller is to wait for the next round.
+func (d *daemon) fence(ctx context.Context, spec api.VolumeSpec, now time.Time) (api.Fence, int64, bool) {
+	f, meta, err := d.st.GetFence(ctx, spec.Node)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		f = api.Fence{Node: spec.Node, CreatedAt: now.UTC()}
+	case err != nil:
+		d.log.Warn("cannot read the fence", "node", spec.Node, "err", err)
+		return f, 0, false
+	case slices.Contains(f.Volumes, spec.Name):
+		return f, meta.ModRevision, true
+	}
+	f.Volumes = append(f.Volumes, spec.Name)
+	f.Reason = fmt.Sprintf("node gone; failing over %s", strings.Join(f.Volumes, ", "))
+	m, err := d.st.PutFence(ctx, f, meta.ModRevision)
+	if err != nil {
+		d.log.Warn("fencing failed", "node", spec.Node, "err", err)
+		return f, 0, false
+	}
+	d.log.Warn("node fenced: nodes serving it storage cut it off before its volumes fail over", "node", spec.Node, "volumes", f.Volumes, "revision", m.ModRevision)
+	// The acknowledgements come in later rounds.
+	return f, m.ModRevision, false
+}
+
+// fencedBy reports whether node server acknowledged the fence of node
+// fenced at revision rev (or a later one of the same node).
+func fencedBy(view nodeView, server, fenced string, rev int64) bool {
+	i := slices.IndexFunc(view.nodes, func(n api.Node) bool { return n.Name == server })
+	if i < 0 {
+		return false
+	}
+	return slices.ContainsFunc(view.nodes[i].FencesApplied, func(a api.FenceAck) bool { return a.Node == fenced && a.Revision >= rev })
+}
+
+// liftFences lifts the fence of every node that came back and released
+// the volumes that failed over (Node.FenceReleased at the fence's
+// revision): it no longer holds anything it could write behind the
+// volumes' new nodes, and may be served storage again.
+func (d *daemon) liftFences(ctx context.Context, fences []store.Item[api.Fence], view nodeView) {
+	for _, f := range fences {
+		i := slices.IndexFunc(view.nodes, func(n api.Node) bool { return n.Name == f.Value.Node })
+		if i < 0 || view.nodes[i].FenceReleased != f.Meta.ModRevision {
+			continue
+		}
+		if err := d.st.DeleteFence(ctx, f.Value.Node, f.Meta.ModRevision); err != nil {
+			d.log.Warn("lifting the fence failed", "node", f.Value.Node, "err", err)
+			continue
+		}
+		d.log.Info("fence lifted: the node released the volumes that failed over", "node", f.Value.Node, "volumes", f.Value.Volumes)
+	}
+}
+
+// Releaser drops a volume that failed over to another node (see
+// engine.Engine.ReleaseVolume).
+type Releaser interface {
+	Volume(ctx context.Context, name string) (engine.VolumeInfo, error)
+	ReleaseVolume(ctx context.Context, name string) error
+}
+
+// releaseFenced complies with a fence of this node: each volume the fence
+// names that now runs elsewhere (or was deleted) is released here, its
+// stale copy dropped; once none is left the fence's revision is reported
+// released (Node.FenceReleased), so the leader can lift it. It returns
+// that revision, 0 while the node is not fenced or something is left.
+func (d *daemon) releaseFenced(ctx context.Context, rel Releaser) int64 {
+	f, meta, err := d.st.GetFence(ctx, d.cfg.Node)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			d.log.Warn("cannot read this node's fence", "err", err)
+		}
+		return 0
+	}
+	left := 0
+	for _, name := range f.Volumes {
+		spec, _, err := d.st.GetVolumeSpec(ctx, name)
+		switch {
+		case err == nil && spec.Node == d.cfg.Node:
+			// Not failed over after all (the fence outlived a failover
+			// that never happened): this node keeps it.
+			continue
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			left++
+			continue
+		}
+		if _, err := rel.Volume(ctx, name); errors.Is(err, engine.ErrVolumeNotFound) {
+			continue
+		}
+		if err := rel.ReleaseVolume(ctx, name); err != nil {
+			d.log.Warn("this node is fenced and volume runs elsewhere, but releasing its stale copy failed", "volume", name, "err", err)
+			left++
+			continue
+		}
+		d.log.Warn("this node was fenced and the volume failed over: its stale copy here is released", "volume", name, "now_on", spec.Node)
+	}
+	if left > 0 {
+		return 0
+	}
+	return meta.ModRevision
+}
+
+// complyWithFence looks for a fence of this node every replicaInterval
+// and releases what failed over (releaseFenced), publishing the fence's
+// revision once it has.
+func (d *daemon) complyWithFence(ctx context.Context, rel Releaser) {
+	t := time.NewTicker(replicaInterval)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rev := d.releaseFenced(sctx, rel)
+		cancel()
+		d.mu.Lock()
+		changed := rev != d.fenceReleased
+		d.fenceReleased = rev
+		d.mu.Unlock()
+		if changed {
+			select {
+			case d.inventoryNow <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

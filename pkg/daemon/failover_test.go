@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/store"
+)
+
+// TestFailover checks when the leader fences a volume's node and moves a
+// volume on a shared origin to its replica's node: only once the node has
+// been gone for FailoverAfter, the replica's node is up, the last status
+// shows the mirror whole (or nothing dirty), and both nodes serving the
+// fenced node storage acknowledged the fence at its revision. Never
+// before: a volume moved early would start on a replica that lacks
+// acknowledged writes, or beside a node still writing to the origin.
+func TestFailover(t *testing.T) {
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	const noStatus = "(no status)"
+	cases := []struct {
+		name  string
+		nodes []string
+		// gone is how long ago the leader first saw the node gone (0: not
+		// yet); health and mode are the node's last status.
+		gone         time.Duration
+		health, mode string
+		// acks are the nodes that acknowledged the fence, as it will be
+		// when it is written.
+		acks      []string
+		wantNode  string
+		wantFence bool
+	}{
+		{"owner up", []string{"a", "b", "san"}, time.Minute, "AA", "writeback", nil, "a", false},
+		{"first seen gone", []string{"b", "san"}, 0, "AA", "writeback", nil, "a", false},
+		{"gone less than failoverAfter", []string{"b", "san"}, 20 * time.Second, "AA", "writeback", nil, "a", false},
+		{"gone: fenced, not yet acknowledged", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", nil, "a", true},
+		{"acknowledged by the replica's node only", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b"}, "a", true},
+		{"acknowledged by both: failed over", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b", "san"}, "b", true},
+		{"mirror degraded: the replica lacks writes", []string{"b", "san"}, time.Hour, "AD", "writeback", []string{"b", "san"}, "a", false},
+		{"replica resyncing", []string{"b", "san"}, time.Hour, "Aa", "writeback", []string{"b", "san"}, "a", false},
+		{"writethrough: nothing dirty", []string{"b", "san"}, 40 * time.Second, "", "writethrough", []string{"b", "san"}, "b", true},
+		{"no status ever", []string{"b", "san"}, time.Hour, noStatus, "", []string{"b", "san"}, "a", false},
+		{"replica node gone too", []string{"san"}, time.Hour, "AA", "writeback", []string{"san"}, "a", false},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			owner := fmt.Sprintf("a%d", i) // a fence per case
+			name := fmt.Sprintf("v%d", i)
+			spec := api.VolumeSpec{Name: name, Node: owner, WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
+				SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			if tc.health != noStatus {
+				if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: owner, Mode: tc.mode, Protection: "peer", PeerNode: "b", MirrorHealth: tc.health}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			view := nodeView{drained: map[string]bool{}}
+			for _, n := range tc.nodes {
+				if n == "a" {
+					n = owner
+				}
+				view.nodes = append(view.nodes, api.Node{Name: n})
+			}
+			gone := map[string]time.Time{}
+			if tc.gone != 0 {
+				gone[name] = t0.Add(-tc.gone)
+			}
+			round := func() {
+				_, meta, err := st.GetVolumeSpec(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cur, _, _ := st.GetVolumeSpec(ctx, name)
+				var pols []api.Policy
+				// Whether the round handled it matters to placement only.
+				d.failover(ctx, store.Item[api.VolumeSpec]{Value: cur, Meta: meta}, view, &pols, gone, t0)
+			}
+			round()
+			// The exporting nodes acknowledge the fence now written, as
+			// their daemons would, and the leader looks again.
+			if _, fmeta, err := st.GetFence(ctx, owner); err == nil {
+				for j := range view.nodes {
+					for _, a := range tc.acks {
+						if view.nodes[j].Name == a {
+							view.nodes[j].FencesApplied = []api.FenceAck{{Node: owner, Revision: fmeta.ModRevision}}
+						}
+					}
+				}
+			}
+			round()
+			got, _, err := st.GetVolumeSpec(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantNode := tc.wantNode
+			if wantNode == "a" {
+				wantNode = owner
+			}
+			if got.Node != wantNode {
+				t.Errorf("volume on %s, want %s", got.Node, wantNode)
+			}
+			if wantNode == "b" && (got.FailedOverFrom != owner || got.ReplicaNode != "" || got.Pool != "fast") {
+				t.Errorf("failed-over spec %+v: want failedOverFrom %s, pool fast, no replica node", got, owner)
+			}
+			f, _, err := st.GetFence(ctx, owner)
+			if fenced := err == nil; fenced != tc.wantFence {
+				t.Errorf("fenced = %t (%v), want %t", fenced, err, tc.wantFence)
+			}
+			if err == nil && (len(f.Volumes) != 1 || f.Volumes[0] != name) {
+				t.Errorf("fence names %v, want [%s]", f.Volumes, name)
+			}
+		})
+	}
+}
+
+// fakeReleaser is the engine's side of a release: the volumes it has.
+type fakeReleaser struct {
+	have     map[string]bool
+	released []string
+}
+
+func (f *fakeReleaser) Volume(_ context.Context, name string) (engine.VolumeInfo, error) {
+	if !f.have[name] {
+		return engine.VolumeInfo{}, fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
+	}
+	return engine.VolumeInfo{Name: name}, nil
+}
+
+func (f *fakeReleaser) ReleaseVolume(_ context.Context, name string) error {
+	f.released = append(f.released, name)
+	delete(f.have, name)
+	return nil
+}
+
+// TestReleaseFenced checks what a fenced node that comes back releases:
+// the volumes its fence names that now run elsewhere, and only those; it
+// reports the fence released once nothing is left, and the leader then
+// lifts the fence.
+func TestReleaseFenced(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	rel := &fakeReleaser{have: map[string]bool{"moved": true, "kept": true, "other": true}}
+	if rev := d.releaseFenced(ctx, rel); rev != 0 || len(rel.released) != 0 {
+		t.Fatalf("not fenced: released %v, revision %d", rel.released, rev)
+	}
+	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	for _, s := range []api.VolumeSpec{
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+		{Name: "kept", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared},
+		{Name: "other", Node: "a", SizeBytes: 1 << 30},
+	} {
+		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"moved", "kept", "deleted"}, CreatedAt: time.Now()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := d.releaseFenced(ctx, rel)
+	if len(rel.released) != 1 || rel.released[0] != "moved" {
+		t.Fatalf("released %v, want [moved]: only what runs elsewhere now", rel.released)
+	}
+	if rev != meta.ModRevision {
+		t.Fatalf("released revision %d, want the fence's %d", rev, meta.ModRevision)
+	}
+	// The leader lifts the fence once the node's record says so, and not
+	// for an older revision.
+	fences, _, _, err := st.ListFences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev - 1}}})
+	if _, _, err := st.GetFence(ctx, "a"); err != nil {
+		t.Fatalf("fence lifted on an older release: %v", err)
+	}
+	d.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev}}})
+	if _, _, err := st.GetFence(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("fence not lifted after the release: %v", err)
+	}
+}
