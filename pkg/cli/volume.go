@@ -908,7 +908,7 @@ every acknowledged write included.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if shared != "" || node != "" {
+			if shared != "" || node != "" || g.cl.replicaNode != "" {
 				return adoptShared(cmd.Context(), g, req, shared, node, device, poolName)
 			}
 			if device == "" || !strings.HasPrefix(device, "/") {
@@ -949,6 +949,7 @@ every acknowledged write included.`,
 	f.StringVar(&device, "device", "", "the device that holds the data (md array, partition, LUN)")
 	f.StringVar(&shared, "shared-origin", "", "cluster mode: NODE/EXPORT, a device node NODE exports to every node (tidecached run --export); the volume fails over to its replica's node")
 	f.StringVar(&node, "node", "", "cluster mode, with --shared-origin: the node the volume starts on")
+	f.StringVar(&g.cl.replicaNode, "replica-node", "", "cluster mode, with --shared-origin: node to keep the replica on, where the volume fails over to (default: the leader places it)")
 	f.StringVar(&poolName, "pool", "", "pool whose SSDs cache it (default: the only pool on the node)")
 	f.StringVar(&cf.writeCache, "write-cache", "0", "write-back cache size on SSD (dm-writecache); 0 for none")
 	f.StringVar(&cf.readCache, "read-cache", "0", "read cache size on SSD (dm-cache smq); 0 for none")
@@ -969,11 +970,13 @@ func adoptShared(ctx context.Context, g *Globals, req pool.VolumeRequest, shared
 	exporter, export, ok := strings.Cut(shared, "/")
 	switch {
 	case shared == "":
-		return usageErrorf("--node goes with --shared-origin (cluster mode); a device of this node is adopted with --device alone")
+		return usageErrorf("--node and --replica-node go with --shared-origin (cluster mode); a device of this node is adopted with --device alone")
 	case !ok || exporter == "" || export == "":
 		return usageErrorf("--shared-origin %q: want NODE/EXPORT, the node exporting the device and the export's name (tidecached run --export EXPORT=DEV on that node)", shared)
 	case node == "":
 		return usageErrorf("--shared-origin needs --node: the node the volume starts on")
+	case g.cl.replicaNode == node:
+		return usageErrorf("--replica-node %s is the volume's own node: the replica, where it fails over to, must be on another", node)
 	case req.WriteCache == 0:
 		return usageErrorf("--shared-origin needs --write-cache: the volume fails over on the replica of its write cache")
 	case req.Protect != "" && req.Protect != pool.ProtectPeer:
