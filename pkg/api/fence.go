@@ -61,3 +61,40 @@ type FenceAck struct {
 	Node     string `json:"node"`
 	Revision int64  `json:"revision"`
 }
+
+// ReplicaOutdated says that a volume's replica lacks writes its owner
+// acknowledged: the owner lost the replica's leg and goes on writing to
+// its own. The owner writes it, in a transaction that holds only while
+// the spec still names it, before it lets its mirror drop that leg, and
+// deletes it once the leg is back in sync. The leader fails a volume over
+// only in a transaction that holds only while no such record exists, so
+// of the two, exactly one happens: the owner goes on alone, and the
+// replica is known stale, or the volume moves to the replica, which holds
+// every write the owner acknowledged (the owner's writes stall until then
+// and never complete).
+type ReplicaOutdated struct {
+	Volume string `json:"volume"`
+	// Owner is the node that writes without the replica, ReplicaNode the
+	// node whose copy is stale.
+	Owner       string    `json:"owner"`
+	ReplicaNode string    `json:"replicaNode"`
+	Since       time.Time `json:"since"`
+}
+
+// Validate checks the record on its own.
+func (r ReplicaOutdated) Validate() error {
+	var errs []error
+	if err := pool.ValidateName("volume", r.Volume); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateNodeName(r.Owner); err != nil {
+		errs = append(errs, fmt.Errorf("owner: %w", err))
+	}
+	if err := ValidateNodeName(r.ReplicaNode); err != nil {
+		errs = append(errs, fmt.Errorf("replicaNode: %w", err))
+	}
+	if r.Since.IsZero() {
+		errs = append(errs, errors.New("since must be set"))
+	}
+	return errors.Join(errs...)
+}

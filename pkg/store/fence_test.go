@@ -48,3 +48,81 @@ func TestFenceRecords(t *testing.T) {
 		t.Fatal("a fence of an invalid node name was stored")
 	}
 }
+
+// TestReplicaOutdatedVersusFailover checks the pair of transactions that
+// keep a failover off a stale replica: an owner marks its replica outdated
+// only while the spec still names it, the leader moves the spec only while
+// no such mark exists, and whichever comes second is refused.
+func TestReplicaOutdatedVersusFailover(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t)
+	spec := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b",
+		SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	moved := spec
+	moved.Node, moved.ReplicaNode, moved.FailedOverFrom = "b", "", "a"
+	mark := api.ReplicaOutdated{Volume: "db", Owner: "a", ReplicaNode: "b", Since: time.Now().UTC()}
+
+	t.Run("owner first", func(t *testing.T) {
+		meta, err := s.CreateVolumeSpec(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReplicaOutdated(ctx, mark, meta.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkReplicaOutdated(ctx, mark, meta.ModRevision); err != nil {
+			t.Fatalf("marking again: %v", err)
+		}
+		if _, err := s.FailOverVolumeSpec(ctx, moved, meta.ModRevision); !errors.Is(err, store.ErrReplicaOutdated) {
+			t.Fatalf("failover over an outdated replica: got %v, want ErrReplicaOutdated", err)
+		}
+		if got, _, _ := s.GetVolumeSpec(ctx, "db"); got.Node != "a" {
+			t.Fatalf("spec moved to %s", got.Node)
+		}
+		_, om, err := s.GetReplicaOutdated(ctx, "db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ClearReplicaOutdated(ctx, "db", om.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+		// Back in sync: the failover may happen.
+		if _, err := s.FailOverVolumeSpec(ctx, moved, meta.ModRevision); err != nil {
+			t.Fatalf("failover after the mark was cleared: %v", err)
+		}
+		_, cur, _ := s.GetVolumeSpec(ctx, "db")
+		if err := s.DeleteVolumeSpec(ctx, "db", cur.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("leader first", func(t *testing.T) {
+		meta, err := s.CreateVolumeSpec(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FailOverVolumeSpec(ctx, moved, meta.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+		// The old owner, still running, finds its replica gone and tries
+		// to go on alone: refused, so it never acknowledges a write the
+		// new owner lacks.
+		err = s.MarkReplicaOutdated(ctx, mark, meta.ModRevision)
+		if !errors.Is(err, store.ErrNotOwner) {
+			t.Fatalf("old owner's mark after the failover: got %v, want ErrNotOwner", err)
+		}
+		if _, _, err := s.GetReplicaOutdated(ctx, "db"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("mark written after the failover: %v", err)
+		}
+		// Deleting the volume deletes a mark with it.
+		_, cur, _ := s.GetVolumeSpec(ctx, "db")
+		if err := s.MarkReplicaOutdated(ctx, api.ReplicaOutdated{Volume: "db", Owner: "b", ReplicaNode: "c", Since: time.Now()}, cur.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteVolumeSpec(ctx, "db", cur.ModRevision); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.GetReplicaOutdated(ctx, "db"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("mark outlived the volume: %v", err)
+		}
+	})
+}

@@ -18,6 +18,8 @@ const (
 	KindNodeSpec     = "NodeSpec"
 	KindPolicy       = "Policy"
 	KindFence        = "Fence"
+	// KindReplicaOutdated is api.ReplicaOutdated, under outdated/<volume>.
+	KindReplicaOutdated = "ReplicaOutdated"
 )
 
 // APIVersion is the record version this build reads and writes. Adding an
@@ -73,6 +75,8 @@ func recordName(v record) string {
 		return r.Name
 	case api.Fence:
 		return r.Node
+	case api.ReplicaOutdated:
+		return r.Volume
 	}
 	panic(fmt.Sprintf("store: %T is not a record type", v))
 }
@@ -145,6 +149,7 @@ const (
 	nodeSpecsDir = "nodespecs/"
 	policiesDir  = "policies/"
 	fencesDir    = "fences/"
+	outdatedDir  = "outdated/"
 	electionDir  = "election/"
 	// electionPrefix is the concurrency.Election prefix; candidates' keys
 	// are electionPrefix + "/" + lease ID in hex.
@@ -157,10 +162,11 @@ func (s *Store) volumeSpecKey(name string) string { return s.prefix + volumesDir
 func (s *Store) volumeStatusKey(name string) string {
 	return s.prefix + volumesDir + name + statusSuffix
 }
-func (s *Store) nodeKey(name string) string     { return s.prefix + nodesDir + name }
-func (s *Store) nodeSpecKey(name string) string { return s.prefix + nodeSpecsDir + name }
-func (s *Store) policyKey(name string) string   { return s.prefix + policiesDir + name }
-func (s *Store) fenceKey(node string) string    { return s.prefix + fencesDir + node }
+func (s *Store) nodeKey(name string) string       { return s.prefix + nodesDir + name }
+func (s *Store) nodeSpecKey(name string) string   { return s.prefix + nodeSpecsDir + name }
+func (s *Store) policyKey(name string) string     { return s.prefix + policiesDir + name }
+func (s *Store) fenceKey(node string) string      { return s.prefix + fencesDir + node }
+func (s *Store) outdatedKey(volume string) string { return s.prefix + outdatedDir + volume }
 
 // parseKey maps a key below the prefix to its record kind and name. ok is
 // false for keys that hold no record (the election) and for families this
@@ -192,6 +198,8 @@ func parseKey(rel string) (kind, name string, ok bool, err error) {
 		return one(policiesDir, KindPolicy)
 	case strings.HasPrefix(rel, fencesDir):
 		return one(fencesDir, KindFence)
+	case strings.HasPrefix(rel, outdatedDir):
+		return one(outdatedDir, KindReplicaOutdated)
 	}
 	return "", "", false, nil
 }
@@ -211,6 +219,8 @@ func decodeKind(key, kind, name string, value []byte) (any, error) {
 		return decode[api.Policy](key, kind, name, value)
 	case KindFence:
 		return decode[api.Fence](key, kind, name, value)
+	case KindReplicaOutdated:
+		return decode[api.ReplicaOutdated](key, kind, name, value)
 	}
 	return nil, InvalidRecord{Key: key, Err: fmt.Errorf("unknown kind %q", kind)}
 }

@@ -31,6 +31,9 @@ var (
 	// ErrNotOwner: a node tried to write the status of a volume whose spec
 	// names another node.
 	ErrNotOwner = errors.New("volume owned by another node")
+	// ErrReplicaOutdated: a failover was refused because the volume's
+	// replica is recorded stale (MarkReplicaOutdated).
+	ErrReplicaOutdated = errors.New("replica outdated")
 	// ErrInvalidRecord: a stored value is unusable; see InvalidRecord.
 	ErrInvalidRecord = errors.New("invalid record")
 	// ErrCompacted: a watch asked for history etcd has compacted away.
@@ -354,6 +357,8 @@ func noun(kind string) string {
 		return "policy"
 	case KindFence:
 		return "fence of node"
+	case KindReplicaOutdated:
+		return "outdated replica of volume"
 	}
 	return kind
 }

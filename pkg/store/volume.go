@@ -36,11 +36,12 @@ func (s *Store) GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec,
 }
 
 // DeleteVolumeSpec deletes the spec if it is still at expectModRevision,
-// and its status in the same transaction, so no status outlives its spec.
+// and its status (and any record of its replica outdated) in the same
+// transaction, so no status outlives its spec.
 // The owning node sees the deletion through its watch and removes the
 // volume.
 func (s *Store) DeleteVolumeSpec(ctx context.Context, name string, expectModRevision int64) error {
-	return del(ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name, expectModRevision, s.volumeStatusKey(name))
+	return del(ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name, expectModRevision, s.volumeStatusKey(name), s.outdatedKey(name))
 }
 
 // ListVolumeSpecs returns every valid spec, the revision the list reflects
