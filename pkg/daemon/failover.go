@@ -99,8 +99,14 @@ func (d *daemon) failover(ctx context.Context, it store.Item[api.VolumeSpec], vi
 	moved.Node, moved.Pool = spec.ReplicaNode, spec.ReplicaPool
 	moved.ReplicaNode, moved.ReplicaPool = "", ""
 	moved.FailedOverFrom = spec.Node
-	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
-		log.Warn("failover update failed", "err", err)
+	// Refused if the owner recorded its replica outdated meanwhile: it
+	// went on writing without it (see guardPeerLegs).
+	if _, err := d.st.FailOverVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
+		if errors.Is(err, store.ErrReplicaOutdated) {
+			waitLog("cannot fail over: the owner recorded the replica outdated before it was lost; waiting for the node to come back")
+		} else {
+			log.Warn("failover update failed", "err", err)
+		}
 		return true
 	}
 	delete(gone, spec.Name)

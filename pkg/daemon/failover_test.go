@@ -42,18 +42,22 @@ func TestFailover(t *testing.T) {
 		acks      []string
 		wantNode  string
 		wantFence bool
+		// outdated: the owner recorded its replica outdated before it
+		// was lost (it went on writing without it).
+		outdated bool
 	}{
-		{"owner up", []string{"a", "b", "san"}, time.Minute, "AA", "writeback", nil, "a", false},
-		{"first seen gone", []string{"b", "san"}, 0, "AA", "writeback", nil, "a", false},
-		{"gone less than failoverAfter", []string{"b", "san"}, 20 * time.Second, "AA", "writeback", nil, "a", false},
-		{"gone: fenced, not yet acknowledged", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", nil, "a", true},
-		{"acknowledged by the replica's node only", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b"}, "a", true},
-		{"acknowledged by both: failed over", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b", "san"}, "b", true},
-		{"mirror degraded: the replica lacks writes", []string{"b", "san"}, time.Hour, "AD", "writeback", []string{"b", "san"}, "a", false},
-		{"replica resyncing", []string{"b", "san"}, time.Hour, "Aa", "writeback", []string{"b", "san"}, "a", false},
-		{"writethrough: nothing dirty", []string{"b", "san"}, 40 * time.Second, "", "writethrough", []string{"b", "san"}, "b", true},
-		{"no status ever", []string{"b", "san"}, time.Hour, noStatus, "", []string{"b", "san"}, "a", false},
-		{"replica node gone too", []string{"san"}, time.Hour, "AA", "writeback", []string{"san"}, "a", false},
+		{"owner up", []string{"a", "b", "san"}, time.Minute, "AA", "writeback", nil, "a", false, false},
+		{"first seen gone", []string{"b", "san"}, 0, "AA", "writeback", nil, "a", false, false},
+		{"gone less than failoverAfter", []string{"b", "san"}, 20 * time.Second, "AA", "writeback", nil, "a", false, false},
+		{"gone: fenced, not yet acknowledged", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", nil, "a", true, false},
+		{"acknowledged by the replica's node only", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b"}, "a", true, false},
+		{"acknowledged by both: failed over", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b", "san"}, "b", true, false},
+		{"mirror degraded: the replica lacks writes", []string{"b", "san"}, time.Hour, "AD", "writeback", []string{"b", "san"}, "a", false, false},
+		{"replica resyncing", []string{"b", "san"}, time.Hour, "Aa", "writeback", []string{"b", "san"}, "a", false, false},
+		{"writethrough: nothing dirty", []string{"b", "san"}, 40 * time.Second, "", "writethrough", []string{"b", "san"}, "b", true, false},
+		{"no status ever", []string{"b", "san"}, time.Hour, noStatus, "", []string{"b", "san"}, "a", false, false},
+		{"replica node gone too", []string{"san"}, time.Hour, "AA", "writeback", []string{"san"}, "a", false, false},
+		{"replica recorded outdated after the last status", []string{"b", "san"}, 40 * time.Second, "AA", "writeback", []string{"b", "san"}, "a", true, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,8 +65,14 @@ func TestFailover(t *testing.T) {
 			name := fmt.Sprintf("v%d", i)
 			spec := api.VolumeSpec{Name: name, Node: owner, WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
 				SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
-			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+			smeta, err := st.CreateVolumeSpec(ctx, spec)
+			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.outdated {
+				if err := st.MarkReplicaOutdated(ctx, api.ReplicaOutdated{Volume: name, Owner: owner, ReplicaNode: "b", Since: t0}, smeta.ModRevision); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if tc.health != noStatus {
 				if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: owner, Mode: tc.mode, Protection: "peer", PeerNode: "b", MirrorHealth: tc.health}); err != nil {
