@@ -1,0 +1,151 @@
+//go:build vm
+
+package vm_test
+
+import (
+	"encoding/xml"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm/harness"
+)
+
+// csiBinaries builds the CSI driver and the upstream csi-sanity suite
+// (kubernetes-csi/csi-test, pinned as a tool in go.mod) next to the other
+// test binaries.
+var csiBinaries = sync.OnceValue(func() error {
+	dir, err := binaries()
+	if err != nil {
+		return err
+	}
+	return harness.BuildBinaries(contextBackground(), dir,
+		"./cmd/tidecache-csi", "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity")
+})
+
+// csiNode is one SSD and one plain origin disk: the CSI suite needs a
+// pool, not an array.
+var csiNode = nodeSpec{SSDs: []int64{512 << 20}, Spares: []int64{1 << 30}}
+
+// TestCSISanity runs the upstream csi-sanity suite against tidecache-csi
+// (controller and node services in one process) in one VM on the real
+// kernel: tidecached with its embedded etcd builds each volume the
+// controller writes a spec for, and the node service stages (mkfs ext4,
+// mount), publishes (bind mount), reports stats, unpublishes and unstages
+// it. The suite must pass; the specs it skips must each be for a
+// capability the driver does not advertise.
+func TestCSISanity(t *testing.T) {
+	if err := csiBinaries(); err != nil {
+		t.Fatalf("build csi binaries: %v", err)
+	}
+	start := time.Now()
+	n := bootNode(t, csiNode)
+	n.mustTidectl("pool create tank --origin " + n.spares()[0] + " --ssd " + n.ssds()[0])
+	n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd")
+	n.mustSh("mkdir -p /run/csi && (tidecache-csi --mode both --node-id vm1 --endpoint unix:///run/csi/csi.sock --etcd-endpoints " + etcdURL +
+		" --placement-timeout 30s >>/run/csi.log 2>&1 & echo $! > /run/csi.pid)")
+	n.eventually(30*time.Second, "test -S /run/csi/csi.sock && echo up", "up")
+
+	// Small writeback volumes: 32 MiB with a 16 MiB write cache each, so
+	// the volumes a spec and its cleanup keep at once fit the pool.
+	n.mustSh(`printf 'writeCache: "16Mi"\nmode: writeback\n' > /run/csi-params.yaml`)
+	res := n.sh("timeout 900 csi-sanity --csi.endpoint=/run/csi/csi.sock" +
+		" --csi.stagingdir=/run/csi-staging --csi.mountdir=/run/csi-target" +
+		" --csi.testvolumesize=33554432 --csi.testvolumeparameters=/run/csi-params.yaml" +
+		" --ginkgo.no-color --ginkgo.junit-report=/run/csi-junit.xml >/run/csi-sanity.out 2>&1")
+	out := n.sh("cat /run/csi-sanity.out").Stdout
+	elapsed := time.Since(start)
+	if res.ExitCode != 0 {
+		t.Fatalf("csi-sanity exit %d:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s", res.ExitCode, tail(out, 150),
+			n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout)
+	}
+	summary := regexp.MustCompile(`Ran (\d+) of (\d+) Specs.*\n.*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`).FindStringSubmatch(out)
+	if summary == nil {
+		t.Fatalf("no ginkgo summary in the csi-sanity output:\n%s", tail(out, 60))
+	}
+	t.Logf("csi-sanity: ran %s of %s specs: %s passed, %s failed, %s pending, %s skipped (%s since boot)",
+		summary[1], summary[2], summary[3], summary[4], summary[5], summary[6], elapsed.Round(time.Second))
+
+	// Every skip must be for something the driver does not advertise.
+	var report junitReport
+	if err := xml.Unmarshal([]byte(n.mustSh("cat /run/csi-junit.xml")), &report); err != nil {
+		t.Fatalf("parse the JUnit report: %v", err)
+	}
+	skips := 0
+	for _, s := range report.Suites {
+		for _, c := range s.Cases {
+			if c.Skipped == nil || c.Skipped.Message == "pending" { // an XIt upstream: counted as pending
+				continue
+			}
+			skips++
+			if why := c.Skipped.Message; !skipAllowed(why) {
+				t.Errorf("spec %q skipped for a reason that is not a capability the driver leaves out: %q", c.Name, why)
+			}
+		}
+	}
+	if want := summary[6]; fmt.Sprint(skips) != want {
+		t.Errorf("JUnit report has %d skipped specs, the summary %s", skips, want)
+	}
+
+	// Nothing is left behind: every volume the suite made was deleted, and
+	// its device removed by the daemon.
+	n.eventually(2*time.Minute, `test -z "$(dmsetup ls | grep '^tc-')" && echo clean`, "clean")
+	if left := n.sh("grep -c ' /run/csi-' /proc/self/mounts").Stdout; strings.TrimSpace(left) != "0" {
+		t.Errorf("mounts left under /run/csi-*: %s", n.sh("grep ' /run/csi-' /proc/self/mounts").Stdout)
+	}
+	n.mustSh("kill -TERM $(cat /run/csi.pid); for i in $(seq 50); do kill -0 $(cat /run/csi.pid) 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
+	if log := n.mustSh("cat /run/csi.log"); !strings.Contains(log, "msg=stopped") {
+		t.Errorf("driver did not log a clean stop after SIGTERM:\n%s", tail(log, 20))
+	}
+}
+
+// notAdvertised are csi-sanity's skip messages for what tidecache-csi
+// leaves out: controller publish, listing, snapshots, clones, expansion,
+// modification, health, group snapshots, multi-writer, attach limits.
+// A skip such as "Required bytes not supported", "capacity of the volume
+// is unknown" or "NodeStageVolume not supported" would be the driver's
+// failing, and is not here.
+var notAdvertised = []string{
+	"Controller Publish, UnpublishVolume not supported", "ControllerPublishVolume not supported",
+	"ControllerUnpublishVolume not supported", "ControllerPublishVolume.readonly field not supported",
+	"ListVolumes not supported", "ControllerExpandVolume not supported", "NodeExpandVolume not supported",
+	"ControllerGetVolumeHealth not supported", "ControllerListVolumeHealth not supported",
+	"NodeGetVolumeHealth not supported", "NodeGetStorageHealth not supported",
+	"ControllerModifyVolume not supported", "Modify Volume not supported", "Modify volume not supported",
+	"Snapshot not supported", "CreateSnapshot not supported", "DeleteSnapshot not supported", "GetSnapshot not supported",
+	"ListSnapshots not supported", "SNAPSHOT_ACCESSIBILITY_CONSTRAINTS not supported", "Volume Cloning not supported",
+	"GroupControllerService not supported", "VolumeGroupSnapshots not supported",
+	"Service does not have single node multi writer capability", "testnodevolumeattachlimit not enabled",
+}
+
+func skipAllowed(message string) bool {
+	for _, m := range notAdvertised {
+		if strings.Contains(message, m) {
+			return true
+		}
+	}
+	return false
+}
+
+type junitReport struct {
+	Suites []struct {
+		Cases []struct {
+			Name    string `xml:"name,attr"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
