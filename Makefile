@@ -59,7 +59,7 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 		$(DESTDIR)$(PREFIX)/share/doc/tidecache $(DESTDIR)$(PREFIX)/share/tidecache/prometheus $(DESTDIR)$(PREFIX)/share/tidecache/grafana \
 		$(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d \
 		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER) $(DESTDIR)/etc/default
-	install -m 0755 $(BIN)/tidectl $(BIN)/tidecached $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0755 $(BIN)/tidectl $(BIN)/tidecached $(BIN)/tidecache-csi $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 deploy/systemd/tidecached.service deploy/systemd/tidecache-assemble.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 deploy/systemd/mariadb.service.d/tidecache.conf $(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d/
 	install -m 0644 deploy/udev/12-tidecache.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
