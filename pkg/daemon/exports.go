@@ -233,6 +233,12 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 	}
 	s.exports, s.acks = exports, acks
 	s.mu.Unlock()
+	hosts := map[string]int{}
+	for _, e := range exports {
+		hosts[e.Name] = len(e.Hosts)
+	}
+	d.dmet.SetExports(hosts)
+	d.dmet.SetFencesApplied(len(acks))
 	if changed {
 		d.publishNow()
 	}
@@ -250,20 +256,17 @@ func (d *daemon) publishNow() {
 	}
 }
 
-// serveExports removes every subsystem of every export that a fenced
-// node is allowed on and, when the cluster answered (live), exports each
+// serveExports cuts every fenced node off the exports (fenceExports)
+// and, when the cluster answered (live), exports each configured device
 // to every registered node that is neither this one nor fenced; nodes
 // already served stay served. It returns the exports for the node record
-// and the fenced nodes cut off from all of them.
+// and the fenced nodes cut off from all exports.
 func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fenced map[string]bool) ([]api.ExportInventory, map[string]bool) {
-	cut := maps.Clone(fenced)
-	if cut == nil {
-		cut = map[string]bool{}
-	}
+	tg := d.tgt.nvmet()
+	cut, failed := d.fenceExports(tg, fenced)
 	if len(d.cfg.Exports) == 0 {
 		return nil, cut
 	}
-	tg := d.tgt.nvmet()
 	addr, port, err := replicaAddress(d.cfg.ReplicaAddress)
 	if err != nil {
 		return nil, map[string]bool{} // Validate refused it already
@@ -274,38 +277,19 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		var errs []error
 		subs, err := tg.Subsystems(nvmeof.ExportNQNPrefix(e.Name))
 		if err != nil {
-			// What is served is unknown: no fence is carried out.
 			d.log.Warn("export: listing its subsystems failed", "export", e.Name, "err", err)
 			inv.Error = err.Error()
 			out = append(out, inv)
-			cut = map[string]bool{}
 			continue
 		}
 		served := map[string]bool{}
 		for _, sub := range subs {
-			var hosts []string
-			fence := false
-			for _, h := range sub.Hosts {
-				if n, ok := nvmeof.NodeOfHostNQN(h); ok {
-					hosts = append(hosts, n)
-					fence = fence || fenced[n]
-				}
-			}
-			if !fence {
-				for _, n := range hosts {
-					served[n] = true
-				}
-				continue
-			}
-			if err := tg.Unexport(sub.NQN); err != nil {
+			if err := failed[sub.NQN]; err != nil {
 				errs = append(errs, err)
-				for _, n := range hosts {
-					delete(cut, n)
-					served[n] = true
-				}
-				continue
 			}
-			d.log.Warn("export removed from a fenced node: its writes in flight are done", "export", e.Name, "fenced_node", strings.Join(hosts, ","), "nqn", sub.NQN)
+			for _, n := range nodesOf(sub) {
+				served[n] = true
+			}
 		}
 		size, sizeErr := blockdev.Size(e.Device)
 		if sizeErr != nil {
@@ -317,12 +301,13 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		want := maps.Clone(served)
 		if live {
 			for _, n := range nodes {
-				if n != d.cfg.Node && !fenced[n] {
-					want[n] = true
-				}
+				want[n] = true
 			}
 		}
 		for _, n := range slices.Sorted(maps.Keys(want)) {
+			if n == d.cfg.Node || fenced[n] {
+				continue
+			}
 			if sizeErr != nil {
 				break // the device is missing: nothing is exported
 			}
@@ -348,6 +333,54 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		out = append(out, inv)
 	}
 	return out, cut
+}
+
+// fenceExports removes every export subsystem on the target that allows
+// a fenced node, those of exports no longer configured too. It returns
+// the fenced nodes no export subsystem allows any more, and the
+// subsystems it failed to remove, with the error.
+func (d *daemon) fenceExports(tg nvmeof.Target, fenced map[string]bool) (map[string]bool, map[string]error) {
+	cut, failed := map[string]bool{}, map[string]error{}
+	if len(fenced) == 0 {
+		return cut, failed
+	}
+	subs, err := tg.Subsystems("")
+	if err != nil {
+		// What is served is unknown: no fence is carried out.
+		d.log.Warn("fence: listing the target's subsystems failed", "err", err)
+		return cut, failed
+	}
+	maps.Copy(cut, fenced)
+	for _, sub := range subs {
+		if !nvmeof.IsExportNQN(sub.NQN) {
+			continue // a replica's: ServeReplicasFenced sees to it
+		}
+		hosts := nodesOf(sub)
+		if !slices.ContainsFunc(hosts, func(n string) bool { return fenced[n] }) {
+			continue
+		}
+		if err := tg.Unexport(sub.NQN); err != nil {
+			failed[sub.NQN] = err
+			for _, n := range hosts {
+				delete(cut, n)
+			}
+			d.log.Error("fence: removing an export from a fenced node failed; the fence is not acknowledged", "nqn", sub.NQN, "err", err)
+			continue
+		}
+		d.log.Warn("export removed from a fenced node: its writes in flight are done", "nqn", sub.NQN, "fenced_node", strings.Join(hosts, ","))
+	}
+	return cut, failed
+}
+
+// nodesOf returns the nodes a subsystem allows.
+func nodesOf(sub nvmeof.Subsystem) []string {
+	var out []string
+	for _, h := range sub.Hosts {
+		if n, ok := nvmeof.NodeOfHostNQN(h); ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ensureNvmet loads the NVMe/TCP target when its configfs is absent.

@@ -146,6 +146,16 @@ func TestExportsAndFences(t *testing.T) {
 	register(t, x.st, "a")
 	regB := register(t, x.st, "b")
 	x.eng.KeepReplica(pool.ReplicaRequest{Volume: "db", Owner: "a", HostNQN: nvmeof.HostNQN("a"), WriteCache: 1 << 20})
+	// An export no longer configured (--export dropped) still serves b:
+	// b's fence removes it too.
+	old := nvmeof.Export{NQN: nvmeof.ExportNQN("old", "b"), Device: "/dev/old", HostNQN: nvmeof.HostNQN("b"), Addr: "10.0.0.3", Port: 4420, UUID: nvmeof.ExportUUID("old")}
+	if err := nvmeof.NewDirTarget(x.root).Export(old); err != nil {
+		t.Fatal(err)
+	}
+	oldServed := func() bool {
+		_, err := os.Stat(filepath.Join(x.root, "subsystems", old.NQN))
+		return err == nil
+	}
 
 	fence := func(node string) int64 {
 		t.Helper()
@@ -162,23 +172,24 @@ func TestExportsAndFences(t *testing.T) {
 		hosts     []string
 		acks      func() []api.FenceAck
 		published bool
+		oldServed bool
 	}{
-		{"registered nodes exported", func() {}, []string{"a", "b", "n1"}, nil, true},
-		{"nothing changed", func() {}, []string{"a", "b", "n1"}, nil, false},
-		{"b down keeps its export", func() { regB.Close(ctx) }, []string{"a", "b", "n1"}, nil, false},
+		{"registered nodes exported", func() {}, []string{"a", "b", "n1"}, nil, true, true},
+		{"nothing changed", func() {}, []string{"a", "b", "n1"}, nil, false, true},
+		{"b down keeps its export", func() { regB.Close(ctx) }, []string{"a", "b", "n1"}, nil, false, true},
 		{"b fenced", func() { revB = fence("b") }, []string{"a", "n1"},
-			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true, false},
 		{"b back while fenced", func() { regB = register(t, x.st, "b") }, []string{"a", "n1"},
-			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false, false},
 		{"own fence ignored", func() { fence("san") }, []string{"a", "n1"},
-			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, false, false},
 		{"a fenced, its replica still served", func() { fence("a") }, []string{"n1"},
-			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true},
+			func() []api.FenceAck { return []api.FenceAck{{Node: "b", Revision: revB}} }, true, false},
 		{"b's fence lifted", func() {
 			if err := x.st.DeleteFence(ctx, "b", revB); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{"b", "n1"}, nil, true},
+		}, []string{"b", "n1"}, nil, true, false},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
@@ -198,6 +209,9 @@ func TestExportsAndFences(t *testing.T) {
 			if len(exports) != 1 || exports[0].Name != "san" || exports[0].UUID != nvmeof.ExportUUID("san") ||
 				exports[0].SizeBytes != 1<<20 || !slices.Equal(exports[0].Hosts, s.hosts) || exports[0].Error != "" {
 				t.Errorf("exports %+v, want san (%s, 1 MiB) to %v", exports, nvmeof.ExportUUID("san"), s.hosts)
+			}
+			if got, want := oldServed(), s.oldServed; got != want {
+				t.Errorf("unconfigured export to b in place: %v, want %v", got, want)
 			}
 			if got := x.published(); got != s.published {
 				t.Errorf("published at once: %v, want %v", got, s.published)

@@ -91,7 +91,10 @@ func (d *daemon) replicaKept(ctx context.Context) {
 	}
 	inv := replicaInventory(served)
 	var rs []metrics.Replica
-	for _, r := range inv {
+	for i, r := range inv {
+		if served[i].Fenced {
+			continue // withheld on purpose: no alert for it
+		}
 		rs = append(rs, metrics.Replica{Volume: r.Volume, Owner: r.Owner, Exported: r.Exported})
 	}
 	d.dmet.SetReplicas(rs)

@@ -15,6 +15,9 @@ type DaemonMetrics struct {
 	// replicaExported has a series per replica the node keeps for
 	// another node's mirror.
 	replicaExported *prometheus.GaugeVec
+	// exportHosts has a series per shared device the node exports.
+	exportHosts   *prometheus.GaugeVec
+	fencesApplied prometheus.Gauge
 }
 
 // Replica is one replica the node keeps, for SetReplicas.
@@ -39,6 +42,14 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 			Namespace: namespace, Name: "replica_exported",
 			Help: "Per replica this node keeps for another node's mirrored write cache (--protect peer): 1 while it is exported over NVMe/TCP to its owner, 0 when it is not (the owner's mirror then runs on one copy).",
 		}, []string{"volume", "owner"}),
+		exportHosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "export_hosts",
+			Help: "Per shared device this node exports (tidecached run --export): the number of nodes it is exported to now, each through its own NVMe/TCP subsystem.",
+		}, []string{"export"}),
+		fencesApplied: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "fences_applied",
+			Help: "Fenced nodes this node has cut off from everything it serves (exports and replicas) and acknowledged.",
+		}),
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -46,7 +57,7 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, d.replicaExported, build} {
+	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, d.replicaExported, d.exportHosts, d.fencesApplied, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register daemon metrics: %w", err)
 		}
@@ -70,6 +81,25 @@ func (d *DaemonMetrics) SetReplicas(rs []Replica) {
 	d.replicaExported.Reset()
 	for _, r := range rs {
 		d.replicaExported.WithLabelValues(r.Volume, r.Owner).Set(boolValue(r.Exported))
+	}
+}
+
+// SetExports records, by export name, how many nodes each shared device
+// is exported to; exports no longer served lose their series.
+func (d *DaemonMetrics) SetExports(hosts map[string]int) {
+	if d == nil {
+		return
+	}
+	d.exportHosts.Reset()
+	for name, n := range hosts {
+		d.exportHosts.WithLabelValues(name).Set(float64(n))
+	}
+}
+
+// SetFencesApplied records how many fences this node has carried out.
+func (d *DaemonMetrics) SetFencesApplied(n int) {
+	if d != nil {
+		d.fencesApplied.Set(float64(n))
 	}
 }
 

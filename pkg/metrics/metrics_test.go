@@ -499,9 +499,19 @@ func TestRegister(t *testing.T) {
 	d.SetLeader(false)
 	d.SetReplicas([]Replica{{Volume: "gone", Owner: "n3", Exported: true}})
 	d.SetReplicas([]Replica{{Volume: "orders", Owner: "n2", Exported: true}, {Volume: "ledger", Owner: "n2"}})
+	d.SetExports(map[string]int{"gone": 1})
+	d.SetExports(map[string]int{"lun0": 2, "lun1": 0})
+	d.SetFencesApplied(1)
 	var nilDaemon *DaemonMetrics
 	nilDaemon.SetEtcdUp(true) // a nil *DaemonMetrics records nothing
 	want := `
+# HELP tidecache_export_hosts Per shared device this node exports (tidecached run --export): the number of nodes it is exported to now, each through its own NVMe/TCP subsystem.
+# TYPE tidecache_export_hosts gauge
+tidecache_export_hosts{export="lun0"} 2
+tidecache_export_hosts{export="lun1"} 0
+# HELP tidecache_fences_applied Fenced nodes this node has cut off from everything it serves (exports and replicas) and acknowledged.
+# TYPE tidecache_fences_applied gauge
+tidecache_fences_applied 1
 # HELP tidecache_build_info Always 1; the version label is the version tidecached was built from.
 # TYPE tidecache_build_info gauge
 tidecache_build_info{version="v0.3.0-12-gabcdef"} 1
@@ -516,7 +526,8 @@ tidecache_leader 0
 tidecache_replica_exported{owner="n2",volume="ledger"} 0
 tidecache_replica_exported{owner="n2",volume="orders"} 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tidecache_build_info", "tidecache_etcd_up", "tidecache_leader", "tidecache_replica_exported"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tidecache_build_info", "tidecache_etcd_up", "tidecache_leader", "tidecache_replica_exported",
+		"tidecache_export_hosts", "tidecache_fences_applied"); err != nil {
 		t.Error(err)
 	}
 	// The pedantic registry checks every metric against its Describe.

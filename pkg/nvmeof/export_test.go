@@ -25,6 +25,9 @@ func TestExportNames(t *testing.T) {
 			t.Errorf("ExportNQN(%q, %q) = %q, want a valid NQN starting %q", c.export, c.node, got, c.want)
 		}
 	}
+	if !IsExportNQN(ExportNQN("san", "b")) || !IsExportNQN(ExportNQN("san", long)) || IsExportNQN(ReplicaNQN(testUUID)) {
+		t.Error("IsExportNQN tells export subsystems from others wrongly")
+	}
 	if ExportNQN("san", long) == ExportNQN("san", long[1:]) {
 		t.Error("two long node names share a subsystem")
 	}

@@ -46,6 +46,9 @@ func ExportNQN(export, node string) string {
 // ':' after the name keeps export "db" apart from export "db-2".
 func ExportNQNPrefix(export string) string { return nqnPrefix + "export:" + export + ":" }
 
+// IsExportNQN reports whether a subsystem NQN is one of a shared export's.
+func IsExportNQN(nqn string) bool { return strings.HasPrefix(nqn, nqnPrefix+"export:") }
+
 // exportNamespace is the namespace of ExportUUID's name-based UUIDs (a
 // random UUID chosen once, like the NQN date, and never changed).
 var exportNamespace = [16]byte{0x5d, 0x1c, 0x0e, 0x7a, 0x93, 0x2b, 0x4f, 0x61, 0xa8, 0x4e, 0x17, 0xc3, 0x6b, 0x90, 0xd2, 0x35}
