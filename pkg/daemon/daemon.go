@@ -300,6 +300,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	if rel, ok := eng.(Releaser); ok {
 		g.Go(func() error { d.complyWithFence(gctx, rel); return nil })
 	}
+	if guard, ok := eng.(PeerLegGuard); ok {
+		g.Go(func() error { d.guardPeerLegs(gctx, guard); return nil })
+	}
 	if cfg.ReplicaAddress != "" {
 		g.Go(func() error { d.serveTarget(gctx); return nil })
 	}

@@ -262,3 +262,123 @@ func (d *daemon) complyWithFence(ctx context.Context, rel Releaser) {
 		}
 	}
 }
+
+// legDownGrace is how long the peer leg of a volume that can fail over may
+// be unattached, its writes waiting, before the daemon lets the volume go
+// on without it: long enough for a reconnect after a blip, short enough
+// that the writes stall for seconds (the keep-alive has taken 2 s
+// already).
+const legDownGrace = 2 * time.Second
+
+// PeerLegGuard is what guardPeerLegs needs of the engine.
+type PeerLegGuard interface {
+	PeerLegs(ctx context.Context) ([]engine.PeerLeg, error)
+	FailPeerLeg(ctx context.Context, name string) error
+}
+
+// guardPeerLegs watches, every mirrorInterval, the peer legs of this
+// node's volumes that can fail over. Their writes wait while the peer
+// does not answer (engine.FailoverLegTimeouts); once it has not answered
+// for legDownGrace, the daemon records the replica outdated in etcd, in a
+// transaction that holds only while the spec still names this node, and
+// only then fails the leg, so the writes complete on the local one. If
+// the record cannot be made (etcd unreachable, or the volume failed over
+// meanwhile) the writes go on waiting: completing them would acknowledge
+// writes the cluster could lose by failing over to the replica. The
+// record is deleted once the leg is back in sync.
+func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
+	t := time.NewTicker(mirrorInterval)
+	defer t.Stop()
+	down := map[string]time.Time{}
+	marked := map[string]bool{} // volumes whose mark may exist
+	warned := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		legs, err := g.PeerLegs(rctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		for _, l := range legs {
+			if l.Attached || l.Failed {
+				delete(down, l.Volume)
+				delete(warned, l.Volume)
+				if l.InSync {
+					d.clearOutdated(ctx, l.Volume, marked)
+				} else if l.Failed {
+					marked[l.Volume] = true
+				}
+				continue
+			}
+			since, ok := down[l.Volume]
+			if !ok {
+				down[l.Volume] = now
+				d.log.Warn("peer leg of a volume that can fail over does not answer: its writes wait until the replica is recorded outdated",
+					"volume", l.Volume, "peer", l.Node)
+				continue
+			}
+			if now.Sub(since) < legDownGrace {
+				continue
+			}
+			if err := d.goOnWithoutPeer(ctx, g, l, now); err != nil {
+				if !warned[l.Volume] {
+					d.log.Error("writes to the volume keep waiting", "volume", l.Volume, "peer", l.Node, "err", err, "waiting_for", now.Sub(since).Round(time.Second))
+					warned[l.Volume] = true
+				}
+				continue
+			}
+			marked[l.Volume] = true
+			delete(down, l.Volume)
+			d.log.Warn("volume goes on without its peer leg, the replica recorded outdated", "volume", l.Volume, "peer", l.Node,
+				"writes_waited", now.Sub(since).Round(100*time.Millisecond))
+		}
+	}
+}
+
+// goOnWithoutPeer records a volume's replica outdated, then fails its
+// peer leg.
+func (d *daemon) goOnWithoutPeer(ctx context.Context, g PeerLegGuard, l engine.PeerLeg, now time.Time) error {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	spec, meta, err := d.st.GetVolumeSpec(sctx, l.Volume)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot record the replica outdated: %w", err)
+	case spec.Node != d.cfg.Node:
+		return fmt.Errorf("the volume failed over to node %s: the writes waiting here never complete", spec.Node)
+	}
+	rec := api.ReplicaOutdated{Volume: l.Volume, Owner: d.cfg.Node, ReplicaNode: l.Node, Since: now.UTC()}
+	if err := d.st.MarkReplicaOutdated(sctx, rec, meta.ModRevision); err != nil {
+		return fmt.Errorf("cannot record the replica outdated: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return g.FailPeerLeg(fctx, l.Volume)
+}
+
+// clearOutdated deletes a volume's outdated mark, if marked says it may
+// exist; marked is updated.
+func (d *daemon) clearOutdated(ctx context.Context, volume string, marked map[string]bool) {
+	if known, ok := marked[volume]; ok && !known {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, meta, err := d.st.GetReplicaOutdated(sctx, volume)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		marked[volume] = false
+	case err != nil:
+	default:
+		if err := d.st.ClearReplicaOutdated(sctx, volume, meta.ModRevision); err == nil {
+			marked[volume] = false
+			d.log.Info("replica back in sync: its outdated mark is cleared", "volume", volume)
+		}
+	}
+}

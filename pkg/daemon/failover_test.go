@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,58 @@ func TestReleaseFenced(t *testing.T) {
 	d.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev}}})
 	if _, _, err := st.GetFence(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("fence not lifted after the release: %v", err)
+	}
+}
+
+// fakeGuard records the legs the daemon fails.
+type fakeGuard struct{ failed []string }
+
+func (f *fakeGuard) PeerLegs(context.Context) ([]engine.PeerLeg, error) { return nil, nil }
+func (f *fakeGuard) FailPeerLeg(_ context.Context, name string) error {
+	f.failed = append(f.failed, name)
+	return nil
+}
+
+// TestGoOnWithoutPeer checks the order that keeps a failover off a stale
+// replica: the owner fails its peer leg (so that writes complete on one
+// copy) only after the replica is recorded outdated, and never once the
+// volume failed over to the replica's node; the mark is cleared once the
+// leg is back in sync.
+func TestGoOnWithoutPeer(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	for _, s := range []api.VolumeSpec{
+		{Name: "mine", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared},
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+	} {
+		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &fakeGuard{}
+	now := time.Now()
+	if err := d.goOnWithoutPeer(ctx, g, engine.PeerLeg{Volume: "mine", Node: "b"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := st.GetReplicaOutdated(ctx, "mine"); err != nil || rec.ReplicaNode != "b" || rec.Owner != "a" {
+		t.Fatalf("mark: %+v, %v; want b's replica recorded outdated by a", rec, err)
+	}
+	if len(g.failed) != 1 || g.failed[0] != "mine" {
+		t.Fatalf("legs failed: %v, want [mine]", g.failed)
+	}
+	err := d.goOnWithoutPeer(ctx, g, engine.PeerLeg{Volume: "moved", Node: "b"}, now)
+	if err == nil || !strings.Contains(err.Error(), "failed over to node b") {
+		t.Fatalf("leg of a volume that failed over: err = %v, want a refusal", err)
+	}
+	if len(g.failed) != 1 {
+		t.Fatalf("the leg of a volume that failed over was failed: %v", g.failed)
+	}
+	marked := map[string]bool{"mine": true}
+	d.clearOutdated(ctx, "mine", marked)
+	if _, _, err := st.GetReplicaOutdated(ctx, "mine"); !errors.Is(err, store.ErrNotFound) || marked["mine"] {
+		t.Fatalf("mark after the leg is back in sync: %v (known %v), want it cleared", err, marked["mine"])
 	}
 }

@@ -93,7 +93,7 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 		// As for a created volume: the peer leg must answer before
 		// anything is recorded (a shared origin, adopted through the
 		// cluster, mirrors to a peer's replica).
-		dev, err := e.attachRemote(ctx, *r, pool.BytesToSectors(req.Volume.WriteCache))
+		dev, err := e.attachRemote(ctx, *r, pool.BytesToSectors(req.Volume.WriteCache), FailoverLegTimeouts)
 		if err != nil {
 			return VolumeInfo{}, fmt.Errorf("volume %s: %w", name, err)
 		}

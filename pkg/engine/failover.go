@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/nvmeof"
@@ -281,4 +283,117 @@ func writecacheBlockSize(dev string, off int64) (uint32, error) {
 		return 0, fmt.Errorf("the write cache's superblock records block size %d, not one tidecache uses", bs)
 	}
 	return bs, nil
+}
+
+// FailoverLegTimeouts are the NVMe/TCP timeouts of the peer leg of a
+// volume that can fail over (on a shared origin). Its I/O is never failed
+// by the kernel: while the peer does not answer, writes wait, unfinished
+// and unacknowledged, until the daemon has recorded in etcd that the
+// replica is outdated (which the cluster refuses once it failed the volume
+// over) and then fails the leg itself (FailPeerLeg). A leg that failed on
+// its own, as a plain peer leg does after a few seconds, would let the
+// mirror acknowledge writes on one leg while the leader may be failing the
+// volume over to the other. The keep-alive notices a silent peer in 2 s.
+var FailoverLegTimeouts = nvmeof.Timeouts{KeepAlive: 2 * time.Second, ReconnectDelay: time.Second, CtrlLoss: -1}
+
+// peerLegTimeouts are the timeouts a volume's peer leg is attached with.
+func peerLegTimeouts(v pool.Volume) nvmeof.Timeouts {
+	if canFailOver(v) {
+		return FailoverLegTimeouts
+	}
+	return nvmeof.PeerLegTimeouts
+}
+
+// canFailOver reports whether a volume can fail over: a shared origin
+// (an adopted device) mirrored to a peer. Local adoption refuses protect
+// peer, so only the cluster's shared origins are both.
+func canFailOver(v pool.Volume) bool {
+	return v.Adopted != nil && v.WriteMirror != nil && v.WriteMirror.Remote != nil
+}
+
+// PeerLeg is the state of the peer leg of a running volume that can fail
+// over.
+type PeerLeg struct {
+	Volume string
+	// Node is the peer, NQN its export.
+	Node, NQN string
+	// Attached says a controller of the export is live: I/O flows. When
+	// it is not, the volume's writes wait (FailoverLegTimeouts).
+	Attached bool
+	// InSync says the mirror runs on both legs and the layout records
+	// neither out of sync: the replica holds every write.
+	InSync bool
+	// Failed says the leg is out of the mirror (dm-raid failed it, or it
+	// is recorded out of sync): writes go on without it.
+	Failed bool
+}
+
+// PeerLegs reports the peer legs of this node's running volumes that can
+// fail over.
+func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
+	found, err := e.scan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PeerLeg
+	for _, p := range found.sortedPools() {
+		for _, v := range p.Layout.Volumes {
+			if !canFailOver(v) || v.Mode != pool.ModeWriteback {
+				continue
+			}
+			info := e.volumeInfo(ctx, p.Layout.Name, v)
+			if info.State != api.StateActive && info.State != api.StateSuspended {
+				continue
+			}
+			r := v.WriteMirror.Remote
+			live, err := e.initiator.Live(r.NQN)
+			if err != nil {
+				return nil, err
+			}
+			leg := PeerLeg{Volume: v.Name, Node: r.Node, NQN: r.NQN, Attached: live}
+			if m := info.Mirror; m != nil {
+				leg.InSync = m.HealthString() == "AA" && len(v.WriteMirror.OutOfSync) == 0
+				leg.Failed = len(m.Health) > 1 && (m.Health[1] == dm.LegDead || m.Health[1] == dm.LegMissing)
+			}
+			leg.Failed = leg.Failed || slices.Contains(v.WriteMirror.OutOfSync, 1)
+			out = append(out, leg)
+		}
+	}
+	return out, nil
+}
+
+// FailPeerLeg lets a volume that can fail over go on without its peer
+// leg, which stopped answering: the leg is recorded out of sync in the
+// layout, then its controller is deleted, which fails the writes that
+// waited for it, so that dm-raid drops the leg and completes them on the
+// local one. The caller first records the replica outdated in etcd (see
+// FailoverLegTimeouts): only then may a write complete without it.
+func (e *Engine) FailPeerLeg(ctx context.Context, name string) error {
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if !canFailOver(*v) {
+		return fmt.Errorf("volume %s: no peer leg of a volume that can fail over", name)
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	next := p.Layout.Clone()
+	changed, err := next.SetMirrorOutOfSync(name, append(slices.Clone(v.WriteMirror.OutOfSync), 1))
+	if err != nil {
+		return err
+	}
+	if changed {
+		if err := e.writeLayoutPresent(p, origin, next); err != nil {
+			return fmt.Errorf("volume %s: record the peer leg out of sync: %w", name, err)
+		}
+	}
+	if err := e.initiator.Detach(v.WriteMirror.Remote.NQN); err != nil {
+		return fmt.Errorf("volume %s: fail the peer leg: %w", name, err)
+	}
+	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", name, "peer", v.WriteMirror.Remote.Node)
+	return nil
 }

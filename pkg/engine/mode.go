@@ -69,7 +69,7 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	// export is attached first (its metadata is zeroed below, which needs
 	// it), and a peer that does not answer refuses the switch.
 	if m := v.WriteMirror; mode == pool.ModeWriteback && v.Mode != pool.ModeWriteback && m != nil && m.Remote != nil {
-		dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length)
+		dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length, peerLegTimeouts(*v))
 		if err != nil {
 			return fmt.Errorf("volume %s: writeback mirrors the write cache onto node %s, which does not answer: %w", name, m.Remote.Node, err)
 		}

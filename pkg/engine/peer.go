@@ -50,7 +50,7 @@ func (e *Engine) remoteDevices(l *pool.Layout) map[string]string {
 
 // attachRemote connects to a peer leg's export (unless connected) and
 // returns its block device once it is there and large enough.
-func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache uint64) (string, error) {
+func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache uint64, t nvmeof.Timeouts) (string, error) {
 	// The NVMe/TCP host driver; already loaded is fine, and a kernel
 	// without it fails the attach below with the reason.
 	if _, err := os.Stat(e.initiator.Fabrics); err != nil {
@@ -60,7 +60,7 @@ func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache 
 	}
 	ctx, cancel := context.WithTimeout(ctx, attachTimeout)
 	defer cancel()
-	dev, err := e.initiator.Attach(ctx, nvmeof.Remote{NQN: r.NQN, HostNQN: r.HostNQN, Addr: r.Addr, Port: r.Port}, nvmeof.PeerLegTimeouts)
+	dev, err := e.initiator.Attach(ctx, nvmeof.Remote{NQN: r.NQN, HostNQN: r.HostNQN, Addr: r.Addr, Port: r.Port}, t)
 	if err != nil {
 		return "", fmt.Errorf("attach peer leg on node %s: %w", r.Node, err)
 	}
@@ -82,7 +82,7 @@ func (e *Engine) attachPeerLeg(ctx context.Context, p *poolState, v pool.Volume)
 	if m == nil || m.Remote == nil || v.Mode != pool.ModeWriteback {
 		return nil
 	}
-	dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length)
+	dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length, peerLegTimeouts(v))
 	if err != nil {
 		return err
 	}

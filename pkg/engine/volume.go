@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
@@ -67,7 +68,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		if req.Peer == nil {
 			return VolumeInfo{}, fmt.Errorf("volume %s: protection peer needs the peer's replica: %w", req.Name, pool.ErrInvalidRequest)
 		}
-		dev, err := e.attachRemote(ctx, *req.Peer, pool.BytesToSectors(req.WriteCache))
+		dev, err := e.attachRemote(ctx, *req.Peer, pool.BytesToSectors(req.WriteCache), nvmeof.PeerLegTimeouts)
 		if err != nil {
 			return VolumeInfo{}, fmt.Errorf("volume %s: %w", req.Name, err)
 		}

@@ -43,7 +43,8 @@ type Timeouts struct {
 	// this long, while reconnects go on.
 	FastIOFail time.Duration
 	// CtrlLoss gives up on the controller (and removes its namespace)
-	// after this long without a connection.
+	// after this long without a connection; negative: never (the I/O
+	// waits until someone deletes the controller).
 	CtrlLoss time.Duration
 }
 
@@ -103,6 +104,9 @@ func (in Initiator) Attach(ctx context.Context, r Remote, t Timeouts) (string, e
 	}
 }
 
+// Live reports whether a controller of the subsystem is connected.
+func (in Initiator) Live(nqn string) (bool, error) { return in.live(nqn) }
+
 // live reports whether a controller of the subsystem is connected.
 func (in Initiator) live(nqn string) (bool, error) {
 	ctrls, err := in.controllers(nqn)
@@ -136,7 +140,10 @@ func ConnectOptions(r Remote, t Timeouts) string {
 	if t.FastIOFail > 0 {
 		opts = append(opts, "fast_io_fail_tmo="+secs(t.FastIOFail))
 	}
-	if t.CtrlLoss > 0 {
+	switch {
+	case t.CtrlLoss < 0:
+		opts = append(opts, "ctrl_loss_tmo=-1") // reconnect for ever
+	case t.CtrlLoss > 0:
 		opts = append(opts, "ctrl_loss_tmo="+secs(t.CtrlLoss))
 	}
 	return strings.Join(opts, ",")

@@ -127,6 +127,12 @@ func TestConnectOptions(t *testing.T) {
 	if got := ConnectOptions(Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "h", Port: 1}, Timeouts{CtrlLoss: 1500 * time.Millisecond}); !strings.HasSuffix(got, ",ctrl_loss_tmo=2") {
 		t.Errorf("a timeout is rounded up to whole seconds: %s", got)
 	}
+	// A leg whose I/O must wait for the daemon: no fast failure, and the
+	// controller is never given up by the kernel.
+	got = ConnectOptions(Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "h", Port: 1}, Timeouts{KeepAlive: 2 * time.Second, ReconnectDelay: time.Second, CtrlLoss: -1})
+	if !strings.HasSuffix(got, ",keep_alive_tmo=2,reconnect_delay=1,ctrl_loss_tmo=-1") || strings.Contains(got, "fast_io_fail") {
+		t.Errorf("ConnectOptions of a waiting leg = %s", got)
+	}
 }
 
 // TestDevice finds the namespace's disk through the subsystem (native
