@@ -132,3 +132,23 @@ func TestRunEmbeddedClusterFlags(t *testing.T) {
 		})
 	}
 }
+
+// --export is parsed and checked before the daemon touches device-mapper
+// or etcd.
+func TestRunExportFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--export", "san"}, `--export "san": want NAME=DEVICE`},
+		{[]string{"--export", "San=/dev/md/san"}, "invalid export name"},
+		{[]string{"--export", "san=md/san"}, "absolute path"},
+		{[]string{"--export", "san=/dev/md/san"}, "needs --replica-address"},
+		{[]string{"--export", "san=/dev/md/san", "--export", "san=/dev/sdb", "--replica-address", "10.0.0.3"}, "san given twice"},
+	} {
+		_, err := run(t, append([]string{"run", "--node", "n1", "--embedded-etcd"}, tt.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run %v: %v, want an error naming %q", tt.args, err, tt.want)
+		}
+	}
+}
