@@ -142,7 +142,7 @@ func (d *daemon) fence(ctx context.Context, spec api.VolumeSpec, now time.Time) 
 	case errors.Is(err, store.ErrNotFound):
 		f = api.Fence{Node: spec.Node, CreatedAt: now.UTC()}
 	case err != nil:
-		d.log.Warn("cannot read the fence", "node", spec.Node, "err", err)
+		d.log.Warn("cannot read the fence", "fenced_node", spec.Node, "err", err)
 		return f, 0, false
 	case slices.Contains(f.Volumes, spec.Name):
 		return f, meta.ModRevision, true
@@ -151,10 +151,10 @@ func (d *daemon) fence(ctx context.Context, spec api.VolumeSpec, now time.Time) 
 	f.Reason = fmt.Sprintf("node gone; failing over %s", strings.Join(f.Volumes, ", "))
 	m, err := d.st.PutFence(ctx, f, meta.ModRevision)
 	if err != nil {
-		d.log.Warn("fencing failed", "node", spec.Node, "err", err)
+		d.log.Warn("fencing failed", "fenced_node", spec.Node, "err", err)
 		return f, 0, false
 	}
-	d.log.Warn("node fenced: nodes serving it storage cut it off before its volumes fail over", "node", spec.Node, "volumes", f.Volumes, "revision", m.ModRevision)
+	d.log.Warn("node fenced: nodes serving it storage cut it off before its volumes fail over", "fenced_node", spec.Node, "volumes", f.Volumes, "revision", m.ModRevision)
 	// The acknowledgements come in later rounds.
 	return f, m.ModRevision, false
 }
@@ -180,10 +180,10 @@ func (d *daemon) liftFences(ctx context.Context, fences []store.Item[api.Fence],
 			continue
 		}
 		if err := d.st.DeleteFence(ctx, f.Value.Node, f.Meta.ModRevision); err != nil {
-			d.log.Warn("lifting the fence failed", "node", f.Value.Node, "err", err)
+			d.log.Warn("lifting the fence failed", "fenced_node", f.Value.Node, "err", err)
 			continue
 		}
-		d.log.Info("fence lifted: the node released the volumes that failed over", "node", f.Value.Node, "volumes", f.Value.Volumes)
+		d.log.Info("fence lifted: the node released the volumes that failed over", "fenced_node", f.Value.Node, "volumes", f.Value.Volumes)
 	}
 }
 
