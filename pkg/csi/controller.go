@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,9 +76,12 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err := want.Validate(); err != nil {
 		return nil, errorf(errInvalid, "volume %s: %v", want.Name, err)
 	}
-	var spec api.VolumeSpec
+	var (
+		spec    api.VolumeSpec
+		created int64
+	)
 	for try := 0; ; try++ {
-		spec, err = c.createOrFind(ctx, want, req.GetCapacityRange(), params, nodes)
+		spec, created, err = c.createOrFind(ctx, want, req.GetCapacityRange(), params, nodes)
 		if !errors.Is(err, store.ErrConflict) || try == conflictRetries {
 			break
 		}
@@ -98,47 +102,52 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		CapacityBytes:      int64(spec.SizeBytes),
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: spec.Node}}},
 	}
+	// The spec's create revision tells this volume from an earlier one of
+	// the same name; the node service keys the filesystem it makes to it.
+	vol.VolumeContext = map[string]string{contextInstance: strconv.FormatInt(created, 10)}
 	if params.FSType != "" {
-		vol.VolumeContext = map[string]string{ParamFSType: params.FSType}
+		vol.VolumeContext[ParamFSType] = params.FSType
 	}
 	c.d.log.Info("volume ready for staging", "volume", spec.Name, "csi_name", req.GetName(), "node", spec.Node)
 	return &csi.CreateVolumeResponse{Volume: vol}, nil
 }
 
-// createOrFind returns the spec of want.Name: the existing one if it is
-// compatible with the request, else a new one it writes. ErrConflict
-// means another writer got there between the read and the write.
-func (c *controller) createOrFind(ctx context.Context, want api.VolumeSpec, r *csi.CapacityRange, params Parameters, nodes []string) (api.VolumeSpec, error) {
-	have, _, err := c.st.GetVolumeSpec(ctx, want.Name)
+// createOrFind returns the spec of want.Name and the etcd revision that
+// created it: the existing one if it is compatible with the request, else
+// a new one it writes. ErrConflict means another writer got there between
+// the read and the write.
+func (c *controller) createOrFind(ctx context.Context, want api.VolumeSpec, r *csi.CapacityRange, params Parameters, nodes []string) (api.VolumeSpec, int64, error) {
+	have, meta, err := c.st.GetVolumeSpec(ctx, want.Name)
 	switch {
 	case err == nil:
 		if why := params.mismatch(have); why != "" {
-			return api.VolumeSpec{}, errorf(errExists, "volume %s exists with other parameters: %s", have.Name, why)
+			return api.VolumeSpec{}, 0, errorf(errExists, "volume %s exists with other parameters: %s", have.Name, why)
 		}
 		if !fits(have.SizeBytes, r) {
-			return api.VolumeSpec{}, errorf(errExists, "volume %s exists with %d bytes, outside the capacity range asked (required %d, limit %d)",
+			return api.VolumeSpec{}, 0, errorf(errExists, "volume %s exists with %d bytes, outside the capacity range asked (required %d, limit %d)",
 				have.Name, have.SizeBytes, r.GetRequiredBytes(), r.GetLimitBytes())
 		}
-		return have, nil
+		return have, meta.CreateRevision, nil
 	case !errors.Is(err, store.ErrNotFound):
-		return api.VolumeSpec{}, err
+		return api.VolumeSpec{}, 0, err
 	}
 	live, _, _, err := c.st.ListNodes(ctx)
 	if err != nil {
-		return api.VolumeSpec{}, err
+		return api.VolumeSpec{}, 0, err
 	}
 	choice, err := choose(want, values(live), nodes)
 	if err != nil {
-		return api.VolumeSpec{}, err
+		return api.VolumeSpec{}, 0, err
 	}
 	if len(nodes) > 0 {
 		want.Node, want.Pool = choice.Node, choice.Pool
 	}
-	if _, err := c.st.CreateVolumeSpec(ctx, want); err != nil {
-		return api.VolumeSpec{}, err
+	meta, err = c.st.CreateVolumeSpec(ctx, want)
+	if err != nil {
+		return api.VolumeSpec{}, 0, err
 	}
 	c.d.log.Info("volume spec written", "volume", want.Name, "node", want.Node, "size", want.SizeBytes)
-	return want, nil
+	return want, meta.CreateRevision, nil
 }
 
 // choose picks where a new volume goes: among the nodes the topology

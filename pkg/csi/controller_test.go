@@ -107,6 +107,9 @@ func TestCreateVolume(t *testing.T) {
 			if spec != tt.want {
 				t.Fatalf("spec in etcd:\n%+v\nwant\n%+v", spec, tt.want)
 			}
+			if inst := v.GetVolumeContext()["csi.tidecache.io/instance"]; inst == "" || inst == "0" {
+				t.Fatalf("volume context %v has no instance", v.GetVolumeContext())
+			}
 			if fs := req.Parameters["fsType"]; fs != "" && v.GetVolumeContext()["fsType"] != fs {
 				t.Fatalf("volume context %v lacks fsType %s", v.GetVolumeContext(), fs)
 			}
@@ -144,6 +147,10 @@ func TestCreateVolumeIdempotent(t *testing.T) {
 	wantCode(t, err, codes.OK)
 	if again.GetVolume().GetVolumeId() != id || again.GetVolume().GetCapacityBytes() != 32<<20 {
 		t.Fatalf("second create: %v, want %s of 32 MiB", again.GetVolume(), id)
+	}
+	const instance = "csi.tidecache.io/instance"
+	if a, b := first.GetVolume().GetVolumeContext()[instance], again.GetVolume().GetVolumeContext()[instance]; a == "" || a != b {
+		t.Fatalf("instances %q and %q: want the same one for the same volume", a, b)
 	}
 	if _, meta2, _ := st.GetVolumeSpec(testCtx(t), id); meta2.ModRevision != meta.ModRevision {
 		t.Fatalf("second create rewrote the spec (revision %d -> %d)", meta.ModRevision, meta2.ModRevision)
@@ -254,8 +261,9 @@ func TestDeleteVolume(t *testing.T) {
 	st := openStore(t)
 	register(t, st, twoNodes()...)
 	c := serve(t, tccsi.Config{Store: st})
-	_, err := c.ctl.CreateVolume(testCtx(t), &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap()},
-		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: onNode("n1")}})
+	req := &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap()},
+		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: onNode("n1")}}
+	first, err := c.ctl.CreateVolume(testCtx(t), req)
 	wantCode(t, err, codes.OK)
 	for _, tt := range []struct {
 		id   string
@@ -272,6 +280,14 @@ func TestDeleteVolume(t *testing.T) {
 	}
 	if _, _, err := st.GetVolumeSpec(testCtx(t), "pvc-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("spec after DeleteVolume: %v, want not found", err)
+	}
+	// The same name again is another volume: another instance, so the
+	// node service does not take what the first left for its own.
+	second, err := c.ctl.CreateVolume(testCtx(t), req)
+	wantCode(t, err, codes.OK)
+	const instance = "csi.tidecache.io/instance"
+	if a, b := first.GetVolume().GetVolumeContext()[instance], second.GetVolume().GetVolumeContext()[instance]; a == b {
+		t.Fatalf("a volume created again under its name has the same instance %q", a)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
 	"github.com/tidecache/tidecache/pkg/command"
@@ -73,6 +74,9 @@ func (n *node) device(volume string) (string, uint64, error) {
 // (a size above zero): tidecached builds it from the spec, which may
 // take a moment after CreateVolume returned.
 func (n *node) waitDevice(ctx context.Context, volume string) (string, uint64, error) {
+	if err := pool.ValidateName("volume", volume); err != nil {
+		return "", 0, errorf(errNotFound, "volume %q: no such volume", volume)
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.d.cfg.DeviceTimeout)
@@ -81,17 +85,13 @@ func (n *node) waitDevice(ctx context.Context, volume string) (string, uint64, e
 	for {
 		path, rdev, err := n.device(volume)
 		if err == nil {
-			size, serr := deviceSize(path)
-			if serr == nil && size > 0 {
+			var size uint64
+			if size, err = deviceSize(path); err == nil && size > 0 {
 				return path, rdev, nil
 			}
-			err = serr
 			if err == nil {
-				err = fmt.Errorf("volume %s: %s has no table yet", volume, path)
+				err = fmt.Errorf("%s has no table yet", path)
 			}
-		}
-		if pool.ValidateName("volume", volume) != nil {
-			return "", 0, err
 		}
 		select {
 		case <-ctx.Done():
@@ -153,26 +153,9 @@ func (n *node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if asked == "" {
 		asked = req.GetVolumeContext()[ParamFSType]
 	}
-	fs, err := n.filesystem(ctx, dev)
+	fs, err := n.prepare(ctx, id, dev, asked, readOnly, req.GetVolumeContext()[contextInstance])
 	if err != nil {
 		return nil, err
-	}
-	switch {
-	case fs == "" && readOnly:
-		return nil, errorf(errPrecondition, "volume %s: %s holds no filesystem, and a read-only volume is not formatted", id, dev)
-	case fs == "":
-		fs = asked
-		if fs == "" {
-			fs = defaultFSType
-		}
-		if err := n.mkfs(ctx, fs, dev); err != nil {
-			return nil, err
-		}
-		n.d.log.Info("filesystem made", "volume", id, "fstype", fs, "device", dev)
-	case fs != fsExt4 && fs != fsXFS:
-		return nil, errorf(errPrecondition, "volume %s: %s holds %s, not a filesystem the driver mounts (ext4 or xfs): refusing to format over it", id, dev, fs)
-	case asked != "" && fs != asked:
-		return nil, errorf(errPrecondition, "volume %s: %s holds %s, but %s was asked for: refusing to format over it", id, dev, fs, asked)
 	}
 	opts := mnt.GetMountFlags()
 	if readOnly {
@@ -189,17 +172,72 @@ func (n *node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
-// filesystem returns what blkid's low-level probe finds on dev: a
-// filesystem type, "partition table <type>", another signature's type,
-// or "" when the device is empty.
-func (n *node) filesystem(ctx context.Context, dev string) (string, error) {
+// prepare returns the filesystem to mount from dev, making it first when
+// the volume has none of its own.
+//
+// A filesystem the driver makes carries a UUID derived from the volume ID
+// and its instance (fsUUID). On a volume the driver provisioned (instance
+// set), any other signature is what an earlier volume left on the same
+// origin extent: the engine does not zero a new volume's extent, so an old
+// tenant's filesystem would otherwise be mounted into the new claim. Its
+// signatures are wiped and a filesystem made. On any other volume (a
+// statically provisioned PV of an existing tidecache volume) nothing is
+// ever wiped: an ext4 or XFS there is mounted, anything else refused.
+func (n *node) prepare(ctx context.Context, id, dev, asked string, readOnly bool, instance string) (string, error) {
+	found, err := n.probe(ctx, dev)
+	if err != nil {
+		return "", err
+	}
+	want := fsUUID(id, instance)
+	fs := found.fs
+	switch {
+	case fs == "", found.uuid == want:
+		// Empty, or the filesystem this driver made on this volume.
+	case instance != "" && readOnly:
+		return "", errorf(errPrecondition, "volume %s: %s holds %s left by an earlier volume, and a read-only volume is not wiped", id, dev, fs)
+	case instance != "":
+		n.d.log.Warn("volume holds a signature an earlier volume left on its extent: wiping it", "volume", id, "found", found.fs, "uuid", found.uuid)
+		if _, err := n.d.cfg.Runner.Run(ctx, "wipefs", "-a", dev); err != nil {
+			return "", fmt.Errorf("volume %s: wipe stale signatures: %w", id, err)
+		}
+		fs = ""
+	case fs != fsExt4 && fs != fsXFS:
+		return "", errorf(errPrecondition, "volume %s: %s holds %s, not a filesystem the driver mounts (ext4 or xfs): refusing to format over it", id, dev, fs)
+	}
+	switch {
+	case fs == "" && readOnly:
+		return "", errorf(errPrecondition, "volume %s: %s holds no filesystem of its own, and a read-only volume is not formatted", id, dev)
+	case fs == "":
+		fs = asked
+		if fs == "" {
+			fs = defaultFSType
+		}
+		if err := n.mkfs(ctx, fs, dev, want); err != nil {
+			return "", err
+		}
+		n.d.log.Info("filesystem made", "volume", id, "fstype", fs, "device", dev, "uuid", want)
+	case asked != "" && fs != asked:
+		return "", errorf(errPrecondition, "volume %s: %s holds %s, but %s was asked for: refusing to format over it", id, dev, fs, asked)
+	}
+	return fs, nil
+}
+
+// signature is what blkid's low-level probe finds on a device.
+type signature struct {
+	// fs is a filesystem type, "partition table <type>", another
+	// signature's type, or "" when the device is empty.
+	fs   string
+	uuid string
+}
+
+func (n *node) probe(ctx context.Context, dev string) (signature, error) {
 	out, err := n.d.cfg.Runner.Run(ctx, "blkid", "-p", "-o", "export", dev)
 	var ee *command.ExitError
 	if errors.As(err, &ee) && ee.Code == 2 {
-		return "", nil // blkid: nothing found
+		return signature{}, nil // blkid: nothing found
 	}
 	if err != nil {
-		return "", fmt.Errorf("probe %s: %w", dev, err)
+		return signature{}, fmt.Errorf("probe %s: %w", dev, err)
 	}
 	vals := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -209,21 +247,34 @@ func (n *node) filesystem(ctx context.Context, dev string) (string, error) {
 	}
 	switch {
 	case vals["TYPE"] != "":
-		return vals["TYPE"], nil
+		return signature{fs: vals["TYPE"], uuid: vals["UUID"]}, nil
 	case vals["PTTYPE"] != "":
-		return "partition table " + vals["PTTYPE"], nil
+		return signature{fs: "partition table " + vals["PTTYPE"]}, nil
 	}
-	return "an unknown signature", nil
+	return signature{fs: "an unknown signature"}, nil
 }
 
-func (n *node) mkfs(ctx context.Context, fs, dev string) error {
+// fsNamespace is the UUID namespace of the filesystem UUIDs the driver
+// gives the filesystems it makes.
+var fsNamespace = uuid.MustParse("5b0c7a52-2d0e-4c55-9d1f-3f6a1c9e7b40")
+
+// fsUUID returns the UUID of the filesystem the driver makes on a volume:
+// an RFC 4122 version 5 UUID of the volume ID and its instance. The
+// volume's own dm UUID would not do: a failover rebuilds the volume under
+// a new one.
+func fsUUID(volume, instance string) string {
+	return uuid.NewSHA1(fsNamespace, []byte(volume+"\x00"+instance)).String()
+}
+
+// mkfs makes fs on dev with the filesystem UUID id.
+func (n *node) mkfs(ctx context.Context, fs, dev, id string) error {
 	var err error
 	switch fs {
 	case fsExt4:
 		// -F: dev is not a whole disk; mke2fs would ask about nothing else.
-		_, err = n.d.cfg.Runner.Run(ctx, "mkfs.ext4", "-q", "-F", dev)
+		_, err = n.d.cfg.Runner.Run(ctx, "mkfs.ext4", "-q", "-F", "-U", id, dev)
 	case fsXFS:
-		_, err = n.d.cfg.Runner.Run(ctx, "mkfs.xfs", "-q", dev)
+		_, err = n.d.cfg.Runner.Run(ctx, "mkfs.xfs", "-q", "-m", "uuid="+id, dev)
 	default:
 		return errorf(errInvalid, "fs_type %q: want ext4 or xfs", fs)
 	}

@@ -34,6 +34,16 @@ const (
 	ParamFSType = "fsType"
 )
 
+// contextInstance is the volume context key CreateVolume sets on the
+// volumes it makes: the etcd revision that created the volume's spec,
+// which differs between two volumes of the same name and stays the same
+// for the life of the PersistentVolume, whatever happens to the volume
+// (a failover, a move) or to etcd. NodeStageVolume keys the filesystem it
+// makes to it, and may wipe what an earlier volume left on the extent
+// (see prepare). A statically provisioned PersistentVolume of an existing
+// volume does not carry it, and nothing is ever wiped on it.
+const contextInstance = "csi.tidecache.io/instance"
+
 // kubernetesPrefix starts the parameters the external-provisioner adds
 // or passes through for itself (csi.storage.k8s.io/fstype, the PVC's name
 // with --extra-create-metadata): they are not tidecache's to refuse.

@@ -51,23 +51,9 @@ func TestCSISanity(t *testing.T) {
 
 	// Small writeback volumes: 32 MiB with a 16 MiB write cache each, so
 	// the volumes a spec and its cleanup keep at once fit the pool.
-	n.mustSh(`printf 'writeCache: "16Mi"\nmode: writeback\n' > /run/csi-params.yaml`)
-	res := n.sh("timeout 900 csi-sanity --csi.endpoint=/run/csi/csi.sock" +
-		" --csi.stagingdir=/run/csi-staging --csi.mountdir=/run/csi-target" +
-		" --csi.testvolumesize=33554432 --csi.testvolumeparameters=/run/csi-params.yaml" +
-		" --ginkgo.no-color --ginkgo.junit-report=/run/csi-junit.xml >/run/csi-sanity.out 2>&1")
-	out := n.sh("cat /run/csi-sanity.out").Stdout
-	elapsed := time.Since(start)
-	if res.ExitCode != 0 {
-		t.Fatalf("csi-sanity exit %d:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s", res.ExitCode, tail(out, 150),
-			n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout)
-	}
-	summary := regexp.MustCompile(`Ran (\d+) of (\d+) Specs.*\n.*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`).FindStringSubmatch(out)
-	if summary == nil {
-		t.Fatalf("no ginkgo summary in the csi-sanity output:\n%s", tail(out, 60))
-	}
+	summary := n.csiSanity("full suite", `writeCache: "16Mi"\nmode: writeback\n`, 32<<20, "mount", "")
 	t.Logf("csi-sanity: ran %s of %s specs: %s passed, %s failed, %s pending, %s skipped (%s since boot)",
-		summary[1], summary[2], summary[3], summary[4], summary[5], summary[6], elapsed.Round(time.Second))
+		summary[1], summary[2], summary[3], summary[4], summary[5], summary[6], time.Since(start).Round(time.Second))
 
 	// Every skip must be for something the driver does not advertise.
 	var report junitReport
@@ -90,6 +76,22 @@ func TestCSISanity(t *testing.T) {
 		t.Errorf("JUnit report has %d skipped specs, the summary %s", skips, want)
 	}
 
+	// The node service's other paths, one spec each way: raw block access
+	// (the device bound into the pod, ten times over for idempotence), and
+	// XFS as the MySQL StorageClass makes it (mkfs.xfs wants 300 MiB).
+	if got := n.csiSanity("block", `writeCache: "16Mi"\n`, 32<<20, "block", "Node Service should"); got[3] != "2" || got[1] != "2" {
+		t.Errorf("block access: ran %s, passed %s specs, want 2", got[1], got[3])
+	}
+	if got := n.csiSanity("xfs", `writeCache: "16Mi"\nfsType: xfs\n`, 320<<20, "mount", "Node Service should work"); got[3] != "1" || got[1] != "1" {
+		t.Errorf("XFS: ran %s, passed %s specs, want 1", got[1], got[3])
+	}
+	n.mustSh("grep -q 'filesystem made.*fstype=xfs' /run/csi.log")
+	// A new volume's origin extent still holds what a deleted volume left
+	// there (the engine does not zero it): the node service must wipe a
+	// filesystem that is not the volume's own instead of mounting it.
+	wiped := strings.TrimSpace(n.sh("grep -c 'an earlier volume left' /run/csi.log").Stdout)
+	t.Logf("block and XFS passes done (%s since boot); stale signatures wiped on %s new volumes", time.Since(start).Round(time.Second), wiped)
+
 	// Nothing is left behind: every volume the suite made was deleted, and
 	// its device removed by the daemon.
 	n.eventually(2*time.Minute, `test -z "$(dmsetup ls | grep '^tc-')" && echo clean`, "clean")
@@ -100,6 +102,34 @@ func TestCSISanity(t *testing.T) {
 	if log := n.mustSh("cat /run/csi.log"); !strings.Contains(log, "msg=stopped") {
 		t.Errorf("driver did not log a clean stop after SIGTERM:\n%s", tail(log, 20))
 	}
+}
+
+// csiSanity runs csi-sanity with the StorageClass parameters params (YAML),
+// volumes of size bytes and the access type, only the specs matching focus
+// when it is set, and returns the summary's numbers: [1] ran, [2] of, [3]
+// passed, [4] failed, [5] pending, [6] skipped. It fails the test unless
+// the suite passed. The JUnit report is /run/csi-junit.xml.
+func (n *node) csiSanity(what, params string, size int64, access, focus string) []string {
+	n.t.Helper()
+	n.mustSh(`printf '` + params + `' > /run/csi-params.yaml`)
+	cmd := fmt.Sprintf("timeout 900 csi-sanity --csi.endpoint=/run/csi/csi.sock"+
+		" --csi.stagingdir=/run/csi-staging --csi.mountdir=/run/csi-target"+
+		" --csi.testvolumesize=%d --csi.testvolumeparameters=/run/csi-params.yaml --csi.testvolumeaccesstype=%s"+
+		" --ginkgo.no-color --ginkgo.junit-report=/run/csi-junit.xml", size, access)
+	if focus != "" {
+		cmd += fmt.Sprintf(" --ginkgo.focus='%s'", focus)
+	}
+	res := n.sh(cmd + " >/run/csi-sanity.out 2>&1")
+	out := n.sh("cat /run/csi-sanity.out").Stdout
+	if res.ExitCode != 0 {
+		n.t.Fatalf("csi-sanity (%s) exit %d:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s", what, res.ExitCode, tail(out, 150),
+			n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout)
+	}
+	summary := regexp.MustCompile(`Ran (\d+) of (\d+) Specs.*\n.*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`).FindStringSubmatch(out)
+	if summary == nil {
+		n.t.Fatalf("csi-sanity (%s): no ginkgo summary in its output:\n%s", what, tail(out, 60))
+	}
+	return summary
 }
 
 // notAdvertised are csi-sanity's skip messages for what tidecache-csi
