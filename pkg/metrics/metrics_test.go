@@ -84,7 +84,8 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 		{
 			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: api.StateActive, Device: "/dev/mapper/tc-logs",
 			SizeBytes: 8 << 30, ReadCacheBytes: 33 << 20, BlockSize: 4096,
-			ReadCache: readCache(t, cacheLine),
+			ReadCache:      readCache(t, cacheLine),
+			FailedOverFrom: "node-a", FailedOverUnix: 1764000100,
 		},
 		{
 			Name: "old", Pool: "slow", Mode: pool.ModePassthrough, State: api.StateInactive, Device: "/dev/mapper/tc-old",
@@ -105,6 +106,9 @@ const volumeExposition = `
 # HELP tidecache_volume_data_loss_timestamp_seconds When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.
 # TYPE tidecache_volume_data_loss_timestamp_seconds gauge
 tidecache_volume_data_loss_timestamp_seconds{pool="slow",volume="old"} 1.764e+09
+# HELP tidecache_volume_failed_over_timestamp_seconds When this node took the volume over from its replica after the cluster fenced the node it ran on (label from), as a Unix time; absent if it never failed over.
+# TYPE tidecache_volume_failed_over_timestamp_seconds gauge
+tidecache_volume_failed_over_timestamp_seconds{from="node-a",pool="fast",volume="logs"} 1.7640001e+09
 # HELP tidecache_volume_fua_flush_errors_total Flushes of the write tier that failed; each failed the FUA writes waiting for it.
 # TYPE tidecache_volume_fua_flush_errors_total counter
 tidecache_volume_fua_flush_errors_total{pool="fast",volume="db"} 0
@@ -209,7 +213,7 @@ tidecache_volume_read_cache_demotions_total{pool="fast",volume="logs"} 0
 # TYPE tidecache_volume_write_copies gauge
 tidecache_volume_write_copies{pool="fast",volume="db"} 1
 tidecache_volume_write_copies{pool="slow",volume="broken"} 0
-# HELP tidecache_volume_write_copies_wanted Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local).
+# HELP tidecache_volume_write_copies_wanted Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over from its node onto its replica).
 # TYPE tidecache_volume_write_copies_wanted gauge
 tidecache_volume_write_copies_wanted{pool="fast",volume="db"} 2
 tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
@@ -237,7 +241,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_fua_window", "tidecache_volume_fua_writes_total",
 	"tidecache_volume_fua_flushes_total", "tidecache_volume_fua_flush_errors_total",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
-	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_scrape_collector_success",
+	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_scrape_collector_success",
 }
 
 func TestVolumeMetrics(t *testing.T) {

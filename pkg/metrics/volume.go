@@ -48,10 +48,13 @@ var (
 	volumeFUAFlushesDesc  = volumeDesc("fua_flushes_total", "Flushes the fuaflush target sent to the write tier; concurrent FUA writes share one.")
 	volumeFUAErrorsDesc   = volumeDesc("fua_flush_errors_total", "Flushes of the write tier that failed; each failed the FUA writes waiting for it.")
 	volumeCopiesDesc      = volumeDesc("write_copies", "Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.")
-	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local).")
-	volumeDataLossDesc    = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
-	volumeMirrorSyncDesc  = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
-	volumeDescs           = []*prometheus.Desc{
+	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over from its node onto its replica).")
+	volumeFailedOverDesc  = prometheus.NewDesc(namespace+"_volume_failed_over_timestamp_seconds",
+		"When this node took the volume over from its replica after the cluster fenced the node it ran on (label from), as a Unix time; absent if it never failed over.",
+		[]string{"volume", "pool", "from"}, nil)
+	volumeDataLossDesc   = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
+	volumeMirrorSyncDesc = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
+	volumeDescs          = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
 		volumeDirtyBlocksDesc, volumeDirtyBytesDesc, volumeCacheUsedDesc, volumeCacheSizeDesc,
@@ -60,6 +63,7 @@ var (
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
 		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumeDataLossDesc,
+		volumeFailedOverDesc,
 	}
 )
 
@@ -81,6 +85,9 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 	if v.DataLossUnix != 0 {
 		gauge(ch, volumeDataLossDesc, float64(v.DataLossUnix), v.Name, v.Pool)
 	}
+	if v.FailedOverFrom != "" {
+		gauge(ch, volumeFailedOverDesc, float64(v.FailedOverUnix), v.Name, v.Pool, v.FailedOverFrom)
+	}
 	if v.WriteCacheBytes > 0 {
 		gauge(ch, volumeFUAWindowDesc, boolValue(v.FUAWindow || v.LegacyStack), v.Name, v.Pool)
 	}
@@ -91,12 +98,17 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 	}
 	if wc := v.WriteCache; wc != nil {
 		wanted, copies := 1, 1
-		if v.Protection == pool.ProtectLocal {
+		switch {
+		case v.Protection == pool.ProtectLocal || v.Protection == pool.ProtectPeer:
 			wanted, copies = 2, 0
 			if m := v.Mirror; m != nil {
 				copies = m.Copies
 				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
 			}
+		case v.FailedOverFrom != "":
+			// It was peer-protected; since it failed over it runs on the
+			// replica it took over, one copy.
+			wanted = 2
 		}
 		if wc.Error != 0 {
 			copies = 0
