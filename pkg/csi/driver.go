@@ -12,6 +12,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidecache/tidecache/pkg/command"
@@ -55,8 +56,9 @@ type Config struct {
 	DeviceDir string
 	// Runner runs blkid, mkfs, mount and umount.
 	Runner command.Runner
-	// Log receives one record per call (debug; warn for failures other
-	// than the caller's mistakes). Nil discards.
+	// Log receives one record per call: debug for successes, info for
+	// requests refused as the caller's mistake, warn for other failures.
+	// Nil discards.
 	Log *slog.Logger
 }
 
@@ -200,6 +202,11 @@ func (d *Driver) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return resp, nil
 	}
 	st := status.Convert(err)
-	d.log.Warn("call failed", "method", method, "code", st.Code().String(), "err", st.Message(), "duration", time.Since(start))
+	level := slog.LevelWarn
+	switch st.Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange:
+		level = slog.LevelInfo // the caller's request, not the driver's trouble
+	}
+	d.log.Log(ctx, level, "call failed", "method", method, "code", st.Code().String(), "err", st.Message(), "duration", time.Since(start))
 	return resp, err
 }
