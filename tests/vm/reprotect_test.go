@@ -40,6 +40,8 @@ type etcdCluster struct {
 	names []string
 	nodes map[string]*node
 	spec  nodeSpec
+	// extra holds more tidecached run flags for some nodes.
+	extra map[string]string
 }
 
 func (c *etcdCluster) addr(name string) string {
@@ -107,7 +109,7 @@ func (c *etcdCluster) startDaemon(name string) {
 	c.nodes[name].mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl 4s --resync-interval 3s --leg-retry 1s"+
 		" --replica-address %s --embedded-etcd --etcd-data-dir /run/etcd/data --etcd-client-url %s"+
 		" --embedded-etcd-initial-cluster %s --embedded-etcd-heartbeat-interval 300ms --embedded-etcd-election-timeout 3s"+
-		" >>/run/daemon.log 2>&1 & echo $! > /run/daemon.pid", name, c.addr(name), c.client(name), strings.Join(members, ",")))
+		" %s >>/run/daemon.log 2>&1 & echo $! > /run/daemon.pid", name, c.addr(name), c.client(name), strings.Join(members, ","), c.extra[name]))
 }
 
 // waitNodes waits until the node list read through name's member
