@@ -178,6 +178,9 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost, gone map[string]time
 	}
 	var pols []api.Policy
 	if fences, _, _, err := d.st.ListFences(ctx); err == nil && len(fences) > 0 && nodes() {
+		for _, f := range fences {
+			view.fenced[f.Value.Node] = true
+		}
 		d.liftFences(ctx, fences, *view)
 	}
 	for _, it := range specs {
@@ -363,6 +366,9 @@ func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec]
 type nodeView struct {
 	nodes   []api.Node
 	drained map[string]bool
+	// fenced are the nodes with a fence (see failover.go): like drained
+	// nodes they get nothing new, until the fence is lifted.
+	fenced map[string]bool
 }
 
 // live reports whether the named node is registered.
@@ -370,9 +376,9 @@ func (v nodeView) live(name string) bool {
 	return slices.ContainsFunc(v.nodes, func(n api.Node) bool { return n.Name == name })
 }
 
-// candidates returns the live nodes that are not drained.
+// candidates returns the live nodes that are neither drained nor fenced.
 func (v nodeView) candidates() []api.Node {
-	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return v.drained[n.Name] })
+	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return v.drained[n.Name] || v.fenced[n.Name] })
 }
 
 // nodeView reads the registered nodes and the node specs.
@@ -381,7 +387,7 @@ func (d *daemon) nodeView(ctx context.Context) (*nodeView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &nodeView{drained: map[string]bool{}}
+	v := &nodeView{drained: map[string]bool{}, fenced: map[string]bool{}}
 	for _, n := range items {
 		v.nodes = append(v.nodes, n.Value)
 	}

@@ -52,8 +52,10 @@ func (d *daemon) failover(ctx context.Context, it store.Item[api.VolumeSpec], vi
 		return false
 	}
 	if view.live(spec.Node) {
+		// Up: placed and re-protected as any peer-protected volume, a
+		// failed-over one (no replica node) getting a new replica.
 		delete(gone, spec.Name)
-		return spec.FailedOverFrom != "" // a failed-over volume gets no new replica yet
+		return false
 	}
 	log := d.log.With("volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
 	since, seen := gone[spec.Name]

@@ -397,3 +397,86 @@ func (e *Engine) FailPeerLeg(ctx context.Context, name string) error {
 	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", name, "peer", v.WriteMirror.Remote.Node)
 	return nil
 }
+
+// AddPeerLeg protects a volume's unmirrored write cache with a leg on a
+// peer's replica (after a failover, the volume runs on one copy): the
+// layout records the mirror first (leg 1 out of sync), then, in
+// writeback, the legs' slices are created and the write tier's cache
+// device (wdata) is reloaded from the plain slice into a dm-raid raid1 of
+// that same slice and the peer's replica, both with fresh dm-raid
+// metadata, so that dm-raid copies leg 0, the cache as it is, onto leg 1
+// in the background. dm-writecache above is not reloaded: its cache
+// device keeps its name and content, and wdata's reload holds its I/O for
+// the swap. A crash before the reload leaves a layout assembly builds the
+// same new mirror from. In another mode the mirror is built at the next
+// switch to writeback.
+func (e *Engine) AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error {
+	unlock, p, _, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	next := p.Layout.Clone()
+	changed, err := next.AddPeerLeg(name, leg)
+	if err != nil {
+		return fmt.Errorf("protect volume %s on node %s: %w", name, leg.Node, err)
+	}
+	if !changed {
+		return nil
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return err
+	}
+	nv, _ := next.Volume(name)
+	running := false
+	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleWriteTier)); err == nil {
+		running = true
+	}
+	if running {
+		dev, err := e.attachRemote(ctx, leg, nv.WriteCache.Length, peerLegTimeouts(*nv))
+		if err != nil {
+			return fmt.Errorf("protect volume %s: %w", name, err)
+		}
+		p.Remote[leg.UUID] = dev
+		// Fresh dm-raid metadata on both legs: a new array, which
+		// resyncs from its first leg.
+		member, ok := p.Members[nv.WriteMirror.Meta.Member]
+		if !ok {
+			return fmt.Errorf("protect volume %s: SSD member %s missing", name, nv.WriteMirror.Meta.Member)
+		}
+		if err := e.zeroHead(member, nv.WriteMirror.Meta); err != nil {
+			return fmt.Errorf("protect volume %s: %w", name, err)
+		}
+		if err := e.zeroHead(dev, pool.Extent{Length: pool.MirrorMetaSectors}); err != nil {
+			return fmt.Errorf("protect volume %s: peer leg: %w", name, err)
+		}
+	}
+	st, err := stack.Build(*nv, p.devices(origin), e.cfg.Tuning)
+	if err != nil {
+		return err
+	}
+	if err := e.requireTargets(ctx, st); err != nil {
+		return err
+	}
+	if err := e.writeLayout(p, origin, next); err != nil {
+		return fmt.Errorf("protect volume %s: record the mirror: %w", name, err)
+	}
+	if running {
+		for _, d := range st.Devices {
+			_, err := e.ensure(ctx, d)
+			var drift *DriftError
+			switch {
+			case errors.As(err, &drift) && d.Role == stack.RoleWriteData:
+				if err := e.reload(ctx, d.Name, d.Table, nil); err != nil {
+					return fmt.Errorf("protect volume %s: %w", name, err)
+				}
+			case err != nil:
+				return fmt.Errorf("protect volume %s: %w", name, err)
+			}
+		}
+	}
+	e.log.Warn("write cache protected again: leg 1 on a peer's replica, copied from leg 0 in the background",
+		"volume", name, "peer", leg.Node, "running", running)
+	return nil
+}

@@ -106,3 +106,41 @@ func (l *Layout) Release(volume string) error {
 	}
 	return l.RemoveVolume(volume)
 }
+
+// AddPeerLeg protects a volume's unmirrored write cache with a peer leg:
+// the volume's WriteCache becomes leg 0's data, a metadata slice for leg
+// 0 is carved next to it on the same SSD, and leg is leg 1, recorded out
+// of sync until dm-raid has copied leg 0 onto it. This is how a volume
+// that failed over onto its replica, one copy, is protected again. The
+// generation is bumped. Adding the leg a volume has already is no change.
+func (l *Layout) AddPeerLeg(volume string, leg RemoteLeg) (changed bool, err error) {
+	v, ok := l.Volume(volume)
+	switch {
+	case !ok:
+		return false, errorf(ErrVolumeNotFound, "volume %q not in pool %q", volume, l.Name)
+	case v.WriteMirror != nil && v.WriteMirror.Remote != nil && *v.WriteMirror.Remote == leg:
+		return false, nil
+	case v.WriteMirror != nil:
+		return false, fmt.Errorf("volume %q: its write cache is mirrored already", volume)
+	case v.WriteCache == nil:
+		return false, errorf(ErrNoWriteCache, "volume %q has no write cache to protect", volume)
+	}
+	next := l.Clone()
+	nv, _ := next.Volume(volume)
+	what := "write cache of volume " + quote(volume)
+	meta, err := newAllocator(next).onMember(MirrorMetaSectors, nv.WriteCache.Member, what+" (leg 0 metadata)")
+	if err != nil {
+		return false, err
+	}
+	if meta.Member != nv.WriteCache.Member {
+		return false, errorf(ErrNoSpace, "%s: no room for leg 0's %s metadata slice next to its data on %s",
+			what, formatSectors(MirrorMetaSectors), l.devicePath(nv.WriteCache.Member))
+	}
+	nv.WriteMirror = &Mirror{Meta: meta, Remote: &leg, OutOfSync: []int{1}}
+	next.Generation++
+	if err := next.Validate(); err != nil {
+		return false, fmt.Errorf("pool %q would be invalid after protecting volume %q: %w", l.Name, volume, err)
+	}
+	*l = *next
+	return true, nil
+}

@@ -88,3 +88,46 @@ func TestReleaseNeedsSharedOrigin(t *testing.T) {
 		t.Fatalf("Release of an unknown volume: %v", err)
 	}
 }
+
+func TestAddPeerLeg(t *testing.T) {
+	l := testLayout(t)
+	r, err := l.AddReplica(ReplicaRequest{Volume: "db", Owner: "a", HostNQN: "nqn.2026-11.io.tidecache:node:a", WriteCache: 256 << 20}, "replica-uuid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lun := &Adopted{Path: "/dev/nvme2n1", WWN: "uuid.6f1c2a0e-5b7d-5b1e-9c3a-2d4e6f8a0b1c", SizeSectors: 4 << 21}
+	v, err := l.TakeOverReplica(TakeOverRequest{Volume: "db", From: "a", Adopt: lun, Mode: ModeWriteback}, "volume-uuid", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := l.Generation
+	changed, err := l.AddPeerLeg("db", *testPeer())
+	if err != nil || !changed {
+		t.Fatalf("AddPeerLeg = %v, %v", changed, err)
+	}
+	got, _ := l.Volume("db")
+	m := got.WriteMirror
+	switch {
+	case m == nil || m.Remote == nil || *m.Remote != *testPeer():
+		t.Fatalf("mirror %+v: want the peer leg", m)
+	case *got.WriteCache != *v.WriteCache:
+		t.Fatalf("write cache moved from %s to %s: leg 0 must be the cache as it is", v.WriteCache, got.WriteCache)
+	case m.Meta.Member != r.Extent.Member || m.Meta.Length != MirrorMetaSectors:
+		t.Fatalf("leg 0 metadata %s: want %s on the write cache's SSD", m.Meta, formatSectors(MirrorMetaSectors))
+	case len(m.OutOfSync) != 1 || m.OutOfSync[0] != 1:
+		t.Fatalf("out of sync %v: the new leg lacks everything until rebuilt", m.OutOfSync)
+	case got.Protection() != ProtectPeer || l.Generation != gen+1:
+		t.Fatalf("protection %s, generation %d -> %d", got.Protection(), gen, l.Generation)
+	}
+	if changed, err := l.AddPeerLeg("db", *testPeer()); err != nil || changed {
+		t.Fatalf("adding the same leg again = %v, %v; want no change", changed, err)
+	}
+	other := *testPeer()
+	other.Node = "c"
+	if _, err := l.AddPeerLeg("db", other); err == nil {
+		t.Fatal("a second peer leg was added to a mirrored write cache")
+	}
+	if _, err := l.AddPeerLeg("none", other); !errors.Is(err, ErrVolumeNotFound) {
+		t.Fatalf("unknown volume: %v", err)
+	}
+}

@@ -65,6 +65,9 @@ func (c *Controller) act(ctx context.Context, o observation, vs *volState, p pla
 	if p.movePeer {
 		return c.movePeer(ctx, o.spec, st, actual)
 	}
+	if p.addPeer {
+		return c.addPeer(ctx, o.spec, st, actual)
+	}
 	if p.refuse != nil {
 		return c.fail(ctx, st, p.refuse, &actual)
 	}

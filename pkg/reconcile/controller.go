@@ -57,6 +57,9 @@ type SharedOrigins interface {
 	FindOrigin(ctx context.Context, wwid string) (string, error)
 	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
 	TakeOver(ctx context.Context, req engine.TakeOverRequest) (engine.VolumeInfo, error)
+	// AddPeerLeg mirrors an unmirrored write cache (a volume that failed
+	// over runs on one copy) onto a peer's replica.
+	AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error
 }
 
 // Store is the part of *store.Store the controller uses.

@@ -49,6 +49,10 @@ type plan struct {
 	// it after the old peer was lost): act moves the leg first and looks
 	// again, since the mode decision was made on the old leg's state.
 	movePeer bool
+	// addPeer is set when the spec places a replica for a volume that
+	// failed over onto its old replica and runs on one copy: act adds the
+	// new replica as leg 1 of a mirror and looks again.
+	addPeer bool
 	// refuse is a terminal error: the decision cannot be carried out.
 	refuse error
 	// setMode is the mode to switch to, "" to keep the mode.
@@ -102,6 +106,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 		}
 	}
 	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode
+	p.addPeer = o.spec.ReplicaNode != "" && o.actual.PeerNode == "" && o.actual.FailedOverFrom != "" && o.actual.Protection == pool.ProtectNone
 	if o.actual.Mode != d.Mode {
 		if d.Mode == pool.ModeWriteback && o.actual.WriteCacheBytes == 0 {
 			p.refuse = Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason))

@@ -136,6 +136,31 @@ func failedOverFacts(v engine.VolumeInfo, vs *volState, now time.Time) *policy.M
 	}
 	return &policy.Mirror{
 		Running: v.Mode == pool.ModeWriteback, LegsOut: 1, Since: vs.mirrorSince,
-		Detail: fmt.Sprintf("failed over from node %s onto its replica, the only copy of the write cache (a new replica is not placed after a failover yet)", v.FailedOverFrom),
+		Detail: fmt.Sprintf("failed over from node %s onto its replica, the only copy of the write cache until the leader places a new replica", v.FailedOverFrom),
 	}
+}
+
+// addPeer protects a volume that failed over, and runs on the one copy it
+// took over, on the replica the leader placed for it: once that node
+// keeps and exports the replica, the engine makes it leg 1 of a mirror
+// and dm-raid copies the write cache onto it. Until then the volume runs
+// on as it is and its status says what it waits for.
+func (c *Controller) addPeer(ctx context.Context, spec api.VolumeSpec, st api.VolumeStatus, actual engine.VolumeInfo) outcome {
+	if c.cfg.SharedOrigins == nil {
+		return c.fail(ctx, st, Terminal(fmt.Errorf("volume %s cannot be protected again: this node's daemon runs no shared origins", spec.Name)), &actual)
+	}
+	leg, err := c.peerLeg(ctx, spec)
+	if err != nil {
+		st.Error = fmt.Sprintf("protecting the write cache again on node %s: %v", spec.ReplicaNode, err)
+		c.log.Info("volume waits to be protected again on its new peer", "volume", spec.Name, "to", spec.ReplicaNode, "why", err)
+		return outcome{res: Result{RequeueAfter: replicaWait}, err: c.putStatus(ctx, st, &actual)}
+	}
+	c.log.Warn("protecting the write cache of a volume that failed over on a new peer", "volume", spec.Name, "to", leg.Node)
+	if err := c.cfg.SharedOrigins.AddPeerLeg(ctx, spec.Name, leg); err != nil {
+		return c.fail(ctx, st, fmt.Errorf("protect again on node %s: %w", leg.Node, err), &actual)
+	}
+	if actual, err = c.engine.Volume(ctx, spec.Name); err != nil {
+		return c.fail(ctx, st, fmt.Errorf("read volume: %w", err), nil)
+	}
+	return c.report(ctx, st, Result{RequeueAfter: replicaWait}, actual)
 }

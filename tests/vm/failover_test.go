@@ -115,7 +115,9 @@ func (c failoverCluster) show(from, volume string) failoverVolume {
 //     runs and that it failed over;
 //   - a boots again: its assembly cannot start db (san refuses it), its
 //     daemon releases its stale copy without writing anything, the leader
-//     lifts the fence, and san serves a again; db stays on b, intact.
+//     lifts the fence, and san serves a again; db stays on b, intact;
+//   - the leader places a new replica on a, b mirrors the write cache it
+//     took over onto it: two copies again, every record intact.
 func TestFailoverSharedOrigin(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
@@ -275,4 +277,27 @@ func TestFailoverSharedOrigin(t *testing.T) {
 		t.Fatalf("records lost after the fenced node came back:\n%s%s", res.Stdout, res.Stderr)
 	}
 	t.Logf("a back, released db and unfenced; db intact on b")
+
+	// Protected again: the leader places a new replica on a (no longer
+	// fenced), b adds it as leg 1 of a mirror of the write cache it took
+	// over, and dm-raid copies it there.
+	deadline = time.Now().Add(4 * time.Minute)
+	for {
+		fv = c.show("b", "db")
+		if fv.PeerNode == "a" && fv.Mirror != nil && fv.Mirror.Health == "AA" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db not protected again on a: %+v, mirror %+v\nb's daemon log:\n%s", fv, fv.Mirror, c.b.sh("tail -30 /run/daemon.log").Stdout)
+		}
+		time.Sleep(time.Second)
+	}
+	if fv.Protection != "peer" {
+		t.Errorf("db protection %q after its new replica was added, want peer", fv.Protection)
+	}
+	res = c.b.sh(fmt.Sprintf("crashwriter verify -dev %s -cycle 1 -through %d", dev, through))
+	if res.ExitCode != 0 {
+		t.Fatalf("records lost when the write cache was mirrored again:\n%s%s", res.Stdout, res.Stderr)
+	}
+	t.Logf("db protected again on a, mirror AA, every record intact, %.1fs after the kill", time.Since(killed).Seconds())
 }
