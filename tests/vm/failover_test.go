@@ -209,6 +209,18 @@ func TestFailoverSharedOrigin(t *testing.T) {
 	// The owner, leading etcd and tidecache, dies under acknowledged
 	// writes; its cache holds dirty blocks (the writer outruns the
 	// write-back to the RAID10).
+	// a still leads etcd's raft (b's cut may have moved it): the kill
+	// must take the raft leader with the owner.
+	if _, raftLeader := c.etcdStatus("san"); raftLeader != target {
+		for _, name := range c.names {
+			if id, _ := c.etcdStatus(name); id == raftLeader {
+				c.nodes[name].mustSh(fmt.Sprintf("curl -sf -X POST %s/v3/maintenance/transfer-leadership -d '{\"targetID\": \"%s\"}'", c.client(name), target))
+			}
+		}
+		c.a.eventually(30*time.Second, "curl -sf -X POST "+c.client("a")+"/v3/maintenance/status -d '{}'", `"leader":"`+target+`"`)
+	}
+	v, _ = c.waitNodes("san", "all three registered again", time.Minute, func(v clusterView) bool { return len(v.Nodes) == 3 && v.Leader != "" })
+	t.Logf("before the kill: a leads etcd's raft, %s leads tidecache", v.Leader)
 	c.a.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 1 -blocks 16384 >/run/writer.log 2>&1 &", dev, c.a.AckDevice()))
 	c.a.eventually(time.Minute, `tidectl -o json volume show db | grep -E '"dirty_blocks": *[1-9]'`, "dirty_blocks")
 	time.Sleep(2 * time.Second)
