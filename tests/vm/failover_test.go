@@ -165,15 +165,7 @@ func TestFailoverSharedOrigin(t *testing.T) {
 			return len(v.Nodes) == 3 && v.Leader != "" && v.Leader != was
 		})
 	}
-	target, _ := c.etcdStatus("a")
-	if _, raftLeader := c.etcdStatus("san"); raftLeader != target {
-		for _, name := range c.names {
-			if id, _ := c.etcdStatus(name); id == raftLeader {
-				c.nodes[name].mustSh(fmt.Sprintf("curl -sf -X POST %s/v3/maintenance/transfer-leadership -d '{\"targetID\": \"%s\"}'", c.client(name), target))
-			}
-		}
-		c.a.eventually(30*time.Second, "curl -sf -X POST "+c.client("a")+"/v3/maintenance/status -d '{}'", `"leader":"`+target+`"`)
-	}
+	c.moveRaftLeader("a", "san")
 
 	eps := " --etcd-endpoints " + c.endpoints()
 	c.a.mustTidectl("policy set default --failover-after 5s" + eps)
@@ -211,14 +203,7 @@ func TestFailoverSharedOrigin(t *testing.T) {
 	// write-back to the RAID10).
 	// a still leads etcd's raft (b's cut may have moved it): the kill
 	// must take the raft leader with the owner.
-	if _, raftLeader := c.etcdStatus("san"); raftLeader != target {
-		for _, name := range c.names {
-			if id, _ := c.etcdStatus(name); id == raftLeader {
-				c.nodes[name].mustSh(fmt.Sprintf("curl -sf -X POST %s/v3/maintenance/transfer-leadership -d '{\"targetID\": \"%s\"}'", c.client(name), target))
-			}
-		}
-		c.a.eventually(30*time.Second, "curl -sf -X POST "+c.client("a")+"/v3/maintenance/status -d '{}'", `"leader":"`+target+`"`)
-	}
+	c.moveRaftLeader("a", "san")
 	v, _ = c.waitNodes("san", "all three registered again", time.Minute, func(v clusterView) bool { return len(v.Nodes) == 3 && v.Leader != "" })
 	t.Logf("before the kill: a leads etcd's raft, %s leads tidecache", v.Leader)
 	c.a.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 1 -blocks 16384 >/run/writer.log 2>&1 &", dev, c.a.AckDevice()))

@@ -150,6 +150,23 @@ func (c *etcdCluster) etcdStatus(name string) (member, leader string) {
 	return m[1], l[1]
 }
 
+// moveRaftLeader makes the named node's member etcd's raft leader, as
+// the member of node from sees it.
+func (c *etcdCluster) moveRaftLeader(to, from string) {
+	c.t.Helper()
+	target, _ := c.etcdStatus(to)
+	_, raftLeader := c.etcdStatus(from)
+	if raftLeader == target {
+		return
+	}
+	for _, name := range c.names {
+		if id, _ := c.etcdStatus(name); id == raftLeader {
+			c.nodes[name].mustSh(fmt.Sprintf("curl -sf -X POST %s/v3/maintenance/transfer-leadership -d '{\"targetID\": \"%s\"}'", c.client(name), target))
+		}
+	}
+	c.nodes[to].eventually(30*time.Second, "curl -sf -X POST "+c.client(to)+"/v3/maintenance/status -d '{}'", `"leader":"`+target+`"`)
+}
+
 // TestReprotectPeer checks re-protection, on three nodes that run the
 // cluster's etcd as the three members of an embedded etcd:
 //   - the etcd cluster forms and every daemon registers through its own
@@ -224,16 +241,7 @@ func TestReprotectPeer(t *testing.T) {
 	if spare == doomed {
 		spare = c.names[2]
 	}
-	target, _ := c.etcdStatus(doomed)
-	_, raftLeader := c.etcdStatus(owner)
-	if raftLeader != target {
-		for _, name := range c.names {
-			if id, _ := c.etcdStatus(name); id == raftLeader {
-				c.nodes[name].mustSh(fmt.Sprintf("curl -sf -X POST %s/v3/maintenance/transfer-leadership -d '{\"targetID\": \"%s\"}'", c.client(name), target))
-			}
-		}
-		c.nodes[doomed].eventually(30*time.Second, "curl -sf -X POST "+c.client(doomed)+"/v3/maintenance/status -d '{}'", `"leader":"`+target+`"`)
-	}
+	c.moveRaftLeader(doomed, owner)
 	c.a, c.b = c.nodes[owner], c.nodes[doomed] // for volume show and the logs
 	eps := " --etcd-endpoints " + c.endpoints()
 	c.a.mustTidectl("policy set default --reprotect-after 5s" + eps)
