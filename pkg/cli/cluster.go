@@ -337,12 +337,20 @@ func newNodeCmd(g *Globals) *cobra.Command {
 				return err
 			}
 			leader, _ := st.Leader(cmd.Context())
+			fenceItems, _, _, err := st.ListFences(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fences := []api.Fence{}
+			for _, f := range fenceItems {
+				fences = append(fences, f.Value)
+			}
 			if g.JSON() {
 				out := []api.Node{}
 				for _, n := range nodes {
 					out = append(out, n.Value)
 				}
-				v, err := snakeCase(map[string]any{"leader": leader, "nodes": out})
+				v, err := snakeCase(map[string]any{"leader": leader, "nodes": out, "fences": fences})
 				if err != nil {
 					return err
 				}
@@ -370,7 +378,16 @@ func newNodeCmd(g *Globals) *cobra.Command {
 				}
 				t.row(n.Name, isLeader, n.Version, strings.Join(pools, ","), size(ofree), size(sfree), wear, n.UpdatedAt.Format(time.RFC3339))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			// Fenced nodes, live or not: cut off from shared origins and
+			// replicas until they come back and release what failed over.
+			for _, f := range fences {
+				fmt.Fprintf(g.Stdout, "fenced: %s since %s (%s); lifted once it is back and has released %s\n",
+					f.Node, f.CreatedAt.Format(time.RFC3339), f.Reason, strings.Join(f.Volumes, ", "))
+			}
+			return nil
 		},
 	}
 	drain := func(use, short string, on bool) *cobra.Command {

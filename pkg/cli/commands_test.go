@@ -482,3 +482,21 @@ func TestTidectlLinksNoEtcdServer(t *testing.T) {
 		t.Errorf("tidecached links no etcd server: the check above cannot tell")
 	}
 }
+
+// TestNodeListFences checks that node list shows fenced nodes, also when
+// they are not live, in text and JSON.
+func TestNodeListFences(t *testing.T) {
+	c := newCluster(t)
+	created := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	if _, err := c.st.PutFence(t.Context(), api.Fence{Node: "node-a", Reason: "node gone; failing over db", Volumes: []string{"db"}, CreatedAt: created}, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := tidectl(t, nil, append(c.flags, "node", "list")...)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "fenced: node-a since 2026-11-27T03:00:00Z (node gone; failing over db); lifted once it is back and has released db") {
+		t.Fatalf("node list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = tidectl(t, nil, append(c.flags, "-o", "json", "node", "list")...)
+	if r.code != ExitOK || !strings.Contains(r.stdout, `"node": "node-a"`) || !strings.Contains(r.stdout, `"fences"`) {
+		t.Fatalf("node list -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
