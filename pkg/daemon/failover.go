@@ -252,10 +252,7 @@ func (d *daemon) complyWithFence(ctx context.Context, rel Releaser) {
 		d.fenceReleased = rev
 		d.mu.Unlock()
 		if changed {
-			select {
-			case d.inventoryNow <- struct{}{}:
-			default:
-			}
+			d.publishNow()
 		}
 		select {
 		case <-ctx.Done():

@@ -38,36 +38,15 @@ type failoverVolume struct {
 type failoverCluster struct{ *etcdCluster }
 
 // bootAsync boots a node for the first time with its own disks and
-// prepares them: the etcd member's filesystem on the spare disk, and the
-// RAID10 it exports (san) or its pool of SSDs alone (a, b). It runs in a
-// goroutine of its own and returns errors instead of failing the test.
+// prepares them: the RAID10 it exports (san) or its pool of SSDs alone
+// (a, b).
 func (c failoverCluster) bootAsync(name string) (*node, error) {
-	spec := failoverSpecs[name]
-	cfg, err := c.config(name, spec, c.addr(name), name == c.names[0])
-	if err != nil {
-		return nil, err
-	}
-	cfg.MemoryMiB = spec.MemoryMB
-	v, err := harness.Boot(c.t.Context(), cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.t.Cleanup(func() { v.Kill() })
-	n := &node{VM: v, t: c.t, bin: c.bin, dir: cfg.Dir, spec: spec}
-	cmd := fmt.Sprintf("export PATH=%s:$PATH; mkfs.ext4 -q %s && mkdir -p /run/etcd && mount %[2]s /run/etcd && ", c.bin, n.spares()[0])
-	if name == "san" {
-		cmd += "mdadm --create /dev/md/lun0 --run --level=10 --raid-devices=4 --assume-clean " + strings.Join(n.hdds(), " ")
-	} else {
-		cmd += "tidectl pool create fast --ssd " + n.ssds()[0]
-	}
-	res, err := n.Run(c.t.Context(), cmd)
-	switch {
-	case err != nil:
-		return nil, err
-	case res.ExitCode != 0:
-		return nil, fmt.Errorf("%q: exit %d: %s%s", cmd, res.ExitCode, res.Stdout, res.Stderr)
-	}
-	return n, nil
+	return c.etcdCluster.bootAsync(name, failoverSpecs[name], func(n *node) string {
+		if name == "san" {
+			return "mdadm --create /dev/md/lun0 --run --level=10 --raid-devices=4 --assume-clean " + strings.Join(n.hdds(), " ")
+		}
+		return "tidectl pool create fast --ssd " + n.ssds()[0]
+	})
 }
 
 // reboot boots a node again on its disks, its etcd member's data mounted.

@@ -73,18 +73,31 @@ func (c *etcdCluster) rebootNode(name string) *node {
 // bootNodeAsync boots a node for the first time and makes its pool, from
 // a goroutine of its own: it returns errors instead of failing the test.
 func (c *etcdCluster) bootNodeAsync(name string) (*node, error) {
-	cfg, err := c.config(name, c.spec, c.addr(name), name == c.names[0])
+	return c.bootAsync(name, c.spec, func(n *node) string {
+		return fmt.Sprintf("tidectl pool create fast --origin %s --ssd %s", n.hdds()[0], n.ssds()[0])
+	})
+}
+
+// bootAsync boots a node with spec's disks for the first time, makes the
+// etcd member's filesystem on its spare disk, mounts it at /run/etcd and
+// runs prepare's command: from a goroutine of its own, so it returns
+// errors instead of failing the test.
+func (c *etcdCluster) bootAsync(name string, spec nodeSpec, prepare func(*node) string) (*node, error) {
+	cfg, err := c.config(name, spec, c.addr(name), name == c.names[0])
 	if err != nil {
 		return nil, err
+	}
+	if spec.MemoryMB != 0 {
+		cfg.MemoryMiB = spec.MemoryMB
 	}
 	v, err := harness.Boot(c.t.Context(), cfg)
 	if err != nil {
 		return nil, err
 	}
 	c.t.Cleanup(func() { v.Kill() })
-	n := &node{VM: v, t: c.t, bin: c.bin, dir: cfg.Dir, spec: c.spec}
-	cmd := fmt.Sprintf("export PATH=%s:$PATH; mkfs.ext4 -q %s && mkdir -p /run/etcd && mount %[2]s /run/etcd && tidectl pool create fast --origin %s --ssd %s",
-		c.bin, n.spares()[0], n.hdds()[0], n.ssds()[0])
+	n := &node{VM: v, t: c.t, bin: c.bin, dir: cfg.Dir, spec: spec}
+	cmd := fmt.Sprintf("export PATH=%s:$PATH; mkfs.ext4 -q %s && mkdir -p /run/etcd && mount %[2]s /run/etcd && %s",
+		c.bin, n.spares()[0], prepare(n))
 	res, err := n.Run(c.t.Context(), cmd)
 	switch {
 	case err != nil:
