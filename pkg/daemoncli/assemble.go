@@ -71,6 +71,8 @@ func printAssemble(g *cli.Globals, rep engine.AssembleReport) error {
 		for _, v := range p.Volumes {
 			if v.Error != "" {
 				fmt.Fprintf(g.Stdout, "  %-20s FAILED  %s\n", v.Name, v.Error)
+			} else if v.Deferred != "" {
+				fmt.Fprintf(g.Stdout, "  %-20s LATER   %s\n", v.Name, v.Deferred)
 			} else if v.Migrated {
 				fmt.Fprintf(g.Stdout, "  %-20s %-12s %s (migrated to the fuaflush stack)\n", v.Name, v.Mode, v.Device)
 			} else {

@@ -37,6 +37,11 @@ type VolumeReport struct {
 	// Migrated is set when the volume was running tidecache's older stack
 	// (dm-writecache as the top device) and was moved to the current one.
 	Migrated bool `json:"migrated,omitempty"`
+	// Deferred says why assembly left the volume to the daemon, which
+	// starts it once etcd confirms this node owns it: a volume on a shared
+	// origin may run on another node since this one was last up. Not an
+	// error.
+	Deferred string `json:"deferred,omitempty"`
 }
 
 // CorruptReport names a device whose superblock could not be trusted.
@@ -194,6 +199,17 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	}
 	for _, v := range l.Volumes {
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
+		if canFailOver(v) {
+			// Proof of ownership is etcd's: the cluster may have failed
+			// the volume over while this node was down, and a copy
+			// started here would write stale blocks to the shared origin
+			// (which fences this node then anyway). Its daemon attaches
+			// the origin and starts it only for a spec that names it.
+			vr.Deferred = "on a shared origin: started by tidecached once etcd confirms this node owns it"
+			e.log.Info("volume left to the daemon", "volume", v.Name, "pool", l.Name, "why", vr.Deferred)
+			pr.Volumes = append(pr.Volumes, vr)
+			continue
+		}
 		// An adopted device that was not found, or not the one adopted,
 		// is never guessed at: the volume stays down, with the reason.
 		err := p.AdoptedErr[v.UUID]

@@ -47,6 +47,15 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	// answers, the mirror gets it back below; if not, it runs without.
 	if _, attached := p.Remote[remoteUUID(*v)]; !attached {
 		if err := e.attachPeerLeg(ctx, p, *v); err != nil {
+			if canFailOver(*v) && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
+				// Started on one leg, it would acknowledge writes its
+				// replica lacks before anything told the cluster, which
+				// may fail the volume over to that replica: it starts
+				// with both legs, or its daemon records the replica
+				// outdated first when the running mirror loses it.
+				return nil, fmt.Errorf("volume %s: its peer leg on node %s does not answer, and a volume on a shared origin starts only with both legs: %w",
+					name, v.WriteMirror.Remote.Node, err)
+			}
 			e.log.Warn("peer leg not attached; the mirror runs without it", "volume", name, "err", err)
 		}
 	}

@@ -429,10 +429,7 @@ func (e *Engine) AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg
 		return err
 	}
 	nv, _ := next.Volume(name)
-	running := false
-	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleWriteTier)); err == nil {
-		running = true
-	}
+	running := e.running(ctx, name)
 	if running {
 		dev, err := e.attachRemote(ctx, leg, nv.WriteCache.Length, peerLegTimeouts(*nv))
 		if err != nil {
@@ -479,4 +476,10 @@ func (e *Engine) AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg
 	e.log.Warn("write cache protected again: leg 1 on a peer's replica, copied from leg 0 in the background",
 		"volume", name, "peer", leg.Node, "running", running)
 	return nil
+}
+
+// running reports whether a volume's write tier device exists.
+func (e *Engine) running(ctx context.Context, name string) bool {
+	_, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleWriteTier))
+	return err == nil
 }
