@@ -6,6 +6,7 @@ package engine
 // files (fileDisks), its devices run on the dmtest fake kernel.
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -233,5 +234,53 @@ func TestHostFlush(t *testing.T) {
 				t.Errorf("messages %q", d.Messages)
 			}
 		})
+	}
+}
+
+// TestHostCreateWipesOriginEnds checks that a volume carved where an older
+// one was does not show that volume's filesystem: both ends of its origin
+// extent are zeroed before it is recorded (the middle keeps its bytes, as
+// with lvm).
+func TestHostCreateWipesOriginEnds(t *testing.T) {
+	ctx := context.Background()
+	hp := newHostPool(t)
+	// The next extent of the origin, after db's, as an older volume's data.
+	start := int64(hp.vol.Origin.End()) * pool.SectorSize
+	const size = 32 << 20
+	old := bytes.Repeat([]byte{0xa5}, size)
+	f, err := os.OpenFile(hp.origin, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(old, start); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	info, err := hp.e.CreateVolume(ctx, "tank", pool.VolumeRequest{Name: "logs", Size: size, Mode: pool.ModePassthrough})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := hp.e.scan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, v, err := findVolume(found, info.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64(v.Origin.Offset) * pool.SectorSize; got != start {
+		t.Fatalf("logs carved at byte %d, want %d (after db)", got, start)
+	}
+	b, err := os.ReadFile(hp.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := b[start : start+size]
+	zero := make([]byte, originWipeBytes)
+	if !bytes.Equal(ext[:originWipeBytes], zero) || !bytes.Equal(ext[size-originWipeBytes:], zero) {
+		t.Fatal("the ends of the new volume's origin extent still hold the old data")
+	}
+	if ext[originWipeBytes] != 0xa5 || ext[size-originWipeBytes-1] != 0xa5 {
+		t.Fatal("more than the ends was written")
 	}
 }

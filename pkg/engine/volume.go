@@ -102,6 +102,9 @@ func (e *Engine) recordAndActivate(ctx context.Context, p *poolState, origin str
 	if err := e.zeroCacheHeads(p, v, true, true); err != nil {
 		return stack.Stack{}, err
 	}
+	if err := e.wipeOriginEnds(origin, v); err != nil {
+		return stack.Stack{}, err
+	}
 	if err := e.writeLayout(p, origin, next); err != nil {
 		return stack.Stack{}, err
 	}
@@ -204,6 +207,43 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 		}
 	}
 	return nil
+}
+
+// originWipeBytes is how much of each end of a new volume's origin extent
+// is zeroed: where filesystems, partition tables and RAID members keep
+// their signatures (ext4 and XFS at the start, GPT's backup and md's
+// 0.90/1.0 superblocks at the end).
+const originWipeBytes = 1 << 20
+
+// wipeOriginEnds zeroes both ends of a new volume's extent of the pool's
+// origin, so that a volume carved where a deleted one was does not come up
+// with that volume's filesystem (mounted by a CSI node or an fstab entry
+// by UUID, it would hand one user's data to another), as lvcreate wipes
+// signatures. The rest of the extent keeps its old bytes, as with lvm: a
+// raw reader of a new volume must not expect zeros. The extent is not in
+// the layout yet, so nothing reads it; an adopted device is never written.
+func (e *Engine) wipeOriginEnds(origin string, v pool.Volume) error {
+	if v.Adopted != nil || origin == "" {
+		return nil
+	}
+	size := v.Origin.Length * pool.SectorSize
+	n := min(uint64(originWipeBytes), size)
+	f, err := e.disks.openForWrite(origin)
+	if err != nil {
+		return fmt.Errorf("volume %s: wipe the signatures of its origin extent: %w", v.Name, err)
+	}
+	defer f.Close()
+	zeros := make([]byte, n)
+	start := int64(v.Origin.Offset) * pool.SectorSize
+	for _, off := range []int64{start, start + int64(size-n)} {
+		if _, err := f.WriteAt(zeros, off); err != nil {
+			return fmt.Errorf("volume %s: wipe the signatures of its origin extent on %s at byte %d: %w", v.Name, origin, off, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("volume %s: sync %s: %w", v.Name, origin, err)
+	}
+	return f.Close()
 }
 
 // activate brings every device of a stack up, bottom-up, once the kernel
