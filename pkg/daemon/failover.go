@@ -272,7 +272,7 @@ const legDownGrace = 2 * time.Second
 // PeerLegGuard is what guardPeerLegs needs of the engine.
 type PeerLegGuard interface {
 	PeerLegs(ctx context.Context) ([]engine.PeerLeg, error)
-	FailPeerLeg(ctx context.Context, name string) error
+	FailPeerLeg(ctx context.Context, leg engine.PeerLeg) error
 }
 
 // guardPeerLegs watches, every mirrorInterval, the peer legs of this
@@ -358,7 +358,7 @@ func (d *daemon) goOnWithoutPeer(ctx context.Context, g PeerLegGuard, l engine.P
 	}
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return g.FailPeerLeg(fctx, l.Volume)
+	return g.FailPeerLeg(fctx, l)
 }
 
 // clearOutdated deletes a volume's outdated mark, if marked says it may

@@ -212,8 +212,8 @@ func TestReleaseFenced(t *testing.T) {
 type fakeGuard struct{ failed []string }
 
 func (f *fakeGuard) PeerLegs(context.Context) ([]engine.PeerLeg, error) { return nil, nil }
-func (f *fakeGuard) FailPeerLeg(_ context.Context, name string) error {
-	f.failed = append(f.failed, name)
+func (f *fakeGuard) FailPeerLeg(_ context.Context, leg engine.PeerLeg) error {
+	f.failed = append(f.failed, leg.Volume)
 	return nil
 }
 

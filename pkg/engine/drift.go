@@ -43,6 +43,15 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	// A volume that can fail over starts only with both legs: its
+	// local SSD missing, leg 1 alone may be a replica that lacks writes
+	// (recorded in etcd, not yet in the layout; see FailPeerLeg).
+	if canFailOver(*v) && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
+		if _, ok := p.Members[v.WriteCache.Member]; !ok {
+			return nil, fmt.Errorf("volume %s: its local leg's SSD %s is missing, and a volume on a shared origin starts only with both legs (its replica may lack writes); bring the SSD back (docs/runbook.md, \"A node died\")",
+				name, v.WriteCache.Member)
+		}
+	}
 	// A peer leg that is not attached is tried once: if its peer
 	// answers, the mirror gets it back below; if not, it runs without.
 	if _, attached := p.Remote[remoteUUID(*v)]; !attached {

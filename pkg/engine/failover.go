@@ -363,38 +363,19 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 }
 
 // FailPeerLeg lets a volume that can fail over go on without its peer
-// leg, which stopped answering: the leg is recorded out of sync in the
-// layout, then its controller is deleted, which fails the writes that
-// waited for it, so that dm-raid drops the leg and completes them on the
-// local one. The caller first records the replica outdated in etcd (see
-// FailoverLegTimeouts): only then may a write complete without it.
-func (e *Engine) FailPeerLeg(ctx context.Context, name string) error {
-	unlock, p, v, err := e.lockVolume(ctx, name)
-	if err != nil {
-		return err
+// leg, which stopped answering: its controller is deleted, which fails
+// the writes that waited for it, so that dm-raid drops the leg and
+// completes them on the local one. The caller first records the replica
+// outdated in etcd (see FailoverLegTimeouts): only then may a write
+// complete without it. It takes no engine lock (a drain holding it may be
+// one of the writers waiting); the layout records the leg out of sync at
+// the daemon's next look at the mirrors (RecordMirrors), and until then a
+// volume that can fail over is never started on one leg (RepairVolume).
+func (e *Engine) FailPeerLeg(ctx context.Context, leg PeerLeg) error {
+	if err := e.initiator.Detach(leg.NQN); err != nil {
+		return fmt.Errorf("volume %s: fail the peer leg: %w", leg.Volume, err)
 	}
-	defer unlock()
-	if !canFailOver(*v) {
-		return fmt.Errorf("volume %s: no peer leg of a volume that can fail over", name)
-	}
-	origin, err := e.resolveOrigin(ctx, p.Layout)
-	if err != nil {
-		return err
-	}
-	next := p.Layout.Clone()
-	changed, err := next.SetMirrorOutOfSync(name, append(slices.Clone(v.WriteMirror.OutOfSync), 1))
-	if err != nil {
-		return err
-	}
-	if changed {
-		if err := e.writeLayoutPresent(p, origin, next); err != nil {
-			return fmt.Errorf("volume %s: record the peer leg out of sync: %w", name, err)
-		}
-	}
-	if err := e.initiator.Detach(v.WriteMirror.Remote.NQN); err != nil {
-		return fmt.Errorf("volume %s: fail the peer leg: %w", name, err)
-	}
-	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", name, "peer", v.WriteMirror.Remote.Node)
+	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", leg.Volume, "peer", leg.Node)
 	return nil
 }
 
