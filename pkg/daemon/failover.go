@@ -291,6 +291,10 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 	down := map[string]time.Time{}
 	marked := map[string]bool{} // volumes whose mark may exist
 	warned := map[string]bool{}
+	// goneOn are the volumes whose leg this loop failed: they go on
+	// without it until it is attached again (dm-raid may show it alive
+	// until the next write fails on it).
+	goneOn := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -305,14 +309,29 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 		}
 		now := time.Now()
 		for _, l := range legs {
-			if l.Attached || l.Failed {
+			switch {
+			case l.Attached:
 				delete(down, l.Volume)
 				delete(warned, l.Volume)
+				delete(goneOn, l.Volume)
 				if l.InSync {
 					d.clearOutdated(ctx, l.Volume, marked)
-				} else if l.Failed {
-					marked[l.Volume] = true
 				}
+				continue
+			case goneOn[l.Volume]:
+				continue // failed by this loop, after the mark
+			case l.Failed:
+				// Out of the mirror without this loop (the replica's SSD
+				// failed its writes): the writes go on, so the mark is
+				// written at once; it stays until the leg is back in sync.
+				if err := d.markOutdated(ctx, l, now); err != nil {
+					if !warned[l.Volume] {
+						d.log.Error("peer leg failed, and its replica cannot be recorded outdated", "volume", l.Volume, "peer", l.Node, "err", err)
+						warned[l.Volume] = true
+					}
+					continue
+				}
+				marked[l.Volume], goneOn[l.Volume] = true, true
 				continue
 			}
 			since, ok := down[l.Volume]
@@ -332,7 +351,7 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 				}
 				continue
 			}
-			marked[l.Volume] = true
+			marked[l.Volume], goneOn[l.Volume] = true, true
 			delete(down, l.Volume)
 			d.log.Warn("volume goes on without its peer leg, the replica recorded outdated", "volume", l.Volume, "peer", l.Node,
 				"writes_waited", now.Sub(since).Round(100*time.Millisecond))
@@ -343,6 +362,17 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 // goOnWithoutPeer records a volume's replica outdated, then fails its
 // peer leg.
 func (d *daemon) goOnWithoutPeer(ctx context.Context, g PeerLegGuard, l engine.PeerLeg, now time.Time) error {
+	if err := d.markOutdated(ctx, l, now); err != nil {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return g.FailPeerLeg(fctx, l)
+}
+
+// markOutdated records the replica of a volume of this node outdated,
+// while the spec still names this node.
+func (d *daemon) markOutdated(ctx context.Context, l engine.PeerLeg, now time.Time) error {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	spec, meta, err := d.st.GetVolumeSpec(sctx, l.Volume)
@@ -356,9 +386,7 @@ func (d *daemon) goOnWithoutPeer(ctx context.Context, g PeerLegGuard, l engine.P
 	if err := d.st.MarkReplicaOutdated(sctx, rec, meta.ModRevision); err != nil {
 		return fmt.Errorf("cannot record the replica outdated: %w", err)
 	}
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return g.FailPeerLeg(fctx, l)
+	return nil
 }
 
 // clearOutdated deletes a volume's outdated mark, if marked says it may

@@ -320,8 +320,9 @@ type PeerLeg struct {
 	// Attached says a controller of the export is live: I/O flows. When
 	// it is not, the volume's writes wait (FailoverLegTimeouts).
 	Attached bool
-	// InSync says the mirror runs on both legs and the layout records
-	// neither out of sync: the replica holds every write.
+	// InSync says the leg is attached, the mirror runs on both legs and
+	// the layout records neither out of sync: the replica holds every
+	// write.
 	InSync bool
 	// Failed says the leg is out of the mirror (dm-raid failed it, or it
 	// is recorded out of sync): writes go on without it.
@@ -352,7 +353,9 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 			}
 			leg := PeerLeg{Volume: v.Name, Node: r.Node, NQN: r.NQN, Attached: live}
 			if m := info.Mirror; m != nil {
-				leg.InSync = m.HealthString() == "AA" && len(v.WriteMirror.OutOfSync) == 0
+				// dm-raid says AA until a write fails on a leg whose
+				// controller is gone: in sync means attached too.
+				leg.InSync = live && m.HealthString() == "AA" && len(v.WriteMirror.OutOfSync) == 0
 				leg.Failed = len(m.Health) > 1 && (m.Health[1] == dm.LegDead || m.Health[1] == dm.LegMissing)
 			}
 			leg.Failed = leg.Failed || slices.Contains(v.WriteMirror.OutOfSync, 1)
