@@ -288,13 +288,7 @@ type PeerLegGuard interface {
 func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 	t := time.NewTicker(mirrorInterval)
 	defer t.Stop()
-	down := map[string]time.Time{}
-	marked := map[string]bool{} // volumes whose mark may exist
-	warned := map[string]bool{}
-	// goneOn are the volumes whose leg this loop failed: they go on
-	// without it until it is attached again (dm-raid may show it alive
-	// until the next write fails on it).
-	goneOn := map[string]bool{}
+	gs := newGuardState()
 	for {
 		select {
 		case <-ctx.Done():
@@ -307,55 +301,74 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 		if err != nil {
 			continue
 		}
-		now := time.Now()
-		for _, l := range legs {
-			switch {
-			case l.Attached:
-				delete(down, l.Volume)
-				delete(warned, l.Volume)
-				delete(goneOn, l.Volume)
-				if l.InSync {
-					d.clearOutdated(ctx, l.Volume, marked)
+		d.guardRound(ctx, g, gs, legs, time.Now())
+	}
+}
+
+// guardState is what guardPeerLegs remembers between rounds, per volume.
+type guardState struct {
+	down   map[string]time.Time // since when the leg has not answered
+	marked map[string]bool      // whether the outdated mark may exist
+	warned map[string]bool      // an error was logged for this outage
+	// goneOn are the volumes whose leg was failed after the mark: they go
+	// on without it until it is attached again (dm-raid may show it
+	// alive until the next write fails on it).
+	goneOn map[string]bool
+}
+
+func newGuardState() *guardState {
+	return &guardState{down: map[string]time.Time{}, marked: map[string]bool{}, warned: map[string]bool{}, goneOn: map[string]bool{}}
+}
+
+// guardRound is one look of guardPeerLegs at the legs, at now.
+func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState, legs []engine.PeerLeg, now time.Time) {
+	for _, l := range legs {
+		switch {
+		case l.Attached:
+			delete(gs.down, l.Volume)
+			delete(gs.warned, l.Volume)
+			delete(gs.goneOn, l.Volume)
+			if l.InSync {
+				d.clearOutdated(ctx, l.Volume, gs.marked)
+			}
+			continue
+		case gs.goneOn[l.Volume]:
+			continue // failed after the mark
+		case l.Failed:
+			// Out of the mirror without this loop (the replica's SSD
+			// failed its writes): the writes go on, so the mark is
+			// written at once; it stays until the leg is back in sync.
+			if err := d.markOutdated(ctx, l, now); err != nil {
+				if !gs.warned[l.Volume] {
+					d.log.Error("peer leg failed, and its replica cannot be recorded outdated", "volume", l.Volume, "peer", l.Node, "err", err)
+					gs.warned[l.Volume] = true
 				}
 				continue
-			case goneOn[l.Volume]:
-				continue // failed by this loop, after the mark
-			case l.Failed:
-				// Out of the mirror without this loop (the replica's SSD
-				// failed its writes): the writes go on, so the mark is
-				// written at once; it stays until the leg is back in sync.
-				if err := d.markOutdated(ctx, l, now); err != nil {
-					if !warned[l.Volume] {
-						d.log.Error("peer leg failed, and its replica cannot be recorded outdated", "volume", l.Volume, "peer", l.Node, "err", err)
-						warned[l.Volume] = true
-					}
-					continue
-				}
-				marked[l.Volume], goneOn[l.Volume] = true, true
-				continue
 			}
-			since, ok := down[l.Volume]
-			if !ok {
-				down[l.Volume] = now
-				d.log.Warn("peer leg of a volume that can fail over does not answer: its writes wait until the replica is recorded outdated",
-					"volume", l.Volume, "peer", l.Node)
-				continue
-			}
-			if now.Sub(since) < legDownGrace {
-				continue
-			}
-			if err := d.goOnWithoutPeer(ctx, g, l, now); err != nil {
-				if !warned[l.Volume] {
-					d.log.Error("writes to the volume keep waiting", "volume", l.Volume, "peer", l.Node, "err", err, "waiting_for", now.Sub(since).Round(time.Second))
-					warned[l.Volume] = true
-				}
-				continue
-			}
-			marked[l.Volume], goneOn[l.Volume] = true, true
-			delete(down, l.Volume)
-			d.log.Warn("volume goes on without its peer leg, the replica recorded outdated", "volume", l.Volume, "peer", l.Node,
-				"writes_waited", now.Sub(since).Round(100*time.Millisecond))
+			gs.marked[l.Volume], gs.goneOn[l.Volume] = true, true
+			continue
 		}
+		since, ok := gs.down[l.Volume]
+		if !ok {
+			gs.down[l.Volume] = now
+			d.log.Warn("peer leg of a volume that can fail over does not answer: its writes wait until the replica is recorded outdated",
+				"volume", l.Volume, "peer", l.Node)
+			continue
+		}
+		if now.Sub(since) < legDownGrace {
+			continue
+		}
+		if err := d.goOnWithoutPeer(ctx, g, l, now); err != nil {
+			if !gs.warned[l.Volume] {
+				d.log.Error("writes to the volume keep waiting", "volume", l.Volume, "peer", l.Node, "err", err, "waiting_for", now.Sub(since).Round(time.Second))
+				gs.warned[l.Volume] = true
+			}
+			continue
+		}
+		gs.marked[l.Volume], gs.goneOn[l.Volume] = true, true
+		delete(gs.down, l.Volume)
+		d.log.Warn("volume goes on without its peer leg, the replica recorded outdated", "volume", l.Volume, "peer", l.Node,
+			"writes_waited", now.Sub(since).Round(100*time.Millisecond))
 	}
 }
 

@@ -260,3 +260,55 @@ func TestGoOnWithoutPeer(t *testing.T) {
 		t.Fatalf("mark after the leg is back in sync: %v (known %v), want it cleared", err, marked["mine"])
 	}
 }
+
+// TestGuardRounds runs the peer-leg guard through an outage: a silent leg
+// is given legDownGrace before the mark and the failure, is then left
+// alone until it is attached again, and its mark is cleared only once it
+// is attached and in sync; a leg dm-raid failed by itself is marked at
+// once and not failed again.
+func TestGuardRounds(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	for _, name := range []string{"db", "logs"} {
+		if _, err := st.CreateVolumeSpec(ctx, api.VolumeSpec{Name: name, Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &fakeGuard{}
+	gs := newGuardState()
+	t0 := time.Now()
+	marked := func(name string) bool {
+		_, _, err := st.GetReplicaOutdated(ctx, name)
+		return err == nil
+	}
+	silent := engine.PeerLeg{Volume: "db", Node: "b"}
+	steps := []struct {
+		name       string
+		leg        engine.PeerLeg
+		at         time.Duration
+		wantFailed int
+		wantMark   bool
+	}{
+		{"first seen silent: writes wait", silent, 0, 0, false},
+		{"within the grace", silent, time.Second, 0, false},
+		{"grace over: marked, then failed", silent, legDownGrace, 1, true},
+		{"still silent, dm-raid still says AA: left alone", silent, 5 * time.Second, 1, true},
+		{"attached again, resyncing: the mark stays", engine.PeerLeg{Volume: "db", Node: "b", Attached: true}, 6 * time.Second, 1, true},
+		{"in sync: the mark is cleared", engine.PeerLeg{Volume: "db", Node: "b", Attached: true, InSync: true}, 7 * time.Second, 1, false},
+	}
+	for _, s := range steps {
+		d.guardRound(ctx, g, gs, []engine.PeerLeg{s.leg}, t0.Add(s.at))
+		if len(g.failed) != s.wantFailed || marked("db") != s.wantMark {
+			t.Fatalf("%s: legs failed %v, marked %v; want %d failed, marked %v", s.name, g.failed, marked("db"), s.wantFailed, s.wantMark)
+		}
+	}
+	// A leg dm-raid failed by itself: marked at once, never failed by
+	// the guard (it is out already).
+	d.guardRound(ctx, g, gs, []engine.PeerLeg{{Volume: "logs", Node: "b", Failed: true}}, t0)
+	if !marked("logs") || len(g.failed) != 1 {
+		t.Fatalf("leg failed by dm-raid: marked %v, legs failed %v", marked("logs"), g.failed)
+	}
+}
