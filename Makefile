@@ -144,15 +144,15 @@ test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles
 	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N) -powercut-cycles=$(N)
 
 .PHONY: bench
-bench: deps ## tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), then the write cache mirrored to a peer VM vs unmirrored: full run <90 min to docs/, QUICK=1 <30 min to .cache/bench/.
+bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first one's goals: full run <90 min to docs/, QUICK=1 <30 min to .cache/bench/.
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
 ifdef QUICK
-	$(GO) run ./tests/bench -quick -out .cache/bench/benchmarks.md
 	$(GO) run ./tests/bench -replica -quick -out .cache/bench/benchmarks-replica.md
+	$(GO) run ./tests/bench -quick -out .cache/bench/benchmarks.md
 else
+	$(GO) run ./tests/bench -replica -out docs/benchmarks-replica.md
 	$(GO) run ./tests/bench -out docs/benchmarks.md
 	$(GO) run ./tests/bench/controlplane -out docs/benchmarks.md
-	$(GO) run ./tests/bench -replica -out docs/benchmarks-replica.md
 endif
 
 .PHONY: bench-replica

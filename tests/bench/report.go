@@ -163,6 +163,7 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 		return err
 	}
 	r.writeFindings(&b)
+	r.writeReplicaGoals(&b, outPath)
 	if !r.hasFio() {
 		_, err := io.WriteString(out, b.String())
 		return err
