@@ -267,12 +267,18 @@ func (d *daemon) complyWithFence(ctx context.Context, rel Releaser) {
 // on without it: long enough for a reconnect after a blip, short enough
 // that the writes stall for seconds (the keep-alive has taken 2 s
 // already).
-const legDownGrace = 2 * time.Second
+const legDownGrace = time.Second
+
+// guardPoll is how often guardPeerLegs looks whether the peer legs it
+// knows are attached (sysfs reads only).
+const guardPoll = 250 * time.Millisecond
 
 // PeerLegGuard is what guardPeerLegs needs of the engine.
 type PeerLegGuard interface {
 	PeerLegs(ctx context.Context) ([]engine.PeerLeg, error)
 	FailPeerLeg(ctx context.Context, leg engine.PeerLeg) error
+	// Attached reports whether a controller of the export is live.
+	Attached(nqn string) (bool, error)
 }
 
 // guardPeerLegs watches, every mirrorInterval, the peer legs of this
@@ -286,22 +292,38 @@ type PeerLegGuard interface {
 // writes the cluster could lose by failing over to the replica. The
 // record is deleted once the leg is back in sync.
 func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
-	t := time.NewTicker(mirrorInterval)
+	t := time.NewTicker(guardPoll)
 	defer t.Stop()
 	gs := newGuardState()
+	var legs []engine.PeerLeg
+	var scanned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		legs, err := g.PeerLegs(rctx)
-		cancel()
-		if err != nil {
-			continue
+		now := time.Now()
+		if now.Sub(scanned) >= mirrorInterval {
+			// A full look (a scan of the node's devices and the mirrors'
+			// status) every mirrorInterval; in between only whether each
+			// leg's controller is live, from sysfs: the writes are
+			// waiting.
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			fresh, err := g.PeerLegs(rctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			legs, scanned = fresh, now
+		} else {
+			for i := range legs {
+				if live, err := g.Attached(legs[i].NQN); err == nil && !live {
+					legs[i].Attached, legs[i].InSync = false, false
+				}
+			}
 		}
-		d.guardRound(ctx, g, gs, legs, time.Now())
+		d.guardRound(ctx, g, gs, legs, now)
 	}
 }
 

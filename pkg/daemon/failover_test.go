@@ -212,6 +212,7 @@ func TestReleaseFenced(t *testing.T) {
 type fakeGuard struct{ failed []string }
 
 func (f *fakeGuard) PeerLegs(context.Context) ([]engine.PeerLeg, error) { return nil, nil }
+func (f *fakeGuard) Attached(string) (bool, error)                      { return false, nil }
 func (f *fakeGuard) FailPeerLeg(_ context.Context, leg engine.PeerLeg) error {
 	f.failed = append(f.failed, leg.Volume)
 	return nil
@@ -293,7 +294,7 @@ func TestGuardRounds(t *testing.T) {
 		wantMark   bool
 	}{
 		{"first seen silent: writes wait", silent, 0, 0, false},
-		{"within the grace", silent, time.Second, 0, false},
+		{"within the grace", silent, legDownGrace / 2, 0, false},
 		{"grace over: marked, then failed", silent, legDownGrace, 1, true},
 		{"still silent, dm-raid still says AA: left alone", silent, 5 * time.Second, 1, true},
 		{"attached again, resyncing: the mark stays", engine.PeerLeg{Volume: "db", Node: "b", Attached: true}, 6 * time.Second, 1, true},

@@ -467,3 +467,7 @@ func (e *Engine) running(ctx context.Context, name string) bool {
 	_, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleWriteTier))
 	return err == nil
 }
+
+// Attached reports whether a controller of the export nqn is live: a
+// cheap look (sysfs) at a peer leg between PeerLegs' full ones.
+func (e *Engine) Attached(nqn string) (bool, error) { return e.initiator.Live(nqn) }
