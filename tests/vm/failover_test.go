@@ -172,7 +172,8 @@ func TestFailoverSharedOrigin(t *testing.T) {
 	if stall > 10*time.Second {
 		t.Errorf("writes stalled %.1fs when the peer was cut off, want under 10s", stall.Seconds())
 	}
-	c.a.eventually(30*time.Second, "grep -c 'volume goes on without its peer leg, the replica recorded outdated' /run/daemon.log", "1")
+	went := c.a.eventually(30*time.Second, "grep 'volume goes on without its peer leg, the replica recorded outdated' /run/daemon.log", "writes_waited")
+	t.Logf("a's daemon: %s", strings.TrimSpace(went))
 	c.waitMirror("db", "AA", 3*time.Minute)
 	c.a.eventually(30*time.Second, "grep -c 'replica back in sync: its outdated mark is cleared' /run/daemon.log", "1")
 	t.Logf("b back: leg resynced from the bitmap and the mark cleared %.1fs after the cut", time.Since(cut).Seconds())
