@@ -239,9 +239,9 @@ func parseMountinfo(data []byte) ([]mountEntry, error) {
 		}
 		out = append(out, mountEntry{
 			dev:        dev,
-			mountPoint: unescapeOctal(f[4]),
+			mountPoint: UnescapeOctal(f[4]),
 			fsType:     f[sep+1],
-			source:     unescapeOctal(f[sep+2]),
+			source:     UnescapeOctal(f[sep+2]),
 		})
 	}
 	if err := sc.Err(); err != nil {
@@ -261,13 +261,13 @@ func parseSwaps(data []byte) []string {
 		if i == 0 || len(f) == 0 {
 			continue // header
 		}
-		out = append(out, unescapeOctal(f[0]))
+		out = append(out, UnescapeOctal(f[0]))
 	}
 	return out
 }
 
 // unescapeOctal undoes the kernel's \ooo escaping of paths in procfs.
-func unescapeOctal(s string) string {
+func UnescapeOctal(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

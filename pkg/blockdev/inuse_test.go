@@ -70,8 +70,8 @@ func TestUnescapeOctal(t *testing.T) {
 		`/plain`:        "/plain",
 	}
 	for in, want := range tests {
-		if got := unescapeOctal(in); got != want {
-			t.Errorf("unescapeOctal(%q) = %q, want %q", in, got, want)
+		if got := UnescapeOctal(in); got != want {
+			t.Errorf("UnescapeOctal(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tidecache/tidecache/pkg/blockdev"
 )
 
 // mountInfoPath is the kernel's mount table of this process's namespace.
@@ -87,31 +89,11 @@ func parseMountInfo(data []byte) ([]mount, error) {
 		}
 		out = append(out, mount{
 			Dev:        unix.Mkdev(uint32(maj), uint32(mnr)),
-			MountPoint: unescapeMount(f[4]),
+			MountPoint: blockdev.UnescapeOctal(f[4]),
 			ReadOnly:   ro,
 			FSType:     f[sep+1],
-			Source:     unescapeMount(f[sep+2]),
+			Source:     blockdev.UnescapeOctal(f[sep+2]),
 		})
 	}
 	return out, sc.Err()
-}
-
-// unescapeMount undoes the kernel's octal escapes (\040 for a space) in
-// mount table paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
