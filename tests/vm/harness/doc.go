@@ -14,6 +14,11 @@
 // agent (JSON lines over virtio-serial, see internal/wire), the ack channel
 // used by power-cut tests and the VM's lifetime.
 //
+// Config.Systemd boots the guest like a server instead: the same initramfs
+// puts the overlay's upper layer on a persistent ext4 disk and switch_roots
+// into Debian's systemd (with udev), which starts the agent as a unit (see
+// SystemdBoot).
+//
 // The product's real-kernel scenarios that use it live in tests/vm; this
 // package holds only the harness and its self-tests. A minimal test (files
 // with VM tests carry the build tag vm):

@@ -92,6 +92,17 @@ func kernelAppend(cfg Config, agent string, modules ...string) (string, error) {
 	if len(modules) > 0 {
 		parts = append(parts, wire.ParamInsmod+"="+strings.Join(modules, ","))
 	}
+	if cfg.Systemd != nil {
+		if len(cfg.Disks) >= 26 {
+			return "", fmt.Errorf("a systemd boot takes one disk after Config.Disks: at most 25 of them, got %d", len(cfg.Disks))
+		}
+		// The root disk comes after Config.Disks.
+		parts = append(parts, wire.ParamRoot+"=vd"+string(rune('a'+len(cfg.Disks))),
+			"systemd.show_status=error")
+		for _, u := range cfg.Systemd.Mask {
+			parts = append(parts, "systemd.mask="+u)
+		}
+	}
 	if cfg.ExtraAppend != "" {
 		parts = append(parts, cfg.ExtraAppend)
 	}

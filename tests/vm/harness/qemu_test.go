@@ -72,6 +72,33 @@ func TestKernelAppend(t *testing.T) {
 	}
 }
 
+func TestKernelAppendSystemd(t *testing.T) {
+	cfg, err := Config{
+		Disks:   []Disk{{Path: "a.img"}, {Path: "b.img"}},
+		Systemd: &SystemdBoot{RootImage: "root.img", Mask: []string{"mariadb.service", "prometheus.service"}},
+	}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.Systemd.RootImage, "/") {
+		t.Errorf("root image path not made absolute: %s", cfg.Systemd.RootImage)
+	}
+	line, err := kernelAppend(cfg, "/work/x/agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The root disk comes after the two others: vdc.
+	for _, want := range []string{"tc.root=vdc", "systemd.mask=mariadb.service", "systemd.mask=prometheus.service"} {
+		if !slices.Contains(strings.Fields(line), want) {
+			t.Errorf("%q lacks %q", line, want)
+		}
+	}
+	cfg.Systemd = nil
+	if line, _ := kernelAppend(cfg, "/a"); strings.Contains(line, "tc.root=") {
+		t.Errorf("a bare agent boot names a root disk: %q", line)
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	cfg, err := Config{Disks: []Disk{{Path: "rel.img", Size: 1}}}.withDefaults()
 	if err != nil {
@@ -96,6 +123,8 @@ func TestConfigDefaults(t *testing.T) {
 		{Network: &Network{Addr: "10.0.0.1/24", Listen: "192.168.1.1:4000"}},
 		{Network: &Network{Addr: "10.0.0.1/24", Connect: "127.0.0.1:0"}},
 		{Network: &Network{Addr: "10.0.0.1/24", Connect: "127.0.0.1:4000", MAC: "zz"}},
+		{Systemd: &SystemdBoot{}},
+		{Systemd: &SystemdBoot{RootImage: "r.img", Mask: []string{"a b.service"}}},
 	} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)

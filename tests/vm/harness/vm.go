@@ -87,6 +87,61 @@ type Config struct {
 	// kernel's headers (see FUAFlushModule) and the agent loads it, so
 	// every VM has the "fuaflush" target.
 	NoFUAFlushModule bool
+	// Systemd boots the guest like a server, with Debian's systemd as PID
+	// 1 and udev, on a root that survives reboots; nil boots the bare
+	// agent.
+	Systemd *SystemdBoot
+}
+
+// SystemdBoot makes a VM boot like a server. The initramfs mounts the
+// host's root under an overlay whose upper layer is an ext4 file system on
+// RootImage, a disk of its own after Config.Disks, so what the guest
+// installs and writes (a package, /etc/fstab) survives reboots and power
+// cuts. It then hands over to the host's systemd, which runs udev, mounts
+// /etc/fstab and starts the enabled units.
+//
+// The agent runs as a unit (wire.AgentUnit) that systemd starts early, so
+// Boot returns while the boot goes on: wait for it in the guest with
+// `systemctl is-system-running --wait`. Commands run without
+// DM_DISABLE_UDEV: dmsetup and tidecache work with udev, as on a server.
+// Shutdown asks systemd to power off; `systemctl reboot` ends qemu
+// (-no-reboot), and Boot with the same Config starts the next boot on the
+// same root.
+type SystemdBoot struct {
+	// RootImage is the root disk's host path. When missing it is made:
+	// a sparse file of RootSize bytes (default 4 GiB) with ext4 on it.
+	RootImage string
+	RootSize  int64
+	// Mask lists units masked for every boot (systemd.mask=): the host's
+	// enabled services that the test does not want, such as
+	// mariadb.service.
+	Mask []string
+}
+
+// defaultRootSize is the size of a SystemdBoot root image made by Boot.
+const defaultRootSize = 4 << 30
+
+// rootDisk returns the root disk of a systemd boot, made when missing.
+func (b *SystemdBoot) rootDisk(ctx context.Context) (Disk, error) {
+	d := Disk{Path: b.RootImage, Size: b.RootSize}
+	if d.Size == 0 {
+		d.Size = defaultRootSize
+	}
+	if _, err := os.Stat("/lib/systemd/systemd"); err != nil {
+		return d, fmt.Errorf("%w: /lib/systemd/systemd (package systemd); install it with `make deps`", ErrUnavailable)
+	}
+	if _, err := os.Stat(d.Path); err == nil {
+		return d, nil
+	}
+	if err := prepareDisk(d); err != nil {
+		return d, err
+	}
+	out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", "tc-root", d.Path).CombinedOutput()
+	if err != nil {
+		os.Remove(d.Path)
+		return d, fmt.Errorf("make the root file system on %s: %w: %s", d.Path, err, bytes.TrimSpace(out))
+	}
+	return d, nil
 }
 
 func (cfg Config) withDefaults() (Config, error) {
@@ -131,6 +186,23 @@ func (cfg Config) withDefaults() (Config, error) {
 		disks[i] = d
 	}
 	cfg.Disks = disks
+	if b := cfg.Systemd; b != nil {
+		if b.RootImage == "" {
+			return cfg, fmt.Errorf("vm %s: Systemd: no RootImage", cfg.Name)
+		}
+		abs, err := filepath.Abs(b.RootImage)
+		if err != nil {
+			return cfg, err
+		}
+		boot := *b
+		boot.RootImage = abs
+		for _, u := range boot.Mask {
+			if u == "" || strings.ContainsAny(u, " \t\n\"") {
+				return cfg, fmt.Errorf("vm %s: Systemd.Mask: bad unit name %q", cfg.Name, u)
+			}
+		}
+		cfg.Systemd = &boot
+	}
 	return cfg, nil
 }
 
@@ -250,10 +322,18 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
 	}
-	for _, d := range cfg.Disks {
+	disks := cfg.Disks
+	for _, d := range disks {
 		if err := prepareDisk(d); err != nil {
 			return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
 		}
+	}
+	if cfg.Systemd != nil {
+		root, err := cfg.Systemd.rootDisk(bootCtx)
+		if err != nil {
+			return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
+		}
+		disks = append(disks[:len(disks):len(disks)], root)
 	}
 	dir := cfg.Dir
 	if dir == "" {
@@ -287,7 +367,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 		consoleLog: v.console,
 		ackLog:     v.acks,
 		ctlSocket:  filepath.Join(sockDir, "ctl.sock"),
-		disks:      cfg.Disks,
+		disks:      disks,
 	}
 	if cfg.Network != nil {
 		link, addr, err := startLink(cfg.Network, v.log)

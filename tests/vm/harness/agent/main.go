@@ -15,6 +15,11 @@
 // tc.ctl. Requests run concurrently, each command in its own process group;
 // commands inherit DM_DISABLE_UDEV=1, so dmsetup makes /dev/mapper nodes
 // itself (the guest has no udev), and TMPDIR=/run/scratch (wire.ScratchDir).
+//
+// In a systemd boot (harness.SystemdBoot, wire.ParamRoot on the command
+// line) systemd is PID 1 and runs "agent serve" as a unit; commands then
+// run with udev (no DM_DISABLE_UDEV), and a power-off request asks systemd
+// for a clean shutdown.
 package main
 
 import (
@@ -41,7 +46,7 @@ import (
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("tc-agent: ")
-	setEnv()
+	setEnv(underSystemd())
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "serve":
 		os.Exit(serve())
@@ -53,19 +58,34 @@ func main() {
 	}
 }
 
+// underSystemd reports a systemd boot (harness.SystemdBoot): the kernel
+// command line names a root disk, and systemd, not the agent, is PID 1.
+func underSystemd() bool {
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return false
+	}
+	_, ok := wire.ParseCmdline(string(cmdline))[wire.ParamRoot]
+	return ok
+}
+
 // setEnv gives the agent, and so every command it runs, a predictable
-// environment.
-func setEnv() {
+// environment. Without udev (the bare agent boot) dmsetup must make the
+// /dev/mapper nodes itself; under systemd udev makes them.
+func setEnv(systemd bool) {
 	os.Clearenv()
-	for k, v := range map[string]string{
-		"PATH":            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME":            "/root",
-		"TERM":            "dumb",
-		"DM_DISABLE_UDEV": "1",
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": "/root",
+		"TERM": "dumb",
 		// The initramfs /init mounts it; /tmp is the host's, seen through
 		// the overlay.
 		"TMPDIR": wire.ScratchDir,
-	} {
+	}
+	if !systemd {
+		env["DM_DISABLE_UDEV"] = "1"
+	}
+	for k, v := range env {
 		os.Setenv(k, v)
 	}
 }
@@ -422,6 +442,12 @@ func (a *agent) handle(req wire.Request) {
 	case wire.OpPoweroff:
 		a.reply(wire.Response{ID: req.ID})
 		log.Print("power off requested")
+		if underSystemd() {
+			// A clean shutdown: units stop, file systems unmount.
+			if err := exec.Command("systemctl", "--no-block", "poweroff").Run(); err == nil {
+				return
+			}
+		}
 		powerOff()
 	default:
 		a.reply(a.run(req))

@@ -4,6 +4,10 @@
 //
 //	go run ./tests/vm/harness/vmrun [-disk path:size]... [-mem MiB] [-keep] 'uname -r' 'dmsetup targets'
 //
+// With -systemd ROOT.img the guest boots Debian's systemd with udev
+// (harness.SystemdBoot); the commands start once the agent's unit runs, so
+// begin with 'systemctl is-system-running --wait'.
+//
 // It exits with the first non-zero exit code of a command.
 package main
 
@@ -62,12 +66,21 @@ func main() {
 		name    = flag.String("name", "vmrun", "VM name")
 		appendF = flag.String("append", "", "extra kernel command line")
 		verbose = flag.Bool("v", false, "log harness steps")
+		root    = flag.String("systemd", "", "boot systemd as PID 1, with the root's overlay upper layer on this disk image (made when missing)")
+		mask    = flag.String("mask", "", "with -systemd: comma-separated units to mask")
 	)
 	flag.Var(&disks, "disk", "disk image path[:size with M or G], repeatable (created sparse when missing)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, harness.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}, *verbose, flag.Args()))
+	cfg := harness.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}
+	if *root != "" {
+		cfg.Systemd = &harness.SystemdBoot{RootImage: *root}
+		if *mask != "" {
+			cfg.Systemd.Mask = strings.Split(*mask, ",")
+		}
+	}
+	os.Exit(run(ctx, cfg, *verbose, flag.Args()))
 }
 
 func run(ctx context.Context, cfg harness.Config, verbose bool, cmds []string) int {

@@ -42,7 +42,16 @@ const (
 	// files, comma-separated) that the agent loads with insmod, in order,
 	// after the runtime modules of kernel/modules.txt.
 	ParamInsmod = "tc.insmod"
+	// ParamRoot names the disk (e.g. vdf) holding the persistent upper
+	// layer of the guest's root. Its presence means a systemd boot: the
+	// initramfs hands over to Debian's systemd, which runs udev and starts
+	// the agent as a unit (harness.SystemdBoot).
+	ParamRoot = "tc.root"
 )
+
+// AgentUnit is the unit the initramfs writes for a systemd boot: systemd
+// starts the agent with it early in boot.
+const AgentUnit = "tc-agent.service"
 
 // Op is the kind of a request.
 type Op string

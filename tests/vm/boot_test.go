@@ -1,0 +1,319 @@
+//go:build vm
+
+package vm_test
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm/harness"
+)
+
+// bootMask is what a server boot in the VM leaves out: the host's enabled
+// database and monitoring services, which cost tens of seconds of emulated
+// CPU and have nothing to do with tidecache's boot.
+var bootMask = []string{"mariadb.service", "postgresql.service", "prometheus.service", "etcd.service"}
+
+// server is a VM booted like a real server (harness.SystemdBoot): systemd,
+// udev, a persistent root. tidecache comes from its .deb, on the PATH.
+type server struct {
+	*node
+	cfg harness.Config
+}
+
+// bootServer boots cfg and waits for systemd to finish the boot; a unit
+// that failed is reported, not fatal (the host's own units may fail in a
+// VM), tidecache's are checked by the caller.
+func bootServer(t testing.TB, cfg harness.Config) *server {
+	t.Helper()
+	v := harness.MustBoot(t, cfg)
+	s := &server{node: &node{VM: v, t: t, bin: "/usr/sbin", dir: cfg.Dir}, cfg: cfg}
+	start := time.Now()
+	state := strings.TrimSpace(s.sh("systemctl is-system-running --wait").Stdout)
+	t.Logf("boot: systemd %s %.1f s after the agent answered (agent up %.1f s after qemu start)",
+		state, time.Since(start).Seconds(), v.BootDuration().Seconds())
+	if state != "running" {
+		t.Logf("failed units:\n%s", s.sh("systemctl --failed --no-legend").Stdout)
+	}
+	return s
+}
+
+// prop reads one property of a unit (systemctl show -P).
+func (s *server) prop(unit, name string) string {
+	s.t.Helper()
+	return strings.TrimSpace(s.mustSh("systemctl show -P " + name + " " + unit))
+}
+
+// monotonic reads a *TimestampMonotonic property, in microseconds.
+func (s *server) monotonic(unit, name string) int64 {
+	s.t.Helper()
+	v := s.prop(unit, name)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		s.t.Fatalf("%s %s: %q is not a number", unit, name, v)
+	}
+	return n
+}
+
+// uptime is the guest's /proc/uptime.
+func (s *server) uptime() time.Duration {
+	s.t.Helper()
+	up, err := strconv.ParseFloat(strings.Fields(s.mustSh("cat /proc/uptime"))[0], 64)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return time.Duration(up * float64(time.Second))
+}
+
+// reboot reboots cleanly through systemd and boots the next one.
+func (s *server) reboot() *server {
+	s.t.Helper()
+	s.mustSh("systemctl --no-block reboot")
+	select {
+	case <-s.Done():
+	case <-time.After(harness.ShutdownTimeout):
+		s.Kill()
+		s.t.Fatalf("the clean reboot did not end in %v; console:\n%s", harness.ShutdownTimeout, tailLines(s.ConsoleLog(), 40))
+	}
+	if !strings.Contains(s.ConsoleLog(), "reboot: Restarting system") {
+		s.t.Fatalf("qemu ended without a clean reboot; console:\n%s", tailLines(s.ConsoleLog(), 40))
+	}
+	return bootServer(s.t, s.cfg)
+}
+
+// checkBoot checks what a boot must give a server with a cached volume in
+// /etc/fstab: tidecache-assemble ran, and before local-fs; the file system
+// is mounted from the cached device; udev publishes the file system's UUID
+// for the cached device only; tidecached reached READY=1.
+func (s *server) checkBoot(volume, mountpoint, fsUUID string) {
+	s.t.Helper()
+	assemble := "tidecache-assemble.service"
+	if got := s.prop(assemble, "ActiveState") + "/" + s.prop(assemble, "Result"); got != "active/success" {
+		s.t.Fatalf("%s: %s\n%s", assemble, got, s.sh("journalctl -b -u "+assemble+" --no-pager").Stdout)
+	}
+	mountUnit := strings.TrimSpace(s.mustSh("systemd-escape --path --suffix=mount " + mountpoint))
+	assembled := s.monotonic(assemble, "ActiveEnterTimestampMonotonic")
+	mounted := s.monotonic(mountUnit, "ActiveEnterTimestampMonotonic")
+	localFS := s.monotonic("local-fs.target", "ActiveEnterTimestampMonotonic")
+	if !(assembled > 0 && assembled <= mounted && mounted <= localFS) {
+		s.t.Fatalf("boot order: assembly done at %d µs, %s at %d µs, local-fs.target at %d µs; want them in that order",
+			assembled, mountUnit, mounted, localFS)
+	}
+	s.t.Logf("boot order: assembly done %.2f s, %s mounted %.2f s, local-fs.target %.2f s after the kernel started",
+		float64(assembled)/1e6, mountpoint, float64(mounted)/1e6, float64(localFS)/1e6)
+	if src := strings.TrimSpace(s.mustSh("findmnt -n -o SOURCE " + mountpoint)); src != "/dev/mapper/tc-"+volume {
+		s.t.Fatalf("%s is mounted from %q, want /dev/mapper/tc-%s", mountpoint, src, volume)
+	}
+	s.checkByUUID(volume, fsUUID)
+	s.checkDevices(volume, "logs")
+	daemon := "tidecached.service"
+	if got := s.prop(daemon, "ActiveState") + "/" + s.prop(daemon, "SubState"); got != "active/running" {
+		s.t.Fatalf("%s: %s (Type=notify: active only after READY=1)\n%s", daemon, got,
+			s.sh("journalctl -b -u "+daemon+" --no-pager | tail -40").Stdout)
+	}
+}
+
+// checkDevices checks that udev and device-mapper agree on the volumes'
+// devices: each /dev/mapper/tc-<volume> is the symlink udev's dm rules make
+// (dmsetup without udev makes a device node instead), and no udev cookie is
+// left waiting (every change waited for its rules, none leaked a semaphore).
+func (s *server) checkDevices(volumes ...string) {
+	s.t.Helper()
+	for _, v := range volumes {
+		if res := s.sh("test -L /dev/mapper/tc-" + v); res.ExitCode != 0 {
+			s.t.Fatalf("/dev/mapper/tc-%s is not udev's symlink:\n%s", v, s.sh("ls -l /dev/mapper/").Stdout)
+		}
+	}
+	if cookies := strings.TrimSpace(s.mustSh("dmsetup udevcookies | tail -n +2")); cookies != "" {
+		s.t.Fatalf("udev cookies left behind:\n%s", cookies)
+	}
+}
+
+// checkByUUID checks udev's view of the devices: the file system's UUID
+// link names the cached device, and no /dev/disk/by-uuid link names an
+// inner device of a tidecache stack (origin extent, cache slices, legs),
+// whose stale copy of the file system a mount by UUID could pick.
+func (s *server) checkByUUID(volume, fsUUID string) {
+	s.t.Helper()
+	s.mustSh("udevadm settle")
+	top := strings.TrimSpace(s.mustSh("readlink -f /dev/mapper/tc-" + volume))
+	if got := strings.TrimSpace(s.mustSh("readlink -f /dev/disk/by-uuid/" + fsUUID)); got != top {
+		s.t.Fatalf("/dev/disk/by-uuid/%s names %s, want the cached device %s (tc-%s)\n%s",
+			fsUUID, got, top, volume, s.sh("ls -l /dev/disk/by-uuid/").Stdout)
+	}
+	// Each line: link target, and the dm UUID of the target if it has one.
+	out := s.mustSh(`for l in /dev/disk/by-uuid/*; do d=$(readlink -f "$l"); ` +
+		`u=$(cat /sys/class/block/${d#/dev/}/dm/uuid 2>/dev/null); echo "${l##*/} $d ${u:--}"; done`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && strings.HasPrefix(f[2], "TIDECACHE-") && !strings.HasPrefix(f[2], "TIDECACHE-top-") {
+			s.t.Fatalf("udev published an inner tidecache device under /dev/disk/by-uuid: %s\n%s", line, out)
+		}
+	}
+	// udev never probed an inner device: none has the file system's
+	// identifiers in its udev properties (blkid run by hand still reads
+	// them; what matters is what udev publishes).
+	inner := s.mustSh(`for d in /sys/class/block/dm-*; do u=$(cat $d/dm/uuid); case $u in TIDECACHE-top-*) ;; ` +
+		`TIDECACHE-*) echo "${d##*/} $u $(udevadm info --query=property --name=${d##*/} | grep -c '^ID_FS_UUID=')";; esac; done`)
+	for _, line := range strings.Split(strings.TrimSpace(inner), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[2] != "0" {
+			s.t.Fatalf("udev probed an inner tidecache device (ID_FS_UUID set): %s\n%s", line, inner)
+		}
+	}
+	if strings.TrimSpace(inner) == "" {
+		s.t.Fatal("no inner tidecache devices found; the check would prove nothing")
+	}
+}
+
+// checkFiles checks each file's SHA-256 against want.
+func (s *server) checkFiles(want map[string]string) {
+	s.t.Helper()
+	for path, sum := range want {
+		got := strings.Fields(s.mustSh("sha256sum " + path))[0]
+		if got != sum {
+			s.t.Fatalf("%s: sha256 %s, want %s (acknowledged by fsync before the reboot)", path, got, sum)
+		}
+	}
+}
+
+// writeFiles writes n files of random data with fsync and returns their
+// SHA-256 by path.
+func (s *server) writeFiles(dir, prefix string, n int) map[string]string {
+	s.t.Helper()
+	out := s.mustSh(fmt.Sprintf(`set -e; mkdir -p %[1]s; for i in $(seq %[3]d); do f=%[1]s/%[2]s$i; `+
+		`dd if=/dev/urandom of=$f bs=64k count=4 conv=fsync status=none; sha256sum $f; done; sync -f %[1]s`, dir, prefix, n))
+	sums := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		sums[f[1]] = f[0]
+	}
+	if len(sums) != n {
+		s.t.Fatalf("wrote %d files, got %d sums:\n%s", n, len(sums), out)
+	}
+	return sums
+}
+
+// buildDeb builds the package with `make deb` into dir.
+func buildDeb(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	make := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", root, "deb",
+		"BIN="+filepath.Join(dir, "bin"), "SHARE="+filepath.Join(dir, "share"),
+		"DEBROOT="+filepath.Join(dir, "debroot"), "DEB_OUT="+dir)
+	if out, err := make.CombinedOutput(); err != nil {
+		t.Fatalf("make deb: %v\n%s", err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(dir, "tidecache_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("make deb made %v, want one package", debs)
+	}
+	return debs[0]
+}
+
+var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
+
+// TestSystemdBoot installs the .deb on a VM that boots like a server
+// (systemd as PID 1, udev) and follows the README's install: a pool, a
+// volume, a file system in /etc/fstab by UUID, the daemon enabled. It then
+// reboots cleanly and after a power cut, and checks each time that boot
+// assembly ran before local file systems, the file system mounted from the
+// cached device with every fsync'd file intact, udev kept the inner devices
+// out of /dev/disk/by-uuid, and tidecached reached READY=1 and keeps its
+// watchdog fed.
+func TestSystemdBoot(t *testing.T) {
+	dir := harness.TestDir(t)
+	deb := buildDeb(t, dir)
+	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}}
+	cfg := harness.Config{
+		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
+		// The package's DKMS build provides dm-fuaflush, not the harness.
+		NoFUAFlushModule: true,
+		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
+	}
+	const mountpoint = "/srv/db"
+	s := bootServer(t, cfg)
+	s.spec = spec
+
+	start := time.Now()
+	// man-db's index rebuild is not tidecache's: about 7 s under TCG.
+	s.mustSh("echo 'man-db man-db/auto-update boolean false' | debconf-set-selections")
+	out := s.mustSh("DEBIAN_FRONTEND=noninteractive apt-get install -y " + deb + " 2>&1")
+	t.Logf("apt-get install (with the DKMS build of dm-fuaflush): %.1f s", time.Since(start).Seconds())
+	if mod := strings.TrimSpace(s.mustSh("modinfo -n dm-fuaflush")); !strings.Contains(mod, "/updates/dkms/") {
+		t.Fatalf("dm-fuaflush is %s, want the package's DKMS build under updates/dkms\n%s", mod, out)
+	}
+	if got := strings.TrimSpace(s.sh("systemctl is-enabled tidecache-assemble.service").Stdout); got != "enabled" {
+		t.Fatalf("tidecache-assemble.service is %q after install, want enabled", got)
+	}
+
+	// The README's install: pool, volume, file system, fstab, daemon.
+	s.createPool("fast")
+	s.mustTidectl("volume create db --size 128M --write-cache 64M")
+	if v := s.volume("db"); v.Mode != "writeback" {
+		t.Fatalf("volume db is in %s mode, want writeback", v.Mode)
+	}
+	s.mustSh("mkfs.ext4 -q /dev/mapper/tc-db")
+	uuid := strings.TrimSpace(s.mustSh("blkid -s UUID -o value /dev/mapper/tc-db"))
+	s.mustSh(fmt.Sprintf("mkdir -p %[2]s && echo 'UUID=%[1]s %[2]s ext4 defaults 0 2' >> /etc/fstab && "+
+		"systemctl daemon-reload && mount %[2]s", uuid, mountpoint))
+	s.mustSh("systemctl enable --now tidecached.service")
+	s.checkByUUID("db", uuid)
+	// The daemon, in its sandbox, builds a volume too (README: through
+	// the embedded etcd).
+	s.mustTidectl("--etcd-endpoints http://127.0.0.1:2389 volume create logs --size 64M --write-cache 32M --wait")
+	s.checkDevices("db", "logs")
+	files := s.writeFiles(mountpoint, "first", 8)
+
+	t.Run("clean reboot", func(t *testing.T) {
+		s = s.reboot()
+		s.checkBoot("db", mountpoint, uuid)
+		s.checkFiles(files)
+		// The watchdog holds: the daemon stays up for more than its
+		// WatchdogSec, and systemd saw pings after READY=1.
+		daemon := "tidecached.service"
+		wd, err := time.ParseDuration(strings.ReplaceAll(s.prop(daemon, "WatchdogUSec"), "us", "µs"))
+		if err != nil || wd == 0 {
+			t.Fatalf("tidecached.service WatchdogUSec %q: want a watchdog (%v)", s.prop(daemon, "WatchdogUSec"), err)
+		}
+		ready := s.monotonic(daemon, "ActiveEnterTimestampMonotonic")
+		// Monotonic timestamps count from the kernel's start, as
+		// /proc/uptime does.
+		for s.uptime() < time.Duration(ready)*time.Microsecond+wd+5*time.Second {
+			time.Sleep(2 * time.Second)
+		}
+		if got := s.prop(daemon, "NRestarts") + " " + s.prop(daemon, "ActiveState"); got != "0 active" {
+			t.Fatalf("tidecached.service after %v with a %v watchdog: restarts and state %q, want \"0 active\"\n%s",
+				wd+5*time.Second, wd, got, s.sh("journalctl -b -u "+daemon+" --no-pager | tail -40").Stdout)
+		}
+		if pinged := s.monotonic(daemon, "WatchdogTimestampMonotonic"); pinged <= ready {
+			t.Fatalf("tidecached.service: last watchdog ping at %d µs, not after READY=1 at %d µs", pinged, ready)
+		}
+		exposure := exposureRE.FindStringSubmatch(s.sh("systemd-analyze security " + daemon).Stdout)
+		if exposure != nil {
+			t.Logf("systemd-analyze security %s: exposure %s", daemon, exposure[1])
+		}
+	})
+
+	t.Run("power cut", func(t *testing.T) {
+		more := s.writeFiles(mountpoint, "second", 8)
+		if d := s.volume("db").WriteCache.DirtyBlocks; d == 0 {
+			t.Fatal("no dirty blocks before the power cut; the test would prove nothing")
+		}
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		s = bootServer(t, s.cfg)
+		s.checkBoot("db", mountpoint, uuid)
+		s.checkFiles(files)
+		s.checkFiles(more)
+	})
+}
