@@ -87,31 +87,51 @@ func (s *server) reboot() *server {
 	return bootServer(s.t, s.cfg)
 }
 
-// checkBoot checks what a boot must give a server with a cached volume in
-// /etc/fstab: tidecache-assemble ran, and before local-fs; the file system
-// is mounted from the cached device; udev publishes the file system's UUID
-// for the cached device only; tidecached reached READY=1.
-func (s *server) checkBoot(volume, mountpoint, fsUUID string) {
+// fstabMount is a cached volume's file system, mounted through /etc/fstab
+// by UUID.
+type fstabMount struct {
+	volume, dir, uuid string
+}
+
+// addMount makes a mount point for the file system on volume, puts it in
+// /etc/fstab by UUID and mounts it, as the README says.
+func (s *server) addMount(volume, dir string) fstabMount {
+	s.t.Helper()
+	uuid := strings.TrimSpace(s.mustSh("blkid -s UUID -o value /dev/mapper/tc-" + volume))
+	s.mustSh(fmt.Sprintf("mkdir -p %[2]s && echo 'UUID=%[1]s %[2]s ext4 defaults 0 2' >> /etc/fstab && "+
+		"systemctl daemon-reload && mount %[2]s", uuid, dir))
+	return fstabMount{volume: volume, dir: dir, uuid: uuid}
+}
+
+// checkBoot checks what a boot must give a server with cached volumes in
+// /etc/fstab: tidecache-assemble ran, and before local-fs; each file system
+// is mounted from its cached device; udev publishes each file system's
+// UUID for the cached device only; tidecached reached READY=1.
+func (s *server) checkBoot(mounts ...fstabMount) {
 	s.t.Helper()
 	assemble := "tidecache-assemble.service"
 	if got := s.prop(assemble, "ActiveState") + "/" + s.prop(assemble, "Result"); got != "active/success" {
 		s.t.Fatalf("%s: %s\n%s", assemble, got, s.sh("journalctl -b -u "+assemble+" --no-pager").Stdout)
 	}
-	mountUnit := strings.TrimSpace(s.mustSh("systemd-escape --path --suffix=mount " + mountpoint))
 	assembled := s.monotonic(assemble, "ActiveEnterTimestampMonotonic")
-	mounted := s.monotonic(mountUnit, "ActiveEnterTimestampMonotonic")
 	localFS := s.monotonic("local-fs.target", "ActiveEnterTimestampMonotonic")
-	if !(assembled > 0 && assembled <= mounted && mounted <= localFS) {
-		s.t.Fatalf("boot order: assembly done at %d µs, %s at %d µs, local-fs.target at %d µs; want them in that order",
-			assembled, mountUnit, mounted, localFS)
+	volumes := []string{"logs"}
+	for _, m := range mounts {
+		mountUnit := strings.TrimSpace(s.mustSh("systemd-escape --path --suffix=mount " + m.dir))
+		mounted := s.monotonic(mountUnit, "ActiveEnterTimestampMonotonic")
+		if !(assembled > 0 && assembled <= mounted && mounted <= localFS) {
+			s.t.Fatalf("boot order: assembly done at %d µs, %s at %d µs, local-fs.target at %d µs; want them in that order",
+				assembled, mountUnit, mounted, localFS)
+		}
+		s.t.Logf("boot order: assembly done %.2f s, %s mounted %.2f s, local-fs.target %.2f s after the kernel started",
+			float64(assembled)/1e6, m.dir, float64(mounted)/1e6, float64(localFS)/1e6)
+		if src := strings.TrimSpace(s.mustSh("findmnt -n -o SOURCE " + m.dir)); src != "/dev/mapper/tc-"+m.volume {
+			s.t.Fatalf("%s is mounted from %q, want /dev/mapper/tc-%s", m.dir, src, m.volume)
+		}
+		s.checkByUUID(m.volume, m.uuid)
+		volumes = append(volumes, m.volume)
 	}
-	s.t.Logf("boot order: assembly done %.2f s, %s mounted %.2f s, local-fs.target %.2f s after the kernel started",
-		float64(assembled)/1e6, mountpoint, float64(mounted)/1e6, float64(localFS)/1e6)
-	if src := strings.TrimSpace(s.mustSh("findmnt -n -o SOURCE " + mountpoint)); src != "/dev/mapper/tc-"+volume {
-		s.t.Fatalf("%s is mounted from %q, want /dev/mapper/tc-%s", mountpoint, src, volume)
-	}
-	s.checkByUUID(volume, fsUUID)
-	s.checkDevices(volume, "logs")
+	s.checkDevices(volumes...)
 	daemon := "tidecached.service"
 	if got := s.prop(daemon, "ActiveState") + "/" + s.prop(daemon, "SubState"); got != "active/running" {
 		s.t.Fatalf("%s: %s (Type=notify: active only after READY=1)\n%s", daemon, got,
@@ -223,23 +243,24 @@ var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
 
 // TestSystemdBoot installs the .deb on a VM that boots like a server
 // (systemd as PID 1, udev) and follows the README's install: a pool, a
-// volume, a file system in /etc/fstab by UUID, the daemon enabled. It then
-// reboots cleanly and after a power cut, and checks each time that boot
-// assembly ran before local file systems, the file system mounted from the
-// cached device with every fsync'd file intact, udev kept the inner devices
-// out of /dev/disk/by-uuid, and tidecached reached READY=1 and keeps its
-// watchdog fed.
+// volume with a file system in /etc/fstab by UUID, an md array that already
+// holds a file system adopted where it is (also in fstab by UUID), the
+// daemon enabled and a volume made through it. It then reboots cleanly and
+// after a power cut, and checks each time that boot assembly ran before
+// local file systems, each file system mounted from its cached device with
+// every fsync'd file intact, udev named the cached devices, never an inner
+// device or the adopted array, by the file systems' UUIDs, and tidecached
+// reached READY=1 and keeps its watchdog fed.
 func TestSystemdBoot(t *testing.T) {
 	dir := harness.TestDir(t)
 	deb := buildDeb(t, dir)
-	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}}
+	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
 		// The package's DKMS build provides dm-fuaflush, not the harness.
 		NoFUAFlushModule: true,
 		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
-	const mountpoint = "/srv/db"
 	s := bootServer(t, cfg)
 	s.spec = spec
 
@@ -262,21 +283,31 @@ func TestSystemdBoot(t *testing.T) {
 		t.Fatalf("volume db is in %s mode, want writeback", v.Mode)
 	}
 	s.mustSh("mkfs.ext4 -q /dev/mapper/tc-db")
-	uuid := strings.TrimSpace(s.mustSh("blkid -s UUID -o value /dev/mapper/tc-db"))
-	s.mustSh(fmt.Sprintf("mkdir -p %[2]s && echo 'UUID=%[1]s %[2]s ext4 defaults 0 2' >> /etc/fstab && "+
-		"systemctl daemon-reload && mount %[2]s", uuid, mountpoint))
+	db := s.addMount("db", "/srv/db")
+	// An md array that already holds a file system, adopted where it is
+	// (README: cache a database without moving it). Before adoption udev
+	// names the array by the file system's UUID; after, and after every
+	// boot, the cached volume (tidecache's rules for adopted devices).
+	spares := s.spares()
+	s.mustSh("mdadm --create /dev/md/data --run --level=1 --raid-devices=2 --assume-clean " + strings.Join(spares, " ") +
+		" && mkfs.ext4 -q -b 4096 /dev/md/data && udevadm settle")
+	s.mustTidectl("volume adopt data --device /dev/md/data --write-cache 32M")
+	data := s.addMount("data", "/srv/data")
 	s.mustSh("systemctl enable --now tidecached.service")
-	s.checkByUUID("db", uuid)
 	// The daemon, in its sandbox, builds a volume too (README: through
 	// the embedded etcd).
 	s.mustTidectl("--etcd-endpoints http://127.0.0.1:2389 volume create logs --size 64M --write-cache 32M --wait")
-	s.checkDevices("db", "logs")
-	files := s.writeFiles(mountpoint, "first", 8)
+	s.checkDevices("db", "data", "logs")
+	s.checkByUUID("db", db.uuid)
+	s.checkByUUID("data", data.uuid)
+	files := s.writeFiles(db.dir, "first", 8)
+	adopted := s.writeFiles(data.dir, "first", 4)
 
 	t.Run("clean reboot", func(t *testing.T) {
 		s = s.reboot()
-		s.checkBoot("db", mountpoint, uuid)
+		s.checkBoot(db, data)
 		s.checkFiles(files)
+		s.checkFiles(adopted)
 		// The watchdog holds: the daemon stays up for more than its
 		// WatchdogSec, and systemd saw pings after READY=1.
 		daemon := "tidecached.service"
@@ -304,7 +335,8 @@ func TestSystemdBoot(t *testing.T) {
 	})
 
 	t.Run("power cut", func(t *testing.T) {
-		more := s.writeFiles(mountpoint, "second", 8)
+		more := s.writeFiles(db.dir, "second", 8)
+		moreAdopted := s.writeFiles(data.dir, "second", 4)
 		if d := s.volume("db").WriteCache.DirtyBlocks; d == 0 {
 			t.Fatal("no dirty blocks before the power cut; the test would prove nothing")
 		}
@@ -312,8 +344,9 @@ func TestSystemdBoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = bootServer(t, s.cfg)
-		s.checkBoot("db", mountpoint, uuid)
-		s.checkFiles(files)
-		s.checkFiles(more)
+		s.checkBoot(db, data)
+		for _, f := range []map[string]string{files, adopted, more, moreAdopted} {
+			s.checkFiles(f)
+		}
 	})
 }

@@ -87,7 +87,11 @@ if [ -n "$root" ]; then
 	# VM as one (and ignore the kernel command line).
 	rm -f /newroot/.dockerenv /newroot/run/.containerenv
 	mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /newroot/run
-	mkdir -p /newroot` + wire.ScratchDir + ` /newroot/run/systemd/system/sysinit.target.wants
+	mkdir -p /newroot` + wire.ScratchDir + ` /newroot/run/systemd/system/sysinit.target.wants /newroot/run/tmpfiles.d
+	# /tmp is the host's, seen through the overlay (a checkout there must
+	# stay visible): keep systemd-tmpfiles from emptying it at boot, which
+	# Debian's tmp.conf ("D /tmp") would do.
+	echo "d /tmp 1777 root root -" > /newroot/run/tmpfiles.d/tmp.conf
 	mount -t tmpfs -o mode=1777 tmpfs /newroot` + wire.ScratchDir + `
 	cat > /newroot/run/systemd/system/` + wire.AgentUnit + ` <<UNIT
 [Unit]
