@@ -16,9 +16,10 @@ import (
 )
 
 // bootMask is what a server boot in the VM leaves out: the host's enabled
-// database and monitoring services, which cost tens of seconds of emulated
-// CPU and have nothing to do with tidecache's boot.
-var bootMask = []string{"mariadb.service", "postgresql.service", "prometheus.service", "etcd.service"}
+// services that cost tens of seconds of emulated CPU and have nothing to do
+// with tidecache's boot. MariaDB stays: the test moves its datadir onto a
+// cached volume.
+var bootMask = []string{"postgresql.service", "prometheus.service", "etcd.service"}
 
 // server is a VM booted like a real server (harness.SystemdBoot): systemd,
 // udev, a persistent root. tidecache comes from its .deb, on the PATH.
@@ -95,12 +96,65 @@ type fstabMount struct {
 
 // addMount makes a mount point for the file system on volume, puts it in
 // /etc/fstab by UUID and mounts it, as the README says.
-func (s *server) addMount(volume, dir string) fstabMount {
+func (s *server) addMount(volume, dir, fstype string) fstabMount {
 	s.t.Helper()
 	uuid := strings.TrimSpace(s.mustSh("blkid -s UUID -o value /dev/mapper/tc-" + volume))
-	s.mustSh(fmt.Sprintf("mkdir -p %[2]s && echo 'UUID=%[1]s %[2]s ext4 defaults 0 2' >> /etc/fstab && "+
-		"systemctl daemon-reload && mount %[2]s", uuid, dir))
+	s.mustSh(fmt.Sprintf("mkdir -p %[2]s && echo 'UUID=%[1]s %[2]s %[3]s defaults 0 2' >> /etc/fstab && "+
+		"systemctl daemon-reload && mount %[2]s", uuid, dir, fstype))
 	return fstabMount{volume: volume, dir: dir, uuid: uuid}
+}
+
+// moveMariaDB follows the README's "Move a MariaDB datadir onto a cached
+// volume" step by step (XFS wants 300 MB at least), then makes a ledger
+// table.
+func (s *server) moveMariaDB() fstabMount {
+	s.t.Helper()
+	s.mustTidectl("volume create mysql --size 320M --write-cache 64M")
+	s.mustSh(`set -e
+mkfs.xfs -q /dev/mapper/tc-mysql
+systemctl stop mariadb
+mkdir /mnt/newdata && mount /dev/mapper/tc-mysql /mnt/newdata
+cp -a /var/lib/mysql/. /mnt/newdata/
+umount /mnt/newdata
+mv /var/lib/mysql /var/lib/mysql.old && mkdir /var/lib/mysql
+echo "UUID=$(blkid -s UUID -o value /dev/mapper/tc-mysql) /var/lib/mysql xfs defaults 0 0" >> /etc/fstab
+systemctl daemon-reload && mount /var/lib/mysql
+chown mysql:mysql /var/lib/mysql && chmod 0755 /var/lib/mysql
+mkdir -p /etc/systemd/system/mariadb.service.d
+cp /usr/share/tidecache/systemd/mariadb.service.d/tidecache.conf /etc/systemd/system/mariadb.service.d/
+systemctl daemon-reload && systemctl start mariadb`)
+	s.mustSh(`mysql -e "CREATE DATABASE tc; CREATE TABLE tc.ledger (id INT PRIMARY KEY) ENGINE=InnoDB"`)
+	uuid := strings.TrimSpace(s.mustSh("blkid -s UUID -o value /dev/mapper/tc-mysql"))
+	return fstabMount{volume: "mysql", dir: "/var/lib/mysql", uuid: uuid}
+}
+
+// insertRows inserts ledger rows from..to, one committed transaction each
+// (autocommit, innodb_flush_log_at_trx_commit=1: durable when acknowledged).
+func (s *server) insertRows(from, to int) {
+	s.t.Helper()
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, "INSERT INTO tc.ledger VALUES (%d);", i)
+	}
+	s.mustSh(`mysql -e "` + b.String() + `"`)
+}
+
+// checkMariaDB checks that MariaDB started after its datadir was mounted
+// (the drop-in) and holds rows 1..rows.
+func (s *server) checkMariaDB(rows int) {
+	s.t.Helper()
+	if got := s.prop("mariadb.service", "ActiveState"); got != "active" {
+		s.t.Fatalf("mariadb.service is %s\n%s", got, s.sh("journalctl -b -u mariadb --no-pager | tail -30").Stdout)
+	}
+	mounted := s.monotonic("var-lib-mysql.mount", "ActiveEnterTimestampMonotonic")
+	started := s.monotonic("mariadb.service", "ExecMainStartTimestampMonotonic")
+	if started < mounted {
+		s.t.Fatalf("mariadb started at %d µs, before its datadir was mounted at %d µs", started, mounted)
+	}
+	got := strings.TrimSpace(s.mustSh(`mysql -N -e "SELECT COUNT(*), COALESCE(MAX(id), 0) FROM tc.ledger"`))
+	if want := fmt.Sprintf("%d\t%d", rows, rows); got != want {
+		s.t.Fatalf("ledger: count and max id %q, want %q (every row was committed)", got, want)
+	}
 }
 
 // checkBoot checks what a boot must give a server with cached volumes in
@@ -245,16 +299,18 @@ var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
 // (systemd as PID 1, udev) and follows the README's install: a pool, a
 // volume with a file system in /etc/fstab by UUID, an md array that already
 // holds a file system adopted where it is (also in fstab by UUID), the
-// daemon enabled and a volume made through it. It then reboots cleanly and
+// daemon enabled and a volume made through it, and MariaDB's datadir moved
+// onto a cached volume with the README's steps. It then reboots cleanly and
 // after a power cut, and checks each time that boot assembly ran before
 // local file systems, each file system mounted from its cached device with
-// every fsync'd file intact, udev named the cached devices, never an inner
+// every fsync'd file and committed MariaDB row intact, MariaDB started only
+// after its datadir's mount, udev named the cached devices, never an inner
 // device or the adopted array, by the file systems' UUIDs, and tidecached
 // reached READY=1 and keeps its watchdog fed.
 func TestSystemdBoot(t *testing.T) {
 	dir := harness.TestDir(t)
 	deb := buildDeb(t, dir)
-	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
+	spec := nodeSpec{HDDs: 4, HDDSize: 384 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
 		// The package's DKMS build provides dm-fuaflush, not the harness.
@@ -283,7 +339,7 @@ func TestSystemdBoot(t *testing.T) {
 		t.Fatalf("volume db is in %s mode, want writeback", v.Mode)
 	}
 	s.mustSh("mkfs.ext4 -q /dev/mapper/tc-db")
-	db := s.addMount("db", "/srv/db")
+	db := s.addMount("db", "/srv/db", "ext4")
 	// An md array that already holds a file system, adopted where it is
 	// (README: cache a database without moving it). Before adoption udev
 	// names the array by the file system's UUID; after, and after every
@@ -292,7 +348,7 @@ func TestSystemdBoot(t *testing.T) {
 	s.mustSh("mdadm --create /dev/md/data --run --level=1 --raid-devices=2 --assume-clean " + strings.Join(spares, " ") +
 		" && mkfs.ext4 -q -b 4096 /dev/md/data && udevadm settle")
 	s.mustTidectl("volume adopt data --device /dev/md/data --write-cache 32M")
-	data := s.addMount("data", "/srv/data")
+	data := s.addMount("data", "/srv/data", "ext4")
 	s.mustSh("systemctl enable --now tidecached.service")
 	// The daemon, in its sandbox, builds a volume too (README: through
 	// the embedded etcd).
@@ -302,12 +358,15 @@ func TestSystemdBoot(t *testing.T) {
 	s.checkByUUID("data", data.uuid)
 	files := s.writeFiles(db.dir, "first", 8)
 	adopted := s.writeFiles(data.dir, "first", 4)
+	mysql := s.moveMariaDB()
+	s.insertRows(1, 20)
 
 	t.Run("clean reboot", func(t *testing.T) {
 		s = s.reboot()
-		s.checkBoot(db, data)
+		s.checkBoot(db, data, mysql)
 		s.checkFiles(files)
 		s.checkFiles(adopted)
+		s.checkMariaDB(20)
 		// The watchdog holds: the daemon stays up for more than its
 		// WatchdogSec, and systemd saw pings after READY=1.
 		daemon := "tidecached.service"
@@ -337,6 +396,7 @@ func TestSystemdBoot(t *testing.T) {
 	t.Run("power cut", func(t *testing.T) {
 		more := s.writeFiles(db.dir, "second", 8)
 		moreAdopted := s.writeFiles(data.dir, "second", 4)
+		s.insertRows(21, 40)
 		if d := s.volume("db").WriteCache.DirtyBlocks; d == 0 {
 			t.Fatal("no dirty blocks before the power cut; the test would prove nothing")
 		}
@@ -344,7 +404,8 @@ func TestSystemdBoot(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = bootServer(t, s.cfg)
-		s.checkBoot(db, data)
+		s.checkBoot(db, data, mysql)
+		s.checkMariaDB(40)
 		for _, f := range []map[string]string{files, adopted, more, moreAdopted} {
 			s.checkFiles(f)
 		}
