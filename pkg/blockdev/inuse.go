@@ -266,7 +266,8 @@ func parseSwaps(data []byte) []string {
 	return out
 }
 
-// unescapeOctal undoes the kernel's \ooo escaping of paths in procfs.
+// UnescapeOctal undoes the kernel's \ooo escaping of paths in procfs
+// (mountinfo, swaps): \040 is a space.
 func UnescapeOctal(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
