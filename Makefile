@@ -125,7 +125,8 @@ test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-te
 	@mkdir -p .cache
 	@set -o pipefail; $(GO) test -p 1 -count=1 -tags vm -timeout 80m -v -skip '$(VM_CI_SKIP)' ./tests/vm/harness/ ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
-	if [ $$rc != 0 ]; then echo "--- VM test log (tail) ---"; grep -v 'level=INFO' .cache/test-vm.log | tail -150; fi; exit $$rc
+	if [ $$rc != 0 ]; then echo "--- what each failed test printed (start and end; the whole log is .cache/test-vm.log) ---"; \
+		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm.log; fi; exit $$rc
 
 .PHONY: test-vm-all
 test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 3 minutes more).

@@ -94,7 +94,7 @@ func TestCSISanity(t *testing.T) {
 
 	// Nothing is left behind: every volume the suite made was deleted, and
 	// its device removed by the daemon.
-	n.eventually(2*time.Minute, `test -z "$(dmsetup ls | grep '^tc-')" && echo clean`, "clean")
+	n.eventually(2*time.Minute, `left=$(dmsetup ls | grep '^tc-'); test -z "$left" && echo clean || { echo "devices left:"; echo "$left"; tidectl volume list; tidectl --etcd-endpoints `+etcdURL+` volume list; tail -20 /run/csi.log; }`, "clean")
 	if left := n.sh("grep -c ' /run/csi-' /proc/self/mounts").Stdout; strings.TrimSpace(left) != "0" {
 		t.Errorf("mounts left under /run/csi-*: %s", n.sh("grep ' /run/csi-' /proc/self/mounts").Stdout)
 	}

@@ -145,7 +145,8 @@ func TestLiveModeChanges(t *testing.T) {
 			t.Fatalf("mode %s: devices %v, want %v", s.mode, got, s.devices)
 		}
 		if n.sh("kill -0 $(cat /run/fio-live.pid)").ExitCode != 0 {
-			t.Fatalf("background fio died during the switch to %s:\n%s", s.mode, n.sh("cat /run/fio-live.out").Stdout)
+			t.Fatalf("background fio died during the switch to %s (exit %s); what it reported:\n%s\nkernel log:\n%s",
+				s.mode, n.sh("cat /run/fio-live.rc").Stdout, fioErrors(n.sh("cat /run/fio-live.out").Stdout), n.sh("dmesg | tail -40").Stdout)
 		}
 		n.fio(static + " --verify_only")
 		time.Sleep(2 * time.Second)
@@ -157,13 +158,27 @@ func TestLiveModeChanges(t *testing.T) {
 	rc := strings.TrimSpace(n.mustSh("cat /run/fio-live.rc"))
 	out := n.mustSh("cat /run/fio-live.out")
 	if (rc != "0" && rc != "128") || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
-		t.Fatalf("background fio exit %s:\n%s", rc, out)
+		t.Fatalf("background fio exit %s; what it reported:\n%s\nkernel log:\n%s", rc, fioErrors(out), n.sh("dmesg | tail -40").Stdout)
 	}
 	// After a flush and a switch to passthrough, the static region is
 	// read from the origin alone.
 	n.mustTidectl("volume flush db")
 	n.mustTidectl("volume set-mode db passthrough")
 	n.fio(static + " --verify_only")
+}
+
+// fioErrors keeps, of an fio report, its first lines (the job and its
+// error, if it stopped on one) and every line about an error or a
+// verification, without the per-disk statistics that end it.
+func fioErrors(report string) string {
+	var keep []string
+	for i, l := range strings.Split(report, "\n") {
+		low := strings.ToLower(l)
+		if i < 8 || strings.Contains(low, "err") || strings.Contains(low, "verify") || strings.Contains(low, "fio:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 // TestDriftCheckRepair changes a volume's top table behind tidecache's back
