@@ -122,14 +122,44 @@ func (n *node) csiSanity(what, params string, size int64, access, focus string) 
 	res := n.sh(cmd + " >/run/csi-sanity.out 2>&1")
 	out := n.sh("cat /run/csi-sanity.out").Stdout
 	if res.ExitCode != 0 {
-		n.t.Fatalf("csi-sanity (%s) exit %d:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s", what, res.ExitCode, tail(out, 150),
-			n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout)
+		n.t.Fatalf("csi-sanity (%s) exit %d; its failures:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s\ncsi-sanity's output, tail:\n%s",
+			what, res.ExitCode, ginkgoFailures(out), n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout, tail(out, 100))
 	}
 	summary := regexp.MustCompile(`Ran (\d+) of (\d+) Specs.*\n.*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`).FindStringSubmatch(out)
 	if summary == nil {
 		n.t.Fatalf("csi-sanity (%s): no ginkgo summary in its output:\n%s", what, tail(out, 60))
 	}
 	return summary
+}
+
+// ginkgoFailures picks out of a ginkgo run's output what says why it
+// failed: each failed spec's report (from its "[FAILED]" line to the
+// separator after it, 30 lines at most) and the closing summary.
+func ginkgoFailures(out string) string {
+	var keep []string
+	inSpec := 0 // lines kept of the current failed spec, 0 outside one
+	summary := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Summarizing "):
+			summary = true
+		case inSpec == 0 && strings.Contains(l, "[FAILED]"):
+			inSpec = 1
+		case inSpec > 0 && strings.HasPrefix(l, "------"):
+			inSpec = 0
+			keep = append(keep, l)
+		}
+		if summary || (inSpec > 0 && inSpec <= 30) {
+			keep = append(keep, l)
+		}
+		if inSpec > 0 {
+			inSpec++
+		}
+	}
+	if len(keep) == 0 {
+		return "(no [FAILED] spec and no summary in the output)"
+	}
+	return strings.Join(keep, "\n")
 }
 
 // notAdvertised are csi-sanity's skip messages for what tidecache-csi

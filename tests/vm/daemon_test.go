@@ -78,7 +78,7 @@ func TestDaemonReconcile(t *testing.T) {
 	static := fioJob("/dev/mapper/tc-db", "static", "write", "128M", "32M")
 	n.fio(static + " --do_verify=1")
 
-	bg := fioJob("/dev/mapper/tc-db", "live", "randwrite", "0", "32M") + " --verify_backlog=256 --time_based --runtime=600"
+	bg := liveJob("live", "32M", 256)
 	n.mustSh("(fio --output=/run/fio-live.out " + bg + "; echo $? > /run/fio-live.rc) >/dev/null 2>&1 & echo $! > /run/fio-live.pid")
 	time.Sleep(2 * time.Second)
 	for _, mode := range []string{"writethrough", "writeback"} {
@@ -138,7 +138,7 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	n.startDaemon("--etcd-endpoints " + etcdURL)
 	n.cl("volume create db --size 256M --write-cache 64M --wait --timeout 2m")
 
-	job := fioJob("/dev/mapper/tc-db", "outage", "randwrite", "0", "32M") + " --verify_backlog=256 --time_based --runtime=600"
+	job := liveJob("outage", "32M", 256)
 	n.mustSh("(fio --output=/run/fio.out " + job + "; echo $? > /run/fio.rc) >/dev/null 2>&1 & echo $! > /run/fio.pid")
 
 	n.mustSh("kill -STOP $(cat /run/etcd.pid)")

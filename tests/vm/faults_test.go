@@ -274,7 +274,7 @@ func TestFaultRAIDMember(t *testing.T) {
 	static := fioJob("/dev/mapper/tc-db", "static", "write", "48M", "16M")
 	n.fio(static + " --do_verify=1")
 	n.mustTidectl("volume flush db") // region on the HDDs before the fault
-	bg := fioJob("/dev/mapper/tc-db", "live", "randwrite", "0", "32M") + " --verify_backlog=256 --time_based --runtime=600"
+	bg := liveJob("live", "32M", 256)
 	n.mustSh("(fio --output=/run/fio.out " + bg + "; echo $? > /run/fio.rc) >/dev/null 2>&1 & echo $! > /run/fio.pid")
 	time.Sleep(2 * time.Second)
 

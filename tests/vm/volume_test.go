@@ -25,6 +25,20 @@ func fioJob(dev, name, rw string, offset, size string) string {
 		name, dev, rw, offset, size)
 }
 
+// liveJob returns fio arguments for a writer that runs in the background
+// while a test changes the stack under it: random writes over size bytes
+// at the start of tc-db for up to ten minutes, each batch of backlog
+// writes read back and checked as it goes (verify_fatal ends the job on
+// the first mismatch). serialize_overlap keeps fio from having a write and
+// a read of the same block in flight at once: each pass over the region
+// writes every block again, and without it fio may read a block for its
+// backlog check while its next write of that block is still queued, and
+// report its own race as corruption.
+func liveJob(name, size string, backlog int) string {
+	return fioJob("/dev/mapper/tc-db", name, "randwrite", "0", size) +
+		fmt.Sprintf(" --verify_backlog=%d --serialize_overlap=1 --time_based --runtime=600", backlog)
+}
+
 // TestVolumeLifecycle creates a pool and a volume, writes with fio and reads
 // it back verified through the cache, flushes to zero dirty blocks, proves
 // the data reached the origin by verifying the origin extent directly, then
@@ -117,8 +131,7 @@ func TestLiveModeChanges(t *testing.T) {
 	n.fio(static + " --do_verify=1")
 
 	// Background writer with continuous verification of what it wrote.
-	bg := fioJob("/dev/mapper/tc-db", "live", "randwrite", "0", "48M") +
-		" --verify_backlog=512 --time_based --runtime=600"
+	bg := liveJob("live", "48M", 512)
 	n.mustSh("(fio --output=/run/fio-live.out " + bg + "; echo $? > /run/fio-live.rc) >/dev/null 2>&1 & echo $! > /run/fio-live.pid")
 	time.Sleep(3 * time.Second)
 
