@@ -80,20 +80,22 @@ mkdir -p /ovl/upper /ovl/work
 mount -t overlay overlay -o lowerdir=/host,upperdir=/ovl/upper,workdir=/ovl/work /newroot ||
 	fail "cannot mount the overlay"
 [ -x "/newroot$agent" ] || fail "agent $agent not found on the host root"
+# The host may be a container: its marker would make systemd treat the VM
+# as one (and ignore the kernel command line).
+rm -f /newroot/.dockerenv /newroot/run/.containerenv
+# /tmp stays the host's (under the overlay), so that a checkout there is
+# visible; the guest's scratch tmpfs is under a /run of its own. systemd
+# keeps a /run that is already mounted.
+mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /newroot/run
+mkdir -p /newroot` + wire.ScratchDir + `
+mount -t tmpfs -o mode=1777 tmpfs /newroot` + wire.ScratchDir + `
 if [ -n "$root" ]; then
-	# The host may be a container: its marker would make systemd treat the
-	# VM as one (and ignore the kernel command line).
-	rm -f /newroot/.dockerenv /newroot/run/.containerenv
-	# systemd mounts proc, sys and dev itself, and keeps a /run that is
-	# already mounted: the agent's unit is in place before systemd reads
-	# its unit directories, and the agent's scratch space under it.
-	mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /newroot/run
-	mkdir -p /newroot` + wire.ScratchDir + ` /newroot/run/systemd/system/sysinit.target.wants /newroot/run/tmpfiles.d
-	# /tmp is the host's, seen through the overlay (a checkout there must
-	# stay visible): keep systemd-tmpfiles from emptying it at boot, which
+	# systemd mounts proc, sys and dev itself. The agent's unit goes into
+	# /run before systemd reads its unit directories.
+	mkdir -p /newroot/run/systemd/system/sysinit.target.wants /newroot/run/tmpfiles.d
+	# Keep systemd-tmpfiles from emptying the host's /tmp at boot, which
 	# Debian's tmp.conf ("D /tmp") would do.
 	echo "d /tmp 1777 root root -" > /newroot/run/tmpfiles.d/tmp.conf
-	mount -t tmpfs -o mode=1777 tmpfs /newroot` + wire.ScratchDir + `
 	cat > /newroot/run/systemd/system/` + wire.AgentUnit + ` <<UNIT
 [Unit]
 Description=tidecache VM harness agent
@@ -119,11 +121,6 @@ ln -sf /proc/self/fd/2 /newroot/dev/stderr
 mount -t devpts devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t configfs configfs /newroot/sys/kernel/config || echo "tc-init: no configfs"
-# /tmp stays the host's (under the overlay), so that a checkout there is
-# visible; the guest's scratch tmpfs is under /run, hidden anyway.
-mount -t tmpfs -o mode=0755 tmpfs /newroot/run
-mkdir -p /newroot` + wire.ScratchDir + `
-mount -t tmpfs -o mode=1777 tmpfs /newroot` + wire.ScratchDir + `
 exec chroot /newroot "$agent"
 `
 
