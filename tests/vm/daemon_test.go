@@ -78,8 +78,7 @@ func TestDaemonReconcile(t *testing.T) {
 	static := fioJob("/dev/mapper/tc-db", "static", "write", "128M", "32M")
 	n.fio(static + " --do_verify=1")
 
-	bg := liveJob("live", "32M", 256)
-	n.mustSh("(fio --output=/run/fio-live.out " + bg + "; echo $? > /run/fio-live.rc) >/dev/null 2>&1 & echo $! > /run/fio-live.pid")
+	live := n.startLiveWriter("live", "32M", 256)
 	time.Sleep(2 * time.Second)
 	for _, mode := range []string{"writethrough", "writeback"} {
 		out := n.cl("volume set-mode db " + mode + " --wait --timeout 3m")
@@ -89,15 +88,10 @@ func TestDaemonReconcile(t *testing.T) {
 		if got := n.volume("db").Mode; got != mode {
 			t.Fatalf("kernel side mode %s, want %s", got, mode)
 		}
-		if n.sh("kill -0 $(cat /run/fio-live.pid)").ExitCode != 0 {
-			t.Fatalf("fio died during the switch to %s:\n%s", mode, n.sh("cat /run/fio-live.out").Stdout)
-		}
+		live.requireRunning("during the switch to " + mode)
 		n.fio(static + " --verify_only")
 	}
-	n.mustSh("pkill -INT -x fio; while kill -0 $(cat /run/fio-live.pid) 2>/dev/null; do sleep 0.2; done")
-	if rc := strings.TrimSpace(n.mustSh("cat /run/fio-live.rc")); rc != "0" && rc != "128" {
-		t.Fatalf("background fio exit %s:\n%s", rc, n.mustSh("cat /run/fio-live.out"))
-	}
+	live.stop()
 
 	// Metrics: what the kernel reports, as a scrape shows it.
 	dirty := n.volume("db").WriteCache.DirtyBlocks
@@ -138,8 +132,7 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	n.startDaemon("--etcd-endpoints " + etcdURL)
 	n.cl("volume create db --size 256M --write-cache 64M --wait --timeout 2m")
 
-	job := liveJob("outage", "32M", 256)
-	n.mustSh("(fio --output=/run/fio.out " + job + "; echo $? > /run/fio.rc) >/dev/null 2>&1 & echo $! > /run/fio.pid")
+	live := n.startLiveWriter("outage", "32M", 256)
 
 	n.mustSh("kill -STOP $(cat /run/etcd.pid)")
 	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":false`)
@@ -154,9 +147,7 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	if after := writes(); after == before {
 		t.Fatalf("no write reached the volume during the etcd outage (%s)", after)
 	}
-	if n.sh("kill -0 $(cat /run/fio.pid)").ExitCode != 0 {
-		t.Fatalf("fio stopped during the etcd outage:\n%s", n.sh("cat /run/fio.out").Stdout)
-	}
+	live.requireRunning("during the etcd outage")
 
 	n.mustSh("kill -CONT $(cat /run/etcd.pid)")
 	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":true`)
@@ -164,8 +155,5 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	if !strings.Contains(out, "applied on vm1: writethrough") {
 		t.Fatalf("after the outage: %s", out)
 	}
-	n.mustSh("pkill -INT -x fio; while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.2; done")
-	if rc := strings.TrimSpace(n.mustSh("cat /run/fio.rc")); rc != "0" && rc != "128" {
-		t.Fatalf("fio exit %s:\n%s", rc, n.mustSh("cat /run/fio.out"))
-	}
+	live.stop()
 }

@@ -274,8 +274,7 @@ func TestFaultRAIDMember(t *testing.T) {
 	static := fioJob("/dev/mapper/tc-db", "static", "write", "48M", "16M")
 	n.fio(static + " --do_verify=1")
 	n.mustTidectl("volume flush db") // region on the HDDs before the fault
-	bg := liveJob("live", "32M", 256)
-	n.mustSh("(fio --output=/run/fio.out " + bg + "; echo $? > /run/fio.rc) >/dev/null 2>&1 & echo $! > /run/fio.pid")
+	live := n.startLiveWriter("live", "32M", 256)
 	time.Sleep(2 * time.Second)
 
 	// hdd1 fails: every I/O to it errors. Reads of the static region
@@ -312,9 +311,7 @@ func TestFaultRAIDMember(t *testing.T) {
 	if v := n.volume("db"); v.Mode != "writeback" || v.State != "active" {
 		t.Fatalf("volume on a degraded origin: %+v", v)
 	}
-	if n.sh("kill -0 $(cat /run/fio.pid)").ExitCode != 0 {
-		t.Fatalf("fio stopped when the member failed:\n%s", n.sh("cat /run/fio.out").Stdout)
-	}
+	live.requireRunning("when the member failed")
 
 	// Replace: remove the failed member, add a spare disk (mapped at the
 	// same offset as the others). The rebuild is slowed so a few scrapes
@@ -362,10 +359,7 @@ func TestFaultRAIDMember(t *testing.T) {
 		n.eventually(30*time.Second, "tidectl --etcd-endpoints "+etcdURL+" volume show db | grep -c origin_degraded || true", "0")
 	}
 
-	n.mustSh("pkill -INT -x fio; while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.2; done")
-	if rc := strings.TrimSpace(n.mustSh("cat /run/fio.rc")); (rc != "0" && rc != "128") || !strings.Contains(n.mustSh("cat /run/fio.out"), "err= 0") {
-		t.Fatalf("fio exit %s:\n%s", rc, n.mustSh("cat /run/fio.out"))
-	}
+	live.stop()
 	n.fio(static + " --verify_only")
 	n.mustTidectl("volume flush db")
 	// The array's copies agree after the rebuild.

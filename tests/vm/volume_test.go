@@ -39,6 +39,65 @@ func liveJob(name, size string, backlog int) string {
 		fmt.Sprintf(" --verify_backlog=%d --serialize_overlap=1 --time_based --runtime=600", backlog)
 }
 
+// liveWriter is a liveJob running in the background in the VM. Its
+// report, exit code and pid are files under /run.
+type liveWriter struct {
+	n    *node
+	name string
+}
+
+// startLiveWriter starts liveJob(name, size, backlog) in the background.
+func (n *node) startLiveWriter(name, size string, backlog int) *liveWriter {
+	n.t.Helper()
+	w := &liveWriter{n: n, name: name}
+	n.mustSh(fmt.Sprintf("(fio --output=%s %s; echo $? > %s) >/dev/null 2>&1 & echo $! > %s",
+		w.file("out"), liveJob(name, size, backlog), w.file("rc"), w.file("pid")))
+	return w
+}
+
+func (w *liveWriter) file(ext string) string { return "/run/fio-" + w.name + "." + ext }
+
+// requireRunning fails the test if the writer has stopped: only a
+// verification mismatch or an I/O error ends it before its ten minutes.
+// when says what the test was doing ("during the switch to writeback").
+func (w *liveWriter) requireRunning(when string) {
+	w.n.t.Helper()
+	if w.n.sh("kill -0 $(cat "+w.file("pid")+")").ExitCode == 0 {
+		return
+	}
+	w.n.t.Fatalf("background fio %s stopped %s (exit %s); what it reported:\n%s\nkernel log:\n%s",
+		w.name, when, strings.TrimSpace(w.n.sh("cat "+w.file("rc")).Stdout),
+		fioErrors(w.n.sh("cat "+w.file("out")).Stdout), w.n.sh("dmesg | tail -40").Stdout)
+}
+
+// stop interrupts the writer and fails the test unless it ended cleanly:
+// on SIGINT fio ends its job, prints its report and exits 0 or 128; a
+// verification failure would have ended it earlier (verify_fatal), with a
+// non-zero err= in the report.
+func (w *liveWriter) stop() {
+	w.n.t.Helper()
+	w.n.mustSh("pkill -INT -x fio; while kill -0 $(cat " + w.file("pid") + ") 2>/dev/null; do sleep 0.2; done")
+	rc := strings.TrimSpace(w.n.mustSh("cat " + w.file("rc")))
+	out := w.n.mustSh("cat " + w.file("out"))
+	if (rc != "0" && rc != "128") || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
+		w.n.t.Fatalf("background fio %s exit %s; what it reported:\n%s\nkernel log:\n%s", w.name, rc, fioErrors(out), w.n.sh("dmesg | tail -40").Stdout)
+	}
+}
+
+// fioErrors keeps, of an fio report, its first lines (the job and its
+// error, if it stopped on one) and every line about an error or a
+// verification, without the per-disk statistics that end it.
+func fioErrors(report string) string {
+	var keep []string
+	for i, l := range strings.Split(report, "\n") {
+		low := strings.ToLower(l)
+		if i < 8 || strings.Contains(low, "err") || strings.Contains(low, "verify") || strings.Contains(low, "fio:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
 // TestVolumeLifecycle creates a pool and a volume, writes with fio and reads
 // it back verified through the cache, flushes to zero dirty blocks, proves
 // the data reached the origin by verifying the origin extent directly, then
@@ -131,8 +190,7 @@ func TestLiveModeChanges(t *testing.T) {
 	n.fio(static + " --do_verify=1")
 
 	// Background writer with continuous verification of what it wrote.
-	bg := liveJob("live", "48M", 512)
-	n.mustSh("(fio --output=/run/fio-live.out " + bg + "; echo $? > /run/fio-live.rc) >/dev/null 2>&1 & echo $! > /run/fio-live.pid")
+	live := n.startLiveWriter("live", "48M", 512)
 	time.Sleep(3 * time.Second)
 
 	steps := []struct {
@@ -157,41 +215,16 @@ func TestLiveModeChanges(t *testing.T) {
 		if got := n.dmDevices(); !slices.Equal(got, s.devices) {
 			t.Fatalf("mode %s: devices %v, want %v", s.mode, got, s.devices)
 		}
-		if n.sh("kill -0 $(cat /run/fio-live.pid)").ExitCode != 0 {
-			t.Fatalf("background fio died during the switch to %s (exit %s); what it reported:\n%s\nkernel log:\n%s",
-				s.mode, n.sh("cat /run/fio-live.rc").Stdout, fioErrors(n.sh("cat /run/fio-live.out").Stdout), n.sh("dmesg | tail -40").Stdout)
-		}
+		live.requireRunning("during the switch to " + s.mode)
 		n.fio(static + " --verify_only")
 		time.Sleep(2 * time.Second)
 	}
-	// Stop the writer: on SIGINT fio ends its jobs, prints its report and
-	// exits 128; a verification failure would have ended it earlier
-	// (verify_fatal) with a non-zero err= in the report.
-	n.mustSh("pkill -INT -x fio; while kill -0 $(cat /run/fio-live.pid) 2>/dev/null; do sleep 0.2; done")
-	rc := strings.TrimSpace(n.mustSh("cat /run/fio-live.rc"))
-	out := n.mustSh("cat /run/fio-live.out")
-	if (rc != "0" && rc != "128") || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
-		t.Fatalf("background fio exit %s; what it reported:\n%s\nkernel log:\n%s", rc, fioErrors(out), n.sh("dmesg | tail -40").Stdout)
-	}
+	live.stop()
 	// After a flush and a switch to passthrough, the static region is
 	// read from the origin alone.
 	n.mustTidectl("volume flush db")
 	n.mustTidectl("volume set-mode db passthrough")
 	n.fio(static + " --verify_only")
-}
-
-// fioErrors keeps, of an fio report, its first lines (the job and its
-// error, if it stopped on one) and every line about an error or a
-// verification, without the per-disk statistics that end it.
-func fioErrors(report string) string {
-	var keep []string
-	for i, l := range strings.Split(report, "\n") {
-		low := strings.ToLower(l)
-		if i < 8 || strings.Contains(low, "err") || strings.Contains(low, "verify") || strings.Contains(low, "fio:") {
-			keep = append(keep, l)
-		}
-	}
-	return strings.Join(keep, "\n")
 }
 
 // TestDriftCheckRepair changes a volume's top table behind tidecache's back
