@@ -369,10 +369,11 @@ func (n *node) crashCheckOne(w *crashWorkload, cycle int, acks string) crashChec
 	return r
 }
 
+// tailLines returns the last k lines of s, without its final newline.
 func tailLines(s string, k int) string {
-	lines := strings.SplitAfter(s, "\n")
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > k {
 		lines = lines[len(lines)-k:]
 	}
-	return strings.Join(lines, "")
+	return strings.Join(lines, "\n")
 }

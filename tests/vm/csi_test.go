@@ -100,7 +100,7 @@ func TestCSISanity(t *testing.T) {
 	}
 	n.mustSh("kill -TERM $(cat /run/csi.pid); for i in $(seq 50); do kill -0 $(cat /run/csi.pid) 2>/dev/null || exit 0; sleep 0.2; done; exit 1")
 	if log := n.mustSh("cat /run/csi.log"); !strings.Contains(log, "msg=stopped") {
-		t.Errorf("driver did not log a clean stop after SIGTERM:\n%s", tail(log, 20))
+		t.Errorf("driver did not log a clean stop after SIGTERM:\n%s", tailLines(log, 20))
 	}
 }
 
@@ -123,11 +123,11 @@ func (n *node) csiSanity(what, params string, size int64, access, focus string) 
 	out := n.sh("cat /run/csi-sanity.out").Stdout
 	if res.ExitCode != 0 {
 		n.t.Fatalf("csi-sanity (%s) exit %d; its failures:\n%s\ndriver log tail:\n%s\ndaemon log tail:\n%s\ncsi-sanity's output, tail:\n%s",
-			what, res.ExitCode, ginkgoFailures(out), n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout, tail(out, 100))
+			what, res.ExitCode, ginkgoFailures(out), n.sh("tail -40 /run/csi.log").Stdout, n.sh("tail -40 /run/daemon.log").Stdout, tailLines(out, 100))
 	}
 	summary := regexp.MustCompile(`Ran (\d+) of (\d+) Specs.*\n.*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`).FindStringSubmatch(out)
 	if summary == nil {
-		n.t.Fatalf("csi-sanity (%s): no ginkgo summary in its output:\n%s", what, tail(out, 60))
+		n.t.Fatalf("csi-sanity (%s): no ginkgo summary in its output:\n%s", what, tailLines(out, 60))
 	}
 	return summary
 }
@@ -199,13 +199,4 @@ type junitReport struct {
 			} `xml:"skipped"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -65,9 +65,8 @@ func (w *liveWriter) requireRunning(when string) {
 	if w.n.sh("kill -0 $(cat "+w.file("pid")+")").ExitCode == 0 {
 		return
 	}
-	w.n.t.Fatalf("background fio %s stopped %s (exit %s); what it reported:\n%s\nkernel log:\n%s",
-		w.name, when, strings.TrimSpace(w.n.sh("cat "+w.file("rc")).Stdout),
-		fioErrors(w.n.sh("cat "+w.file("out")).Stdout), w.n.sh("dmesg | tail -40").Stdout)
+	w.n.t.Fatalf("background fio %s stopped %s (exit %s)%s", w.name, when,
+		strings.TrimSpace(w.n.sh("cat "+w.file("rc")).Stdout), w.evidence(w.n.sh("cat "+w.file("out")).Stdout))
 }
 
 // stop interrupts the writer and fails the test unless it ended cleanly:
@@ -80,8 +79,14 @@ func (w *liveWriter) stop() {
 	rc := strings.TrimSpace(w.n.mustSh("cat " + w.file("rc")))
 	out := w.n.mustSh("cat " + w.file("out"))
 	if (rc != "0" && rc != "128") || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
-		w.n.t.Fatalf("background fio %s exit %s; what it reported:\n%s\nkernel log:\n%s", w.name, rc, fioErrors(out), w.n.sh("dmesg | tail -40").Stdout)
+		w.n.t.Fatalf("background fio %s exit %s%s", w.name, rc, w.evidence(out))
 	}
+}
+
+// evidence is what a failure of the writer shows: the error lines of its
+// report and the end of the guest kernel log.
+func (w *liveWriter) evidence(report string) string {
+	return "; what it reported:\n" + fioErrors(report) + "\nkernel log:\n" + w.n.sh("dmesg | tail -40").Stdout
 }
 
 // fioErrors keeps, of an fio report, its first lines (the job and its
