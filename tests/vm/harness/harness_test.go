@@ -60,7 +60,7 @@ func TestHarnessBoot(t *testing.T) {
 	if out := v.MustRun(t, `test "$DM_DISABLE_UDEV" = 1 && hostname`); strings.TrimSpace(out) != "boot" {
 		t.Errorf("hostname %q", out)
 	}
-	v.MustRun(t, "test -d /sys/kernel/config/nvmet && test -e /dev/fd/0")
+	v.MustRun(t, "modprobe nvmet && test -d /sys/kernel/config/nvmet && test -e /dev/fd/0")
 	// Guest programs get a scratch tmpfs as TMPDIR; /tmp stays the host's, so
 	// a file the host makes there after boot (a checkout under /tmp) is seen.
 	v.MustRun(t, `test "$TMPDIR" = `+ScratchDir+` && mount | grep -q ' `+ScratchDir+` type tmpfs' && ! mount | grep -q ' /tmp type '`)
@@ -282,4 +282,82 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// TestHarnessHostIOError gives the guest disks whose host side fails
+// (qemu's blkdebug): a failure that clears is retried while the guest is
+// paused, so the guest's writes succeed and read back; one that does not
+// clear stops the VM with ErrHostIO naming the image and the host's reason.
+func TestHarnessHostIOError(t *testing.T) {
+	requireHost(t)
+	dir := TestDir(t)
+	rules := func(name, errno string, once bool) string {
+		p := filepath.Join(dir, name)
+		conf := fmt.Sprintf("[inject-error]\nevent = \"pwritev\"\nerrno = %q\nonce = %q\n", errno, map[bool]string{true: "on", false: "off"}[once])
+		if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write := func(v *VM, disk string) (Result, error) {
+		return v.Run(t.Context(), "head -c 1048576 /dev/urandom > "+ScratchDir+"/p && "+
+			"dd if="+ScratchDir+"/p of="+disk+" bs=64k oflag=direct conv=fsync status=none && "+
+			"cmp "+ScratchDir+"/p "+disk+" -n 1048576")
+	}
+
+	t.Run("cleared: retried", func(t *testing.T) {
+		v := MustBoot(t, Config{Name: "hostio", Dir: dir, Disks: []Disk{
+			{Path: filepath.Join(dir, "eio.img"), Size: 16 << 20, HostFaults: rules("eio.conf", "5", true)},
+			{Path: filepath.Join(dir, "full.img"), Size: 16 << 20, HostFaults: rules("full.conf", "28", true)},
+		}})
+		for _, disk := range []string{"/dev/vda", "/dev/vdb"} {
+			res, err := write(v, disk)
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("write %s: %v, exit %d: %s", disk, err, res.ExitCode, res.Stderr)
+			}
+		}
+		got := v.HostIOErrors()
+		want := []struct {
+			disk, reason string
+			nospace      bool
+		}{{"vda", "Input/output error", false}, {"vdb", "No space left on device", true}}
+		if len(got) != len(want) {
+			t.Fatalf("host I/O errors %v, want one on each disk", got)
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Disk != w.disk || g.Operation != "write" || g.Reason != w.reason || g.NoSpace != w.nospace || g.Path != v.Config().Disks[i].Path {
+				t.Errorf("host I/O error %d: %+v, want a write of %s, %q, nospace %v", i, g, w.disk, w.reason, w.nospace)
+			}
+		}
+		if out := v.MustRun(t, "dmesg"); strings.Contains(out, "I/O error") {
+			t.Errorf("the guest saw an I/O error:\n%s", out)
+		}
+	})
+
+	t.Run("lasting: VM stopped", func(t *testing.T) {
+		img := filepath.Join(dir, "dead.img")
+		v := MustBoot(t, Config{Name: "hostio-dead", Dir: dir, HostIOErrorWait: 3 * time.Second, Disks: []Disk{
+			{Path: img, Size: 16 << 20, HostFaults: rules("dead.conf", "5", false)},
+		}})
+		start := time.Now()
+		_, err := write(v, "/dev/vda")
+		if !errors.Is(err, ErrHostIO) {
+			t.Fatalf("write to a disk whose host side keeps failing: %v, want ErrHostIO", err)
+		}
+		for _, want := range []string{"write of vda (" + img + ") failed on the host: Input/output error", "not the guest"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q: %v", want, err)
+			}
+		}
+		if d := time.Since(start); d < 3*time.Second || d > 30*time.Second {
+			t.Errorf("stopped after %v, want about HostIOErrorWait (3 s)", d)
+		}
+		select {
+		case <-v.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("qemu still running after the VM was stopped")
+		}
+		t.Logf("%v", err)
+	})
 }

@@ -23,6 +23,7 @@ type launch struct {
 	consoleLog string // ttyS0
 	ackLog     string // ttyS1
 	ctlSocket  string // virtio-serial control channel, qemu is the server
+	qmpSocket  string // QMP, for the host I/O errors of disks (hostio.go)
 	disks      []Disk
 	netConnect string // address of the VM's network link (see network.go)
 	mac        string
@@ -47,9 +48,17 @@ func (l launch) qemuArgs() []string {
 		"-device", "virtio-serial-pci,id=vser",
 		"-chardev", "socket,id=ctl,path=" + qemuEscape(l.ctlSocket) + ",server=on,wait=off",
 		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + wire.PortName,
+		"-qmp", "unix:" + qemuEscape(l.qmpSocket) + ",server=on,wait=off",
 	}
-	for _, d := range l.disks {
-		drive := "file=" + qemuEscape(d.Path) + ",if=virtio,format=raw,cache=none"
+	for i, d := range l.disks {
+		file := qemuEscape(d.Path)
+		if d.HostFaults != "" {
+			file = "blkdebug:" + qemuEscape(d.HostFaults) + ":" + file
+		}
+		// A host error pauses the guest instead of failing its request
+		// (see hostio.go); the id names the disk in qemu's events.
+		drive := "file=" + file + ",id=disk" + strconv.Itoa(i) +
+			",if=virtio,format=raw,cache=none,werror=stop,rerror=stop"
 		if d.IOPSLimit > 0 {
 			drive += ",throttling.iops-total=" + strconv.FormatInt(d.IOPSLimit, 10)
 		}

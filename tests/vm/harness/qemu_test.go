@@ -4,16 +4,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQemuArgs(t *testing.T) {
 	l := launch{
 		name: "n1", kernel: "/k", initrd: "/i", appendLine: "console=ttyS0",
 		cpus: 2, memoryMiB: 1024,
-		consoleLog: "/s/console.log", ackLog: "/s/a,b.log", ctlSocket: "/t/ctl.sock",
+		consoleLog: "/s/console.log", ackLog: "/s/a,b.log", ctlSocket: "/t/ctl.sock", qmpSocket: "/t/qmp.sock",
 		disks: []Disk{
 			{Path: "/d/ssd.img"},
 			{Path: "/d/hdd,0.img", IOPSLimit: 150, BpsLimit: 200 << 20},
+			{Path: "/d/bad.img", HostFaults: "/d/bad,rules"},
 		},
 		netConnect: "127.0.0.1:5555", mac: "52:54:00:00:00:01",
 	}
@@ -27,8 +29,12 @@ func TestQemuArgs(t *testing.T) {
 		"-chardev file,id=ack,path=/s/a,,b.log -serial chardev:ack",
 		"-chardev socket,id=ctl,path=/t/ctl.sock,server=on,wait=off",
 		"-device virtserialport,bus=vser.0,chardev=ctl,name=tc.ctl",
-		"-drive file=/d/ssd.img,if=virtio,format=raw,cache=none -drive",
-		"-drive file=/d/hdd,,0.img,if=virtio,format=raw,cache=none,throttling.iops-total=150,throttling.bps-total=209715200",
+		"-qmp unix:/t/qmp.sock,server=on,wait=off",
+		// Host errors pause the guest (hostio.go), and the ids name the
+		// disks in qemu's events.
+		"-drive file=/d/ssd.img,id=disk0,if=virtio,format=raw,cache=none,werror=stop,rerror=stop -drive",
+		"-drive file=/d/hdd,,0.img,id=disk1,if=virtio,format=raw,cache=none,werror=stop,rerror=stop,throttling.iops-total=150,throttling.bps-total=209715200",
+		"-drive file=blkdebug:/d/bad,,rules:/d/bad.img,id=disk2,",
 		"-netdev socket,id=net0,connect=127.0.0.1:5555 -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:01",
 	} {
 		if !strings.Contains(joined, want) {
@@ -104,7 +110,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Name != "vm" || cfg.MemoryMiB != 2048 || cfg.CPUs != 2 || cfg.Logger == nil {
+	if cfg.Name != "vm" || cfg.MemoryMiB != 2048 || cfg.CPUs != 2 || cfg.Logger == nil || cfg.HostIOErrorWait != time.Minute {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if !strings.HasPrefix(cfg.Disks[0].Path, "/") {
@@ -117,6 +123,8 @@ func TestConfigDefaults(t *testing.T) {
 		{MemoryMiB: 100},
 		{Disks: []Disk{{}}},
 		{Disks: []Disk{{Path: "x", Size: -1}}},
+		{Disks: []Disk{{Path: "x", HostFaults: "a:b"}}},
+		{Disks: []Disk{{Path: "x:y", HostFaults: "r"}}},
 		{Network: &Network{Addr: "10.0.0.1", Listen: "127.0.0.1:1"}},
 		{Network: &Network{Addr: "10.0.0.1/24"}},
 		{Network: &Network{Addr: "10.0.0.1/24", Listen: "127.0.0.1:1", Connect: "127.0.0.1:1"}},

@@ -53,6 +53,11 @@ type Disk struct {
 	// throttling.iops-total / bps-total, reads and writes together); 0 is
 	// no limit. Use IOPSLimit to make an emulated HDD behave like a spindle.
 	IOPSLimit, BpsLimit int64
+	// HostFaults is a qemu blkdebug rules file: errors the host's side of
+	// this disk returns, for the harness's own tests of host I/O errors
+	// (see Config.HostIOErrorWait). Guest-visible disk faults belong in the
+	// guest (dm-flakey, dm-error), not here.
+	HostFaults string
 }
 
 // Network joins the guest's eth0 to other VMs through TCP on the host's
@@ -91,6 +96,11 @@ type Config struct {
 	// 1 and udev, on a root that survives reboots; nil boots the bare
 	// agent.
 	Systemd *SystemdBoot
+	// HostIOErrorWait is how long an I/O error of the host's own disk
+	// under a guest disk may last: qemu pauses the guest on such an error
+	// and the harness resumes it to retry (hostio.go); an error that lasts
+	// longer ends the VM, and calls on it fail with ErrHostIO. Default 60 s.
+	HostIOErrorWait time.Duration
 }
 
 // SystemdBoot makes a VM boot like a server. The initramfs mounts the
@@ -157,6 +167,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.CPUs == 0 {
 		cfg.CPUs = 2
 	}
+	if cfg.HostIOErrorWait == 0 {
+		cfg.HostIOErrorWait = defaultHostIOErrorWait
+	}
 	if cfg.MemoryMiB < 256 || cfg.CPUs < 1 {
 		return cfg, fmt.Errorf("vm %s: want MemoryMiB >= 256 and CPUs >= 1, got %d and %d", cfg.Name, cfg.MemoryMiB, cfg.CPUs)
 	}
@@ -180,6 +193,15 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, err
 		}
 		d.Path = abs
+		if d.HostFaults != "" {
+			if d.HostFaults, err = filepath.Abs(d.HostFaults); err != nil {
+				return cfg, err
+			}
+			// blkdebug:<rules>:<image> splits on colons.
+			if strings.Contains(d.HostFaults, ":") || strings.Contains(d.Path, ":") {
+				return cfg, fmt.Errorf("vm %s: Disks[%d]: a disk with HostFaults cannot have a colon in its paths", cfg.Name, i)
+			}
+		}
 		if d.Size < 0 || d.IOPSLimit < 0 || d.BpsLimit < 0 {
 			return cfg, fmt.Errorf("vm %s: Disks[%d]: negative size or limit", cfg.Name, i)
 		}
@@ -264,6 +286,9 @@ type VM struct {
 	pending map[uint64]chan wire.Response
 	broken  chan struct{} // closed when the control channel is gone
 	connErr error         // why, valid after broken
+
+	host      *hostWatch // the host's disk errors, see hostio.go
+	hostFault error      // set before the harness stops a VM whose host disk failed
 }
 
 // Boot starts a VM and returns once its agent answers. ctx bounds the life
@@ -367,6 +392,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 		consoleLog: v.console,
 		ackLog:     v.acks,
 		ctlSocket:  filepath.Join(sockDir, "ctl.sock"),
+		qmpSocket:  filepath.Join(sockDir, "qmp.sock"),
 		disks:      disks,
 	}
 	if cfg.Network != nil {
@@ -487,7 +513,7 @@ func (v *VM) start(ctx context.Context, l launch) error {
 		conn, err := net.Dial("unix", l.ctlSocket)
 		if err == nil {
 			v.conn = conn
-			return nil
+			break
 		}
 		select {
 		case <-done:
@@ -498,6 +524,17 @@ func (v *VM) start(ctx context.Context, l launch) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	v.host = &hostWatch{log: v.log, disks: l.disks, wait: v.cfg.HostIOErrorWait, stop: func(err error) {
+		v.mu.Lock()
+		v.hostFault = err
+		v.mu.Unlock()
+		cmd.Process.Kill()
+	}}
+	if err := v.host.connectQMP(ctx, l.qmpSocket, done); err != nil {
+		v.Kill()
+		return err
+	}
+	return nil
 }
 
 // ping waits for the agent's first answer, or qemu's exit.
@@ -599,7 +636,9 @@ func (v *VM) closeChannel(err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.connErr == nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		if v.hostFault != nil {
+			err = v.hostFault
+		} else if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 			err = errors.New("control channel closed (qemu exited)")
 		}
 		v.connErr = err
@@ -756,6 +795,16 @@ func (v *VM) Shutdown(ctx context.Context) error {
 		v.Kill()
 		return fmt.Errorf("vm %s: shutdown: killed qemu: %w", v.cfg.Name, ctx.Err())
 	}
+}
+
+// HostIOErrors returns the I/O errors of the host's disk under the guest's
+// disks so far (see Config.HostIOErrorWait); the guest saw none of them
+// unless the VM was stopped with ErrHostIO.
+func (v *VM) HostIOErrors() []HostIOError {
+	if v.host == nil {
+		return nil
+	}
+	return v.host.errors()
 }
 
 // Done is closed when qemu has exited (power-off, panic, Kill).
