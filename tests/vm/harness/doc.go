@@ -48,7 +48,10 @@
 // Errors callers should expect: ErrUnavailable from Available (and Boot)
 // when a host package is missing; Boot errors carry the console tail; Run
 // and Exec return an error only when the command could not be run to its
-// end (transport failure, qemu gone, ctx done), never for a non-zero exit.
+// end (transport failure, qemu gone, ctx done), never for a non-zero exit;
+// ErrHostIO among them when the test machine's own disk kept failing under
+// a guest disk (a passing failure is retried, unseen by the guest: see
+// Config.HostIOErrorWait).
 //
 // Environment: TIDECACHE_VM_CACHE (cache directory), TIDECACHE_VM_KERNEL
 // (guest kernel version or vmlinuz path).

@@ -123,6 +123,7 @@ func TestConfigDefaults(t *testing.T) {
 		{MemoryMiB: 100},
 		{Disks: []Disk{{}}},
 		{Disks: []Disk{{Path: "x", Size: -1}}},
+		{HostIOErrorWait: -time.Second},
 		{Disks: []Disk{{Path: "x", HostFaults: "a:b"}}},
 		{Disks: []Disk{{Path: "x:y", HostFaults: "r"}}},
 		{Network: &Network{Addr: "10.0.0.1", Listen: "127.0.0.1:1"}},

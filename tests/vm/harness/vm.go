@@ -173,6 +173,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MemoryMiB < 256 || cfg.CPUs < 1 {
 		return cfg, fmt.Errorf("vm %s: want MemoryMiB >= 256 and CPUs >= 1, got %d and %d", cfg.Name, cfg.MemoryMiB, cfg.CPUs)
 	}
+	if cfg.HostIOErrorWait < 0 {
+		return cfg, fmt.Errorf("vm %s: negative HostIOErrorWait %v", cfg.Name, cfg.HostIOErrorWait)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
