@@ -413,7 +413,7 @@ func (b *Bed) RawSSD() string {
 }
 
 // guestDisk is the i-th virtio disk: /dev/vda, /dev/vdb...
-func guestDisk(i int) string { return "/dev/vd" + string(rune('a'+i)) }
+func guestDisk(i int) string { return "/dev/" + harness.GuestDiskName(i) }
 
 // Run runs argv in the guest (tidectl and tidecached by their bare names)
 // and returns its stdout. A command that fails is an error carrying its

@@ -60,7 +60,7 @@ func hubAddr(t testing.TB) string {
 }
 
 // diskName returns the guest device of the i-th disk: /dev/vda, /dev/vdb...
-func diskName(i int) string { return "/dev/vd" + string(rune('a'+i)) }
+func diskName(i int) string { return "/dev/" + harness.GuestDiskName(i) }
 
 func (s nodeSpec) disks(dir string) []harness.Disk {
 	var out []harness.Disk

@@ -149,7 +149,7 @@ func parseBlockIOError(e qmp.Event, disks []Disk) HostIOError {
 	h.NoSpace, _ = e.Data["nospace"].(bool)
 	var i int
 	if _, err := fmt.Sscanf(h.Disk, "disk%d", &i); err == nil && i >= 0 && i < len(disks) {
-		h.Disk, h.Path = guestDiskName(i), disks[i].Path
+		h.Disk, h.Path = GuestDiskName(i), disks[i].Path
 	}
 	if h.Reason == "" && h.NoSpace {
 		h.Reason = syscall.ENOSPC.Error()
@@ -157,8 +157,10 @@ func parseBlockIOError(e qmp.Event, disks []Disk) HostIOError {
 	return h
 }
 
-// guestDiskName is the guest's name of the i-th virtio disk.
-func guestDiskName(i int) string {
+// GuestDiskName is the kernel's name for the guest's i-th disk (0-based,
+// in Config order, the root disk of a systemd boot last): vda ... vdz,
+// vdaa ...
+func GuestDiskName(i int) string {
 	name := ""
 	for i++; i > 0; i = (i - 1) / 26 {
 		name = string(rune('a'+(i-1)%26)) + name

@@ -10,7 +10,7 @@ import (
 func TestParseBlockIOError(t *testing.T) {
 	disks := make([]Disk, 28)
 	for i := range disks {
-		disks[i].Path = "/img/" + guestDiskName(i)
+		disks[i].Path = "/img/" + GuestDiskName(i)
 	}
 	for _, tc := range []struct {
 		name string
@@ -48,7 +48,7 @@ func TestParseBlockIOError(t *testing.T) {
 
 func TestGuestDiskName(t *testing.T) {
 	for i, want := range map[int]string{0: "vda", 1: "vdb", 25: "vdz", 26: "vdaa", 27: "vdab", 51: "vdaz", 52: "vdba"} {
-		if got := guestDiskName(i); got != want {
+		if got := GuestDiskName(i); got != want {
 			t.Errorf("disk %d: %s, want %s", i, got, want)
 		}
 	}

@@ -106,7 +106,7 @@ func kernelAppend(cfg Config, agent string, modules ...string) (string, error) {
 			return "", fmt.Errorf("a systemd boot takes one disk after Config.Disks: at most 25 of them, got %d", len(cfg.Disks))
 		}
 		// The root disk comes after Config.Disks.
-		parts = append(parts, wire.ParamRoot+"=vd"+string(rune('a'+len(cfg.Disks))),
+		parts = append(parts, wire.ParamRoot+"="+GuestDiskName(len(cfg.Disks)),
 			"systemd.show_status=error")
 		for _, u := range cfg.Systemd.Mask {
 			parts = append(parts, "systemd.mask="+u)
