@@ -268,6 +268,11 @@ type VolumeStatus struct {
 	// the volume's layout says: the node a replica moved away from keeps
 	// its copy until the owner reports another peer here.
 	PeerNode string `json:"peerNode,omitempty"`
+	// WritebackJobs is the write tier's bound on write-back I/Os in flight
+	// (dm-writecache writeback_jobs) and WritebackLimitReason who chose it
+	// and why (the volume's tuning, the node's, or the origin array).
+	WritebackJobs        uint64 `json:"writebackJobs,omitempty"`
+	WritebackLimitReason string `json:"writebackLimitReason,omitempty"`
 	// Alerts are raised conditions in words ("SSD wear 92% >= 90%").
 	Alerts    []string  `json:"alerts,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/writeback"
 )
 
 func TestParseSize(t *testing.T) {
@@ -238,6 +239,7 @@ func TestPrintVolume(t *testing.T) {
 		Tuning: &pool.Tuning{HighWatermark: &hi, AutocommitTimeMs: &ac}, State: "inactive"}
 	plain := tuned
 	plain.Tuning, plain.ReadCacheBytes, plain.ReadBlockSize = nil, 0, 0
+	plain.WritebackLimit = &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin, Reason: "md127 is raid10 of 4 rotating disks"}
 	cases := []struct {
 		name   string
 		v      engine.VolumeInfo
@@ -248,7 +250,8 @@ func TestPrintVolume(t *testing.T) {
 			"  tuning:     high watermark 30%, autocommit 100 ms (others: node defaults)\n",
 			"Read cache:   512MiB, block size 256KiB\n",
 		}, nil},
-		{"node defaults, no read tier", plain, []string{"  tuning:     node defaults\n"}, []string{"Read cache"}},
+		{"node defaults, no read tier", plain, []string{"  tuning:     node defaults\n",
+			"  write-back: at most 16 blocks in flight to the HDDs (origin: md127 is raid10 of 4 rotating disks)\n"}, []string{"Read cache"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,7 +56,11 @@ type Volume struct {
 	FUAWindow   bool         `json:"fua_window"`
 	LegacyStack bool         `json:"legacy_stack,omitempty"`
 	Tuning      *pool.Tuning `json:"tuning,omitempty"`
-	Alerts      []string     `json:"alerts,omitempty"`
+	// WritebackJobs bounds the write tier's write-back I/Os in flight;
+	// WritebackLimitReason says who chose the bound and why.
+	WritebackJobs        uint64   `json:"writeback_jobs,omitempty"`
+	WritebackLimitReason string   `json:"writeback_limit_reason,omitempty"`
+	Alerts               []string `json:"alerts,omitempty"`
 	// Protection is none, local (write cache mirrored on two SSDs) or
 	// peer (mirrored on an SSD of PeerNode, over NVMe/TCP); Mirror is
 	// dm-raid's view of the mirror where it runs.
@@ -124,6 +128,9 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
 	out.AdoptedDevice = v.AdoptedDevice
 	out.DataLoss = v.DataLoss
+	if l := v.WritebackLimit; l != nil {
+		out.WritebackJobs, out.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
+	}
 	out.FailedOverFrom = v.FailedOverFrom
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
@@ -160,6 +167,7 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 	out.DirtyBlocks, out.DirtyBytes = st.DirtyBlocks, st.DirtyBytes
 	out.ReadHitRatio, out.WriteHitRatio = st.ReadHitRatio, st.WriteHitRatio
 	out.Alerts = st.Alerts
+	out.WritebackJobs, out.WritebackLimitReason = st.WritebackJobs, st.WritebackLimitReason
 	out.Protection = cmp.Or(st.Protection, out.Protection)
 	if st.MirrorHealth != "" {
 		out.Mirror = &Mirror{Health: st.MirrorHealth, Copies: st.MirrorCopies, Degraded: st.MirrorCopies < len(st.MirrorHealth)}

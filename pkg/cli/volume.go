@@ -375,6 +375,9 @@ func printVolume(g *Globals, v Volume) error {
 	if v.WriteCacheBytes > 0 || !v.Tuning.Empty() {
 		fmt.Fprintf(w, "  tuning:     %s\n", formatTuning(v.Tuning))
 	}
+	if v.WritebackJobs > 0 {
+		fmt.Fprintf(w, "  write-back: at most %d blocks in flight to the HDDs (%s)\n", v.WritebackJobs, v.WritebackLimitReason)
+	}
 	if wc := v.WriteCache; wc != nil {
 		fmt.Fprintf(w, "  dirty:      %d blocks (%s), %.1f%% of cache, %d under writeback\n", wc.DirtyBlocks, size(wc.DirtyBytes), wc.UsedPercent, wc.WritebackBlocks)
 		fmt.Fprintf(w, "  reads:      %d, hits %d (%s)\n", wc.Reads, wc.ReadHits, percent(wc.ReadHitRatio))

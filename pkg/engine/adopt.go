@@ -119,7 +119,7 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 		e.log.Warn("adopted device keeps its /dev/disk links", "volume", name, "device", dev.Path, "err", err)
 	}
 	e.log.Info("device adopted", "volume", name, "pool", p.Layout.Name, "device", adopted.String(), "mode", v.Mode, "top", st.Top().Path())
-	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+	return e.volumeInfo(ctx, p, v), nil
 }
 
 // checkAdoptable refuses a device that tidecache owns (a pool's SSD or

@@ -215,7 +215,7 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 		err := p.AdoptedErr[v.UUID]
 		var st stack.Stack
 		if err == nil {
-			st, err = stack.Build(v, p.devices(origin), e.cfg.Tuning)
+			st, err = stack.Build(v, e.devices(p, origin), e.cfg.Tuning)
 		}
 		if err == nil {
 			// Legs left out miss every write from now on: record that

@@ -68,7 +68,7 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 			e.log.Warn("peer leg not attached; the mirror runs without it", "volume", name, "err", err)
 		}
 	}
-	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return nil, err
 	}

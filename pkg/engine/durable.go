@@ -168,14 +168,22 @@ func (e *Engine) migrateLegacyTop(ctx context.Context, p *poolState, v pool.Volu
 
 // upgradeStack brings a running volume whose top device is still the old
 // dm-writecache top onto the stack the layout describes (see
-// migrateLegacyTop) and reports whether it did. It does nothing for a
-// volume that is not running or already has the current stack. Every path that creates or reloads a
+// migrateLegacyTop), or whose write tier runs with other options than
+// want's (see retuneWriteTier: the write-back bound of a volume made
+// before tidecache set one), and reports whether it did. It does nothing
+// for a volume that is not running or already has the current stack. Every path that creates or reloads a
 // volume's devices calls it first: creating tc-<vol>-wtier next to a
 // writecache top would run two write tiers over one cache slice.
 func (e *Engine) upgradeStack(ctx context.Context, p *poolState, v pool.Volume, want stack.Stack, progress ProgressFunc) (bool, error) {
 	legacy, err := e.legacyTop(ctx, v.Name)
-	if err != nil || !legacy {
+	if err != nil {
 		return false, err
+	}
+	if !legacy {
+		if v.Mode != pool.ModeWriteback {
+			return false, nil
+		}
+		return e.retuneWriteTier(ctx, v, want)
 	}
 	if v.Mode != pool.ModeWriteback {
 		// The layout says the write tier is gone but the kernel still runs

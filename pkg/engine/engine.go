@@ -23,11 +23,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -191,22 +193,55 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
+	start := time.Now()
+	nextSay := start.Add(lockWaitSay)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
+			// Say who holds it, for the commands that will wait.
+			if err := f.Truncate(0); err == nil {
+				_, _ = f.WriteAt([]byte(lockHolder(time.Now())), 0)
+			}
 			return func() { f.Close() }, nil
 		}
 		if err != syscall.EWOULDBLOCK {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", e.cfg.LockPath, err)
 		}
+		if now := time.Now(); now.After(nextSay) {
+			// A flush or drain holds the lock for as long as the HDDs
+			// take: say what this command waits for instead of hanging
+			// silently.
+			holder, _ := os.ReadFile(e.cfg.LockPath)
+			e.log.Warn("waiting for the node lock: another tidectl or tidecached is changing a pool",
+				"holder", strings.TrimSpace(string(holder)), "waited", now.Sub(start).Round(time.Second))
+			nextSay = now.Add(lockWaitRepeat)
+		}
 		select {
 		case <-ctx.Done():
+			holder, _ := os.ReadFile(e.cfg.LockPath)
 			f.Close()
-			return nil, fmt.Errorf("wait for lock %s (another tidectl or tidecached is changing the pool): %w", e.cfg.LockPath, ctx.Err())
+			return nil, fmt.Errorf("wait for lock %s (held by %s): %w", e.cfg.LockPath, cmp.Or(strings.TrimSpace(string(holder)), "another tidectl or tidecached"), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// When a command waiting for the node lock first says so, and how often
+// it repeats it.
+const (
+	lockWaitSay    = time.Second
+	lockWaitRepeat = 30 * time.Second
+)
+
+// lockHolder describes this process for the lock file: its pid, command
+// line and since when it holds the lock.
+func lockHolder(since time.Time) string {
+	cmd := "unknown command"
+	if b, err := os.ReadFile("/proc/self/cmdline"); err == nil {
+		cmd = strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return fmt.Sprintf("pid %d (%s) since %s\n", os.Getpid(), cmd, since.Format(time.RFC3339))
 }
 
 // targetVersion returns the loaded version of a dm target type, reading the

@@ -108,7 +108,7 @@ func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo,
 		if err := e.activateExisting(ctx, p, *v); err != nil {
 			return VolumeInfo{}, err
 		}
-		return e.volumeInfo(ctx, p.Layout.Name, *v), nil
+		return e.volumeInfo(ctx, p, *v), nil
 	}
 	var p *poolState
 	var r *pool.Replica
@@ -163,7 +163,7 @@ func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo,
 		p.Adopted = map[string]string{}
 	}
 	p.Adopted[v.UUID] = origin.Path
-	st, err := stack.Build(v, p.devices(poolOrigin), e.cfg.Tuning)
+	st, err := stack.Build(v, e.devices(p, poolOrigin), e.cfg.Tuning)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
@@ -184,7 +184,7 @@ func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo,
 	}
 	e.log.Warn("volume taken over from its replica", "volume", req.Volume, "from", req.From, "pool", p.Layout.Name,
 		"origin", adopted.String(), "mode", v.Mode, "top", st.Top().Path())
-	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+	return e.volumeInfo(ctx, p, v), nil
 }
 
 // activateExisting brings up a volume of the layout whose devices are not
@@ -194,7 +194,7 @@ func (e *Engine) activateExisting(ctx context.Context, p *poolState, v pool.Volu
 	if err != nil {
 		return err
 	}
-	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return fmt.Errorf("volume %s: %w", v.Name, err)
 	}
@@ -342,7 +342,7 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 			if !canFailOver(v) || v.Mode != pool.ModeWriteback {
 				continue
 			}
-			info := e.volumeInfo(ctx, p.Layout.Name, v)
+			info := e.volumeInfo(ctx, p, v)
 			if info.State != api.StateActive && info.State != api.StateSuspended {
 				continue
 			}
@@ -433,7 +433,7 @@ func (e *Engine) AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg
 			return fmt.Errorf("protect volume %s: peer leg: %w", name, err)
 		}
 	}
-	st, err := stack.Build(*nv, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*nv, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return err
 	}

@@ -268,19 +268,6 @@ func TestHostDrain(t *testing.T) {
 	}
 }
 
-func TestHostFlushPhaseEndsWhenMessageReturns(t *testing.T) {
-	e, k := newHostEngine(t, 0)
-	k.SetStatusFunc(hostWTier, wcStatus(func(int, []string) wcState { return wcState{dirty: 3, writeback: 3} }))
-	done := make(chan error, 1)
-	done <- nil
-	if err := e.waitClean(context.Background(), hostVol, hostWTier, "flush", done, nil); err != nil {
-		t.Fatal(err)
-	}
-	done <- unix.EIO
-	err := e.waitClean(context.Background(), hostVol, hostWTier, "flush", done, nil)
-	checkErr(t, err, unix.EIO, "volume v1: flush")
-}
-
 // TestHostReload covers the table swap of a mode change (reload) and the
 // dirty check it runs under suspend (provenClean): whatever fails, the
 // device runs again with the table it had or the new one, and is resumed.

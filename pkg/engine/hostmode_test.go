@@ -8,9 +8,11 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +74,7 @@ func newHostPool(t *testing.T) *hostPool {
 	if err := e.writeLayout(ps, origin, l); err != nil {
 		t.Fatal(err)
 	}
-	hp := &hostPool{e: e, k: k, uuid: l.UUID, origin: origin, devs: ps.devices(origin), vol: v}
+	hp := &hostPool{e: e, k: k, uuid: l.UUID, origin: origin, devs: e.devices(ps, origin), vol: v}
 	if err := e.activate(ctx, hp.build(t, v.Mode)); err != nil {
 		t.Fatal(err)
 	}
@@ -203,35 +205,78 @@ func TestHostSetModeRollback(t *testing.T) {
 	}
 }
 
+// TestHostFlush: a flush reloads the write tier with the flushing table
+// (watermarks 0), waits until the blocks dirty at its start are written
+// back, and loads the normal table again, also when it fails or is
+// interrupted: the volume stays in writeback with its usual table.
 func TestHostFlush(t *testing.T) {
 	wtier := stack.DeviceName("db", stack.RoleWriteTier)
+	flushing := func(q dmtest.StatusQuery) bool {
+		return strings.Contains(q.Live.String(), "high_watermark 0 low_watermark 0")
+	}
 	for _, c := range []struct {
-		name    string
-		fail    *dmtest.Failure
-		wantErr error
+		name string
+		// status of the write tier: dirty blocks and allocations since the
+		// table was loaded, from the status read and the table.
+		status   func(n int, q dmtest.StatusQuery) (dirty, allocated uint64)
+		fail     *dmtest.Failure
+		cancel   bool // cancel the context after the flush started
+		wantErr  error
+		wantText string
+		wantLeft uint64
 	}{
-		{name: "written back"},
-		{name: "flush message fails", fail: &dmtest.Failure{Op: dmtest.OpMessage, Device: wtier, Errno: unix.EIO}, wantErr: unix.EIO},
+		{name: "written back", status: func(n int, q dmtest.StatusQuery) (uint64, uint64) {
+			if flushing(q) {
+				return uint64(max(10-4*n, 0)), 0
+			}
+			return 10, 0
+		}},
+		{name: "new writes keep coming: done when the first 10 are written", status: func(n int, q dmtest.StatusQuery) (uint64, uint64) {
+			if flushing(q) {
+				// 3 new blocks per poll, 7 written back: 10 written by the
+				// second poll, with 6 new ones dirty.
+				return uint64(max(10-4*n, 6)), uint64(3 * n)
+			}
+			return 10, 0
+		}, wantLeft: 6},
+		{name: "interrupted", cancel: true, status: func(n int, q dmtest.StatusQuery) (uint64, uint64) { return 10, 0 },
+			wantErr: context.Canceled, wantText: "flush interrupted with 10 of 10 blocks still to write back"},
+		{name: "flushing table refused", fail: &dmtest.Failure{Op: dmtest.OpLoad, Device: wtier, Errno: unix.EINVAL},
+			status: func(n int, q dmtest.StatusQuery) (uint64, uint64) { return 10, 0 }, wantErr: unix.EINVAL, wantText: "start flush"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hp := newHostPool(t)
-			hp.k.SetStatusFunc(wtier, wcStatus(func(_ int, msgs []string) wcState {
-				if slices.Contains(msgs, "flush") {
-					return wcState{}
+			normal, _ := hp.build(t, pool.ModeWriteback).Find(stack.RoleWriteTier)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			reads := 0
+			hp.k.SetStatusFunc(wtier, func(q dmtest.StatusQuery) (string, error) {
+				if flushing(q) {
+					reads++
+					if c.cancel && reads == 2 {
+						cancel()
+					}
 				}
-				return wcState{dirty: 10, writeback: 10}
-			}))
+				dirty, allocated := c.status(reads, q)
+				return fmt.Sprintf("0 1000 %d 0 0 0 0 0 0 0 %d 0 0 0", 1000-dirty, allocated), nil
+			})
 			if c.fail != nil {
 				hp.k.Fail(*c.fail)
 			}
-			left, err := hp.e.Flush(context.Background(), "db", nil)
-			checkErr(t, err, c.wantErr, "")
-			if err == nil && left != 0 {
-				t.Errorf("%d dirty blocks left, want 0", left)
+			hp.k.ResetCalls()
+			left, err := hp.e.Flush(ctx, "db", nil)
+			checkErr(t, err, c.wantErr, c.wantText)
+			if err == nil && left != c.wantLeft {
+				t.Errorf("%d dirty blocks left, want %d", left, c.wantLeft)
 			}
+			assertResumed(t, hp.k, wtier, normal.Table)
 			d, _ := hp.k.Device(wtier)
-			if want := c.fail == nil; slices.Contains(d.Messages, "flush") != want {
-				t.Errorf("messages %q", d.Messages)
+			if slices.Contains(d.Messages, "flush") {
+				t.Errorf("flush message sent (%q): it blocks in the kernel until the flush ends", d.Messages)
+			}
+			loads := hp.k.CallsOf(wtier, dmtest.OpLoad)
+			if c.fail == nil && len(loads) != 2 {
+				t.Errorf("write tier loaded %d times, want 2 (flushing table, then the normal one)", len(loads))
 			}
 		})
 	}

@@ -111,7 +111,7 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 	if err := e.attachPeerLeg(ctx, p, *v); err != nil {
 		return false, err
 	}
-	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return false, err
 	}

@@ -75,7 +75,7 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 		}
 		p.Remote[m.Remote.UUID] = dev
 	}
-	devs := p.devices(origin)
+	devs := e.devices(p, origin)
 	cur, err := stack.Build(*v, devs, e.cfg.Tuning)
 	if err != nil {
 		return err
@@ -243,7 +243,7 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.DrainTimeout)
 		defer cancel()
 	}
-	return e.waitClean(ctx, v, wtier, "drain", nil, progress)
+	return e.waitClean(ctx, v, wtier, "drain", progress)
 }
 
 // cleanerOff turns the cleaner of the write tier wtier off again after a
@@ -271,12 +271,23 @@ func (e *Engine) writeTierFailed(ctx context.Context, v pool.Volume, wtier strin
 	return fmt.Errorf("volume %s: drain: write cache in error state (%d): the SSD failed; dirty data cannot be written back (volume left as it is, reads still work: see the runbook)", v.Name, wc.Error)
 }
 
-// Flush writes every dirty block of a volume's write tier back to the
-// origin and waits for it, reporting progress. It returns the number of
-// dirty blocks left at the end (new writes may arrive meanwhile). A volume
-// without a write tier has nothing to flush.
-func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) (uint64, error) {
-	unlock, _, v, err := e.lockVolume(ctx, name)
+// Flush writes back every block that is dirty when it starts, reporting
+// progress, and returns the number of dirty blocks left at the end (new
+// writes keep being cached meanwhile). A volume without a write tier has
+// nothing to flush.
+//
+// It does not use dm-writecache's flush message: that message returns
+// only once everything is written back, in the kernel, where nothing can
+// interrupt it (a Ctrl-C would leave tidectl unkillable for as long as the
+// HDDs take). The write tier is reloaded instead with a flushing table
+// (see flushingTable) and the status polled; when the blocks that were
+// dirty have been written back, or when ctx ends, the normal table is
+// loaded again. Either way the volume stays in writeback and its cache
+// absorbs writes throughout: dm-writecache reads its metadata back on
+// load, so a reload drops nothing. Write-back stays bounded by the same
+// writeback_jobs as always, so reads still get through.
+func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) (left uint64, err error) {
+	unlock, p, v, err := e.lockVolume(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -284,36 +295,144 @@ func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) 
 	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleTop)); err != nil {
 		return 0, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
 	}
-	top, _, ok, err := e.writeTier(ctx, name)
-	if err != nil || !ok {
+	_, wc, ok, err := e.writeTier(ctx, name)
+	if err != nil || !ok || v.Mode != pool.ModeWriteback {
 		// No write tier in this mode: nothing is dirty, nothing to do.
 		return 0, err
 	}
-	done := make(chan error, 1)
-	go func() {
-		// The flush message writes everything back and returns when the
-		// kernel's write-back queue is empty.
-		_, err := e.dm.Message(ctx, top, 0, "flush")
-		done <- err
-	}()
-	if err := e.waitClean(ctx, *v, top, "flush", done, progress); err != nil {
-		return 0, err
+	if wc.Error != 0 {
+		return 0, fmt.Errorf("volume %s: flush: write cache in error state (%d): the SSD failed; dirty data cannot be written back", name, wc.Error)
 	}
-	wc, _, err := e.writecacheStatus(ctx, top)
+	if wc.DirtyBlocks() == 0 {
+		return 0, nil
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return 0, err
 	}
-	return wc.DirtyBlocks(), nil
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := e.upgradeStack(ctx, p, *v, st, progress); err != nil {
+		return 0, fmt.Errorf("volume %s: flush: %w", name, err)
+	}
+	wtier, ok := st.Find(stack.RoleWriteTier)
+	if !ok {
+		return 0, fmt.Errorf("volume %s: writeback stack without a write tier", name)
+	}
+	flushing, err := flushingTable(wtier.Table)
+	if err != nil {
+		return 0, fmt.Errorf("volume %s: flush: %w", name, err)
+	}
+	if err := e.reload(ctx, wtier.Name, flushing, nil); err != nil {
+		return 0, fmt.Errorf("volume %s: start flush: %w", name, err)
+	}
+	defer func() {
+		// The normal table again, even when ctx was cancelled: the cache
+		// goes on absorbing writes with its usual watermarks.
+		if e.writeTierFailed(ctx, *v, wtier.Name) != nil {
+			return // never reload a failed write tier (see drain)
+		}
+		if rerr := e.reload(context.WithoutCancel(ctx), wtier.Name, wtier.Table, nil); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("volume %s: end flush (normal write tier table): %w", name, rerr))
+		}
+	}()
+	return e.waitFlushed(ctx, *v, wtier.Name, progress)
+}
+
+// flushingTable is the write tier table t with every block due for
+// write-back at once: both watermarks at 0; max_age set, whose timer
+// queues write-back again every max_age/16 even when no write arrives (a
+// block written again while its write-back ran would otherwise wait for
+// the next allocation); and no pause_writeback, so that writes going
+// around a full cache do not hold the flush the user asked for. The
+// write-back bound (writeback_jobs) is kept.
+func flushingTable(t dm.Table) (dm.Table, error) {
+	if len(t) != 1 || t[0].Type != "writecache" {
+		return nil, fmt.Errorf("write tier table %q is not one writecache target", t.String())
+	}
+	p, err := dm.ParseWritecacheParams(t[0].Params)
+	if err != nil {
+		return nil, err
+	}
+	zero, age, noPause := 0, uint64(flushMaxAge/time.Millisecond), uint64(0)
+	p.HighWatermark, p.LowWatermark, p.MaxAgeMs, p.PauseWritebackMs = &zero, &zero, &age, &noPause
+	return dm.Table{p.Target(t[0].Start, t[0].Length)}, nil
+}
+
+// flushMaxAge is the flushing table's max_age: its timer fires every
+// 100 ms.
+const flushMaxAge = 1600 * time.Millisecond
+
+// waitFlushed polls the flushing write tier until every block dirty at the
+// start has been written back: until no block is dirty, or the blocks
+// written back (dirty at start + blocks allocated since the flushing table
+// was loaded - dirty now; its counters start at 0) reach the count dirty at
+// the start. Write-back takes the oldest blocks first, so by then those
+// are the ones written. It returns the dirty blocks left.
+func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, progress ProgressFunc) (uint64, error) {
+	start := time.Now()
+	var first uint64
+	rate := 0.0
+	var lastWritten uint64
+	lastAt := start
+	tick := time.NewTicker(e.cfg.PollInterval)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		wc, ok, err := e.writecacheStatus(ctx, wtier)
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("volume %s: flush: %w", v.Name, err)
+		case !ok:
+			return 0, fmt.Errorf("volume %s: flush: write tier vanished", v.Name)
+		case wc.Error != 0:
+			return 0, fmt.Errorf("volume %s: flush: write cache in error state (%d): the SSD failed; dirty data cannot be written back", v.Name, wc.Error)
+		}
+		dirty := wc.DirtyBlocks()
+		if n == 0 {
+			first = dirty
+		}
+		var written uint64
+		if first+wc.WritesAllocate > dirty {
+			written = first + wc.WritesAllocate - dirty
+		}
+		now := time.Now()
+		if dt := now.Sub(lastAt).Seconds(); n > 0 && dt > 0 && written >= lastWritten {
+			inst := float64(written-lastWritten) / dt
+			if rate == 0 {
+				rate = inst
+			} else {
+				rate = 0.7*rate + 0.3*inst
+			}
+		}
+		lastWritten, lastAt = written, now
+		due := first - min(written, first)
+		if progress != nil {
+			p := Progress{Volume: v.Name, Phase: "flush", DirtyBlocks: due, StartBlocks: first, BlockSize: blockSize(v), BlocksPerSecond: rate, Elapsed: now.Sub(start)}
+			if rate > 0 {
+				p.ETA = time.Duration(float64(due) / rate * float64(time.Second))
+			}
+			progress(p)
+		}
+		if dirty == 0 || written >= first {
+			return dirty, nil
+		}
+		select {
+		case <-ctx.Done():
+			return dirty, fmt.Errorf("volume %s: flush interrupted with %d of %d blocks still to write back (the volume stays in writeback; nothing is lost): %w", v.Name, due, first, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // drainStallPolls is how many polls in a row a drain sees dirty blocks
 // that are neither fewer nor in write-back before it sends a flush.
 const drainStallPolls = 10
 
-// waitClean polls the write tier until it reports no dirty blocks, or, when
-// done is given, until done delivers. It reports progress with a rate
-// smoothed over the last polls.
-func (e *Engine) waitClean(ctx context.Context, v pool.Volume, wtier, phase string, done <-chan error, progress ProgressFunc) error {
+// waitClean polls the write tier until it reports no dirty blocks. It
+// reports progress with a rate smoothed over the last polls.
+func (e *Engine) waitClean(ctx context.Context, v pool.Volume, wtier, phase string, progress ProgressFunc) error {
 	start := time.Now()
 	var first, last uint64
 	stalled := 0 // polls in a row with dirty blocks left and none in write-back
@@ -350,7 +469,7 @@ func (e *Engine) waitClean(ctx context.Context, v pool.Volume, wtier, phase stri
 			stalled = 0
 		}
 		last, lastAt = dirty, now
-		if done == nil && stalled >= drainStallPolls {
+		if stalled >= drainStallPolls {
 			// In cleaner mode dm-writecache queues its write-back when a
 			// block is taken from the free list; a cached block written
 			// again while its write-back ran is dirty once more, and
@@ -370,15 +489,10 @@ func (e *Engine) waitClean(ctx context.Context, v pool.Volume, wtier, phase stri
 			}
 			progress(p)
 		}
-		if done == nil && dirty == 0 && wc.WritebackBlocks == 0 {
+		if dirty == 0 && wc.WritebackBlocks == 0 {
 			return nil
 		}
 		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("volume %s: %s: %w", v.Name, phase, err)
-			}
-			return nil
 		case <-ctx.Done():
 			return fmt.Errorf("volume %s: %s interrupted with %d dirty blocks left: %w", v.Name, phase, dirty, ctx.Err())
 		case <-tick.C:

@@ -91,7 +91,7 @@ func (e *Engine) Observe(ctx context.Context, req ObserveRequest) (Observation, 
 			if req.Volumes != nil && !slices.Contains(req.Volumes, v.Name) {
 				continue
 			}
-			vo := VolumeObservation{Info: e.volumeInfo(ctx, p.Layout.Name, *v)}
+			vo := VolumeObservation{Info: e.volumeInfo(ctx, p, *v)}
 			if req.Drift {
 				vo.Drift = e.checkStack(ctx, p, v)
 			}
@@ -108,7 +108,7 @@ func (e *Engine) checkStack(ctx context.Context, p *poolState, v *pool.Volume) e
 	if err != nil {
 		return err
 	}
-	st, err := stack.Build(*v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func (e *Engine) moveVolumeOff(ctx context.Context, name, member string, progres
 	if err != nil {
 		return err
 	}
-	st, err := stack.Build(*moved, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*moved, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return err
 	}

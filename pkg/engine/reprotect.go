@@ -90,7 +90,7 @@ func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volum
 	if err := e.attachPeerLeg(ctx, p, v); err != nil {
 		return err
 	}
-	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return err
 	}

@@ -29,13 +29,13 @@ func (e *Engine) ResizeVolume(ctx context.Context, name string, size uint64) (Vo
 	}
 	grown, _ := next.Volume(name)
 	if next.Generation == p.Layout.Generation {
-		return e.volumeInfo(ctx, p.Layout.Name, *v), nil
+		return e.volumeInfo(ctx, p, *v), nil
 	}
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	st, err := stack.Build(*grown, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(*grown, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return VolumeInfo{}, err
 	}
@@ -51,5 +51,5 @@ func (e *Engine) ResizeVolume(ctx context.Context, name string, size uint64) (Vo
 		}
 	}
 	e.log.Info("volume grown", "volume", name, "pool", p.Layout.Name, "from_bytes", v.Origin.Length*512, "to_bytes", grown.Origin.Length*512)
-	return e.volumeInfo(ctx, p.Layout.Name, *grown), nil
+	return e.volumeInfo(ctx, p, *grown), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
+	"github.com/tidecache/tidecache/pkg/writeback"
 )
 
 // VolumeInfo is the view of one volume: what the layout says and what the
@@ -71,6 +72,10 @@ type VolumeInfo struct {
 	FailedOverFrom string `json:"failed_over_from,omitempty"`
 	// FailedOverUnix is when (Unix seconds).
 	FailedOverUnix int64 `json:"failed_over_unix,omitempty"`
+	// WritebackLimit is the write tier's bound on write-back I/Os in
+	// flight (dm-writecache writeback_jobs), who chose it and why; absent
+	// without a write cache.
+	WritebackLimit *writeback.Limit `json:"writeback_limit,omitempty"`
 }
 
 // MirrorStatus is the state of a mirrored write cache.
@@ -112,7 +117,7 @@ func (e *Engine) Volumes(ctx context.Context) ([]VolumeInfo, error) {
 	var out []VolumeInfo
 	for _, p := range found.sortedPools() {
 		for _, v := range p.Layout.Volumes {
-			out = append(out, e.volumeInfo(ctx, p.Layout.Name, v))
+			out = append(out, e.volumeInfo(ctx, p, v))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -129,13 +134,13 @@ func (e *Engine) Volume(ctx context.Context, name string) (VolumeInfo, error) {
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	return e.volumeInfo(ctx, p.Layout.Name, *v), nil
+	return e.volumeInfo(ctx, p, *v), nil
 }
 
-func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume) VolumeInfo {
+func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) VolumeInfo {
 	top := stack.DeviceName(v.Name, stack.RoleTop)
 	info := VolumeInfo{
-		Name: v.Name, UUID: v.UUID, Pool: poolName, Mode: v.Mode,
+		Name: v.Name, UUID: v.UUID, Pool: p.Layout.Name, Mode: v.Mode,
 		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
 		BlockSize: blockSize(v), Tuning: v.Tuning, FUAWindow: v.FUAWindow,
 		Protection: v.Protection(),
@@ -146,6 +151,7 @@ func (e *Engine) volumeInfo(ctx context.Context, poolName string, v pool.Volume)
 	if v.Adopted != nil {
 		info.AdoptedDevice = v.Adopted.String()
 	}
+	info.WritebackLimit = e.writebackLimit(p, v)
 	if d := v.DataLoss; d != nil {
 		info.DataLossUnix = d.Unix
 		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",

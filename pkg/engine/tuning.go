@@ -41,11 +41,16 @@ func (e *Engine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bo
 		// No write tier running: the tuning applies when it comes back.
 		return true, e.writeLayout(p, origin, next)
 	}
-	st, err := stack.Build(*nv, p.devices(origin), e.cfg.Tuning)
+	devs := e.devices(p, origin)
+	cur, err := stack.Build(*v, devs, e.cfg.Tuning)
 	if err != nil {
 		return false, err
 	}
-	if _, err := e.upgradeStack(ctx, p, *v, st, nil); err != nil {
+	if _, err := e.upgradeStack(ctx, p, *v, cur, nil); err != nil {
+		return false, err
+	}
+	st, err := stack.Build(*nv, devs, e.cfg.Tuning)
+	if err != nil {
 		return false, err
 	}
 	wtier, ok := st.Find(stack.RoleWriteTier)

@@ -45,7 +45,7 @@ func (e *Engine) UncacheVolume(ctx context.Context, name string, progress Progre
 		return err
 	}
 	after, _ := next.Volume(name)
-	want, err := stack.Build(*after, p.devices(origin), e.cfg.Tuning)
+	want, err := stack.Build(*after, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return err
 	}

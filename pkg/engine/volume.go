@@ -83,7 +83,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		return VolumeInfo{}, err
 	}
 	e.log.Info("volume created", "volume", v.Name, "pool", p.Layout.Name, "mode", v.Mode, "device", st.Top().Path())
-	return e.volumeInfo(ctx, p.Layout.Name, v), nil
+	return e.volumeInfo(ctx, p, v), nil
 }
 
 // recordAndActivate brings a volume just added to next (a copy of p's
@@ -92,7 +92,7 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 // next on the pool's devices, then activates the stack. A crash at any
 // point leaves either no volume or one boot assembly can bring up.
 func (e *Engine) recordAndActivate(ctx context.Context, p *poolState, origin string, next *pool.Layout, v pool.Volume) (stack.Stack, error) {
-	st, err := stack.Build(v, p.devices(origin), e.cfg.Tuning)
+	st, err := stack.Build(v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {
 		return stack.Stack{}, err
 	}

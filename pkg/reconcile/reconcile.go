@@ -511,6 +511,9 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 			st.ReadHitRatio = rc.ReadHitRatio
 		}
 		st.Protection, st.PeerNode = string(actual.Protection), actual.PeerNode
+		if l := actual.WritebackLimit; l != nil {
+			st.WritebackJobs, st.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
+		}
 		if m := actual.Mirror; m != nil {
 			st.MirrorCopies, st.MirrorHealth = m.Copies, m.HealthString()
 		}

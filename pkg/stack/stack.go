@@ -21,6 +21,22 @@ type Devices struct {
 	// Adopted maps an adopted volume's UUID to the path of its device,
 	// found and checked against the layout's identifiers.
 	Adopted map[string]string
+	// WritebackLimits maps an origin device path (Origin, or an adopted
+	// device) to the write-back bound derived from that array
+	// (pkg/writeback): the writeback_jobs of a write tier over it when
+	// neither the node's nor the volume's tuning sets one. A path absent
+	// keeps the kernel's default, which floods an HDD array's queue.
+	WritebackLimits map[string]uint64
+}
+
+// WritebackLimit returns the bound derived for the origin device v
+// writes back to, 0 when none was derived.
+func (d Devices) WritebackLimit(v pool.Volume) uint64 {
+	dev := d.Origin
+	if v.Adopted != nil {
+		dev = d.Adopted[v.UUID]
+	}
+	return d.WritebackLimits[dev]
 }
 
 func (d Devices) path(e pool.Extent) (string, error) {
@@ -194,6 +210,11 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		}
 		if err != nil {
 			return Stack{}, err
+		}
+		if t.WritebackJobs == nil {
+			if jobs := devs.WritebackLimit(v); jobs > 0 {
+				t.WritebackJobs = &jobs
+			}
 		}
 		wtier := add(RoleWriteTier, dm.Table{WritecacheParams(v, lower.Path(), wdata.Path(), t).Target(0, length)})
 		top = dm.Table{fuaBarrier(v, wtier.Path(), length)}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/stack"
+	"github.com/tidecache/tidecache/pkg/writeback"
+)
+
+// devices is p.devices with the write-back bound of every origin device
+// the pool's volumes write back to (the pool's origin and each adopted
+// device), derived from what sysfs says about it (pkg/writeback). Every
+// stack the engine builds goes through here, so a write tier never runs
+// at the kernel's default, which floods an HDD array's queue.
+func (e *Engine) devices(p *poolState, origin string) stack.Devices {
+	d := p.devices(origin)
+	d.WritebackLimits = map[string]uint64{}
+	add := func(dev string) {
+		if dev != "" {
+			d.WritebackLimits[dev] = e.originLimit(dev).Jobs
+		}
+	}
+	add(origin)
+	for _, dev := range p.Adopted {
+		add(dev)
+	}
+	return d
+}
+
+// originLimit derives the write-back bound for the origin device dev. A
+// device sysfs cannot describe gets the bound for an array whose disks
+// cannot be counted, never the kernel's default.
+func (e *Engine) originLimit(dev string) writeback.Limit {
+	o, err := writeback.Probe(e.cfg.SysRoot, dev)
+	if err != nil {
+		e.log.Warn("origin not described by sysfs; write-back bounded as for an array of unknown size", "device", dev, "err", err)
+		o = writeback.Origin{Device: dev, IOsPerBlock: 1, Rotational: true}
+	}
+	return o.Limit()
+}
+
+// writebackLimit says which write-back bound a volume's write tier runs
+// with and why: the volume's own tuning, the node's, or the one derived
+// from its origin (nil for a volume without a write cache). It only reads
+// sysfs: the origin is not assembled for it.
+func (e *Engine) writebackLimit(p *poolState, v pool.Volume) *writeback.Limit {
+	switch {
+	case v.WriteCache == nil:
+		return nil
+	case v.Tuning != nil && v.Tuning.WritebackJobs != nil:
+		return &writeback.Limit{Jobs: *v.Tuning.WritebackJobs, Source: writeback.SourceVolume,
+			Reason: "set for this volume (tidectl volume tune or a policy)"}
+	case e.cfg.Tuning.WritebackJobs != nil:
+		return &writeback.Limit{Jobs: *e.cfg.Tuning.WritebackJobs, Source: writeback.SourceNode,
+			Reason: "set in the node's configuration"}
+	}
+	dev := p.Layout.Origin.Path
+	if v.Adopted != nil {
+		dev = p.Adopted[v.UUID]
+	}
+	if dev == "" {
+		return nil
+	}
+	l := e.originLimit(dev)
+	return &l
+}
+
+// retuneWriteTier reloads the running write tier of a volume whose table
+// differs from the wanted one only in its options (write-back bound,
+// watermarks, autocommit): the stack of a volume made before tidecache
+// bounded write-back, or one whose node tuning changed. dm-writecache
+// reads its metadata back on load, so nothing dirty is dropped (as in
+// SetTuning). A cleaner left on by an interrupted drain of a volume the
+// layout still records in writeback is turned off the same way. It
+// reports whether it reloaded.
+func (e *Engine) retuneWriteTier(ctx context.Context, v pool.Volume, want stack.Stack) (bool, error) {
+	wtier, ok := want.Find(stack.RoleWriteTier)
+	if !ok || len(wtier.Table) != 1 {
+		return false, nil
+	}
+	if _, err := e.dm.Info(ctx, wtier.Name); err != nil {
+		return false, nil // not running: it is created with the wanted table
+	}
+	same, got, err := e.sameTable(ctx, wtier)
+	if err != nil || same || len(got) != 1 || got[0].Type != "writecache" {
+		return false, err
+	}
+	wantP, err := dm.ParseWritecacheParams(wtier.Table[0].Params)
+	if err != nil {
+		return false, fmt.Errorf("volume %s: wanted write tier table: %w", v.Name, err)
+	}
+	gotP, err := dm.ParseWritecacheParams(got[0].Params)
+	if err != nil {
+		return false, fmt.Errorf("volume %s: running write tier table: %w", v.Name, err)
+	}
+	// Only the options may differ: the same devices, mode, block size and
+	// length, or this is drift for an operator, not a retune.
+	onlyOptions := wantP
+	onlyOptions.HighWatermark, onlyOptions.LowWatermark = gotP.HighWatermark, gotP.LowWatermark
+	onlyOptions.WritebackJobs, onlyOptions.AutocommitBlocks = gotP.WritebackJobs, gotP.AutocommitBlocks
+	onlyOptions.AutocommitTimeMs, onlyOptions.MaxAgeMs = gotP.AutocommitTimeMs, gotP.MaxAgeMs
+	onlyOptions.PauseWritebackMs, onlyOptions.Cleaner = gotP.PauseWritebackMs, gotP.Cleaner
+	candidate := dm.Table{onlyOptions.Target(wtier.Table[0].Start, wtier.Table[0].Length)}
+	if eq, err := candidate.Equivalent(got, e.disks.devNumber); err != nil || !eq {
+		return false, err
+	}
+	if err := e.writeTierFailed(ctx, v, wtier.Name); err != nil {
+		return false, nil // never reload a failed write tier (see drain)
+	}
+	if err := e.reload(ctx, wtier.Name, wtier.Table, nil); err != nil {
+		return false, fmt.Errorf("volume %s: apply write tier options: %w", v.Name, err)
+	}
+	e.log.Info("write tier options applied", "volume", v.Name, "dm_name", wtier.Name, "was", got.String(), "now", wtier.Table.String())
+	return true, nil
+}

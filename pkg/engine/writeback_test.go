@@ -1,0 +1,98 @@
+//go:build linux
+
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/stack"
+	"github.com/tidecache/tidecache/pkg/writeback"
+)
+
+// The write tier of every volume runs with a bounded write-back: the
+// kernel's default queues tens of thousands of writes on the HDD array,
+// and reads wait behind them for minutes (issue 23).
+func TestHostWriteTierBounded(t *testing.T) {
+	hp := newHostPool(t)
+	wtier := stack.DeviceName("db", stack.RoleWriteTier)
+	d, ok := hp.k.Device(wtier)
+	if !ok {
+		t.Fatalf("%s not running", wtier)
+	}
+	// The origin here is a plain file: its disks cannot be counted, so it
+	// gets the bound of a 4-disk array with 2 copies.
+	want := writeback.Origin{Device: hp.origin, IOsPerBlock: 1, Rotational: true}.Limit().Jobs
+	p, err := dm.ParseWritecacheParams(d.Live[0].Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.WritebackJobs == nil || *p.WritebackJobs != want {
+		t.Fatalf("write tier table %q: want writeback_jobs %d", d.Live, want)
+	}
+
+	info, err := hp.e.Volume(context.Background(), "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := info.WritebackLimit; l == nil || l.Jobs != want || l.Source != writeback.SourceOrigin || !strings.Contains(l.Reason, "cannot be counted") {
+		t.Errorf("VolumeInfo.WritebackLimit = %+v, want %d from the origin, saying why", l, want)
+	}
+}
+
+// A volume made before tidecache bounded write-back runs a write tier
+// without writeback_jobs; the next engine operation on it (here the
+// daemon's drift repair) reloads it with the bound, keeping its devices,
+// and a cleaner left on by an interrupted drain goes with it.
+func TestHostWriteTierRetuned(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		running func(p dm.WritecacheParams) dm.WritecacheParams
+		retune  bool
+	}{
+		{"unbounded table of an older tidecache", func(p dm.WritecacheParams) dm.WritecacheParams {
+			p.WritebackJobs = nil
+			return p
+		}, true},
+		{"cleaner left on by an interrupted drain", func(p dm.WritecacheParams) dm.WritecacheParams {
+			p.Cleaner = true
+			return p
+		}, true},
+		{"another cache device: drift, not a retune", func(p dm.WritecacheParams) dm.WritecacheParams {
+			p.Cache = "/dev/elsewhere"
+			return p
+		}, false},
+		{"already as wanted", func(p dm.WritecacheParams) dm.WritecacheParams { return p }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			hp := newHostPool(t)
+			want := hp.build(t, hp.vol.Mode)
+			wtier, _ := want.Find(stack.RoleWriteTier)
+			p, err := dm.ParseWritecacheParams(wtier.Table[0].Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hp.k.SetStatusFunc(wtier.Name, wcStatus(func(int, []string) wcState { return wcState{dirty: 10} }))
+			old := dm.Table{tc.running(p).Target(0, wtier.Table[0].Length)}
+			if err := hp.e.reload(ctx, wtier.Name, old, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := hp.e.upgradeStack(ctx, nil, hp.vol, want, nil)
+			if err != nil {
+				t.Fatalf("upgradeStack: %v", err)
+			}
+			if got != tc.retune {
+				t.Fatalf("upgradeStack reloaded = %v, want %v", got, tc.retune)
+			}
+			live := old
+			if tc.retune {
+				live = wtier.Table
+			}
+			assertResumed(t, hp.k, wtier.Name, live)
+		})
+	}
+}
