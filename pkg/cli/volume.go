@@ -795,9 +795,18 @@ func newVolumeTuneCmd(g *Globals) *cobra.Command {
 		Short: "Set a volume's write-cache watermarks, write-back concurrency and autocommit time, live",
 		Long: `Set dm-writecache's knobs for one volume: write-back starts when the cache is
 --high-watermark percent full and stops at --low-watermark; --writeback-jobs
-bounds the blocks written back at once (lower values leave the HDDs more
-room for reads). Each call changes the knobs it names and keeps the
-others, like 'policy set'; --reset returns every knob to the node defaults.
+bounds the blocks written back at once. Each call changes the knobs it names
+and keeps the others, like 'policy set'; --reset returns every knob to the
+node defaults.
+
+Without --writeback-jobs a volume gets a bound derived from its origin
+array: 8 I/Os in flight per disk, divided by the disk I/Os one block costs
+(2 copies on RAID10): 16 for a 4-disk RAID10, 48 for 12 disks. A hardware
+RAID LUN hides its disks and gets the value for 4; set its own here. 'volume
+show' prints the bound in force and why. A higher value writes back faster
+only until every disk is busy; past that, each block queued ahead of a read
+adds a disk's service time to it (the kernel's default, tens of thousands,
+makes reads wait minutes once the cache is full).
 
 --autocommit-ms is how often dm-writecache commits its metadata on its own
 (kernel default 1000 ms; 1 to 60000). Every acknowledged write is durable
@@ -849,7 +858,7 @@ volume's policy ('tidectl policy set'), which would undo a local tune.`,
 	f := cmd.Flags()
 	f.IntVar(&o.high, "high-watermark", 50, "percent of the write cache in use at which write-back starts")
 	f.IntVar(&o.low, "low-watermark", 45, "percent at which write-back stops")
-	f.Uint64Var(&o.jobs, "writeback-jobs", 0, "blocks written back at once, at most")
+	f.Uint64Var(&o.jobs, "writeback-jobs", 0, "blocks written back at once, at most (default: derived from the origin array; see above)")
 	f.Uint64Var(&o.autocommit, "autocommit-ms", 1000, "milliseconds between dm-writecache's own metadata commits (1-60000)")
 	f.BoolVar(&o.reset, "reset", false, "return every knob to the node defaults")
 	for _, knob := range []string{"high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"} {
