@@ -210,11 +210,20 @@ func (e *Engine) provenClean(ctx context.Context, volume, wtier string) (present
 	return true, nil
 }
 
-// drain empties the write tier wtier (a writecache device): the cleaner
-// message stops new writes from being cached and writes back everything,
-// and the status is polled until no dirty block is left. On failure or
-// cancellation the cleaner is turned off again by reloading the volume's
-// normal writecache table (restore), so the cache keeps absorbing writes.
+// drain empties the write tier wtier (a writecache device) and polls its
+// status until no dirty block is left. On failure or cancellation the
+// volume's normal writecache table (restore) is loaded again, so the cache
+// keeps absorbing writes.
+//
+// It runs in two phases, because the cleaner message that makes a write
+// tier converge to empty (new writes go around it) also makes its next
+// suspend write back everything first, in the kernel (flush_on_suspend):
+// with the cleaner on for the whole drain, turning it off after a Ctrl-C
+// waited for the whole drain anyway. So most of the write-back runs under
+// the flushing table (see flushingTable; its suspend returns at once), and
+// the cleaner only does the tail: once about two seconds of write-back are
+// left, or when the dirty count stops falling because writes arrive as
+// fast as they are written back.
 func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore dm.Table, progress ProgressFunc) (err error) {
 	// A write tier in error is left exactly as it is: dm-writecache
 	// writes nothing back once in error, so a drain cannot succeed, and
@@ -224,26 +233,103 @@ func (e *Engine) drain(ctx context.Context, v pool.Volume, wtier string, restore
 	// volume is healthy while its SSD still fails, and without the blocks
 	// acknowledged since the last commit, which only the running instance
 	// maps (their reads would silently return older data).
-	if err := e.writeTierFailed(ctx, v, wtier); err != nil {
-		return err
+	wc, _, err := e.writecacheStatus(ctx, wtier)
+	switch {
+	case err != nil:
+		return fmt.Errorf("volume %s: drain: %w", v.Name, err)
+	case wc.Error != 0:
+		return fmt.Errorf("volume %s: drain: write cache in error state (%d): the SSD failed; dirty data cannot be written back (volume left as it is, reads still work: see the runbook)", v.Name, wc.Error)
 	}
-	if _, err := e.dm.Message(ctx, wtier, 0, "cleaner"); err != nil {
-		return fmt.Errorf("volume %s: start drain (cleaner message): %w", v.Name, err)
+	if e.cfg.DrainTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.DrainTimeout)
+		defer cancel()
 	}
+	changed := false // the write tier runs another table, or the cleaner
 	defer func() {
-		if err == nil {
+		if err == nil || !changed {
 			return
 		}
 		if cerr := e.cleanerOff(ctx, v, wtier, restore); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 	}()
-	if e.cfg.DrainTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.DrainTimeout)
-		defer cancel()
+	if wc.DirtyBlocks() > minCleanerTail {
+		flushing, err := flushingTable(restore)
+		if err != nil {
+			return fmt.Errorf("volume %s: drain: %w", v.Name, err)
+		}
+		if err := e.reload(ctx, wtier, flushing, nil); err != nil {
+			return fmt.Errorf("volume %s: start drain: %w", v.Name, err)
+		}
+		changed = true
+		if err := e.waitTail(ctx, v, wtier, progress); err != nil {
+			return err
+		}
 	}
+	if _, err := e.dm.Message(ctx, wtier, 0, "cleaner"); err != nil {
+		return fmt.Errorf("volume %s: drain (cleaner message): %w", v.Name, err)
+	}
+	changed = true
 	return e.waitClean(ctx, v, wtier, "drain", progress)
+}
+
+// minCleanerTail is the fewest dirty blocks a drain leaves to the cleaner
+// (see drain): below it the first phase is skipped.
+const minCleanerTail = 64
+
+// tailStallPolls is how many polls in a row the first phase of a drain
+// may go without a new low of the dirty count before the cleaner takes
+// over: 10 s at the default poll interval.
+const tailStallPolls = 50
+
+// waitTail polls a write tier under the flushing table until what is left
+// would take the cleaner about two seconds at the rate measured, or until
+// the dirty count stops falling (see drain).
+func (e *Engine) waitTail(ctx context.Context, v pool.Volume, wtier string, progress ProgressFunc) error {
+	start := time.Now()
+	var first, low, last uint64
+	lastAt, rate, sinceLow := start, 0.0, 0
+	tick := time.NewTicker(e.cfg.PollInterval)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		wc, ok, err := e.writecacheStatus(ctx, wtier)
+		switch {
+		case err != nil:
+			return fmt.Errorf("volume %s: drain: %w", v.Name, err)
+		case !ok:
+			return fmt.Errorf("volume %s: drain: write tier vanished", v.Name)
+		case wc.Error != 0:
+			return fmt.Errorf("volume %s: drain: write cache in error state (%d): the SSD failed; dirty data cannot be written back", v.Name, wc.Error)
+		}
+		dirty, now := wc.DirtyBlocks(), time.Now()
+		if n == 0 {
+			first, low, last = dirty, dirty, dirty
+		} else if dt := now.Sub(lastAt).Seconds(); dt > 0 && last >= dirty {
+			rate = 0.7*rate + 0.3*float64(last-dirty)/dt
+		}
+		if dirty < low {
+			low, sinceLow = dirty, 0
+		} else {
+			sinceLow++
+		}
+		last, lastAt = dirty, now
+		if progress != nil {
+			p := Progress{Volume: v.Name, Phase: "drain", DirtyBlocks: dirty, StartBlocks: first, BlockSize: blockSize(v), BlocksPerSecond: rate, Elapsed: now.Sub(start)}
+			if rate > 0 {
+				p.ETA = time.Duration(float64(dirty) / rate * float64(time.Second))
+			}
+			progress(p)
+		}
+		if dirty <= max(minCleanerTail, uint64(2*rate)) || sinceLow >= tailStallPolls {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("volume %s: drain interrupted with %d dirty blocks left (the volume stays in writeback; nothing is lost): %w", v.Name, dirty, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // cleanerOff turns the cleaner of the write tier wtier off again after a
