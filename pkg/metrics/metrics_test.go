@@ -19,6 +19,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/writeback"
 )
 
 // Status lines captured from Linux 6.1 (pkg/dm/testdata/*-6.1.status): a
@@ -75,7 +76,8 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			Name: "db", Pool: "fast", Mode: pool.ModeWriteback, State: api.StateActive, Device: "/dev/mapper/tc-db",
 			SizeBytes: 64 << 30, WriteCacheBytes: 34 << 20, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, writecacheLine, 4096), ReadCache: readCache(t, cacheLine),
-			FUAFlush: &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
+			FUAFlush:       &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
+			WritebackLimit: &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin},
 			// Mirrored, one leg failed: one copy of the two it wants.
 			Protection: pool.ProtectLocal,
 			Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegDead},
@@ -158,6 +160,21 @@ tidecache_volume_writeback_blocks{pool="slow",volume="broken"} 12
 # TYPE tidecache_volume_error gauge
 tidecache_volume_error{pool="fast",volume="db"} 0
 tidecache_volume_error{pool="slow",volume="broken"} 1
+# HELP tidecache_volume_writeback_jobs The write tier's bound on blocks in write-back at once (dm-writecache writeback_jobs): derived from the origin array unless the volume's or the node's tuning sets it. Each block queued ahead of a read on the HDDs delays it by a disk's service time.
+# TYPE tidecache_volume_writeback_jobs gauge
+tidecache_volume_writeback_jobs{pool="fast",volume="db"} 16
+# HELP tidecache_volume_writes_allocated_total Writes that took a new block of the write tier (dm-writecache <#writes allocated>): the rate at which the cache fills with dirty blocks.
+# TYPE tidecache_volume_writes_allocated_total counter
+tidecache_volume_writes_allocated_total{pool="fast",volume="db"} 256
+tidecache_volume_writes_allocated_total{pool="slow",volume="broken"} 0
+# HELP tidecache_volume_writes_around_total Writes that went around the write tier to the HDD array (dm-writecache <#writes bypassed>), mostly because it had no free block: a rising rate means the cache is full and writes run at HDD speed.
+# TYPE tidecache_volume_writes_around_total counter
+tidecache_volume_writes_around_total{pool="fast",volume="db"} 0
+tidecache_volume_writes_around_total{pool="slow",volume="broken"} 0
+# HELP tidecache_volume_writes_blocked_total Writes that waited for a free block of the write tier (dm-writecache <#writes blocked on freelist>): a full cache whose write-back is behind.
+# TYPE tidecache_volume_writes_blocked_total counter
+tidecache_volume_writes_blocked_total{pool="fast",volume="db"} 0
+tidecache_volume_writes_blocked_total{pool="slow",volume="broken"} 0
 # HELP tidecache_volume_reads_total Read requests the write tier received (dm-writecache <#reads>).
 # TYPE tidecache_volume_reads_total counter
 tidecache_volume_reads_total{pool="fast",volume="db"} 272
@@ -232,6 +249,8 @@ var volumeMetricNames = []string{
 	"tidecache_volume_dirty_blocks", "tidecache_volume_dirty_bytes",
 	"tidecache_volume_cache_used_bytes", "tidecache_volume_cache_size_bytes",
 	"tidecache_volume_writeback_blocks", "tidecache_volume_error",
+	"tidecache_volume_writeback_jobs", "tidecache_volume_writes_allocated_total",
+	"tidecache_volume_writes_around_total", "tidecache_volume_writes_blocked_total",
 	"tidecache_volume_reads_total", "tidecache_volume_writes_total",
 	"tidecache_volume_read_hits_total", "tidecache_volume_write_hits_total",
 	"tidecache_volume_read_hit_ratio", "tidecache_volume_read_cache_error",

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs/blockdevice"
 
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -41,7 +42,24 @@ var (
 		"action")
 	originSyncProgressDesc = originDesc("sync_progress_ratio",
 		"Share of the running resync, recovery, check or reshape done, 0..1 (md/sync_completed). Absent when no sync runs.")
-	originDescs = []*prometheus.Desc{originDegradedDesc, originMembersDesc, originFailedDesc, originSyncActionDesc, originSyncProgressDesc}
+	originDescs = []*prometheus.Desc{originDegradedDesc, originMembersDesc, originFailedDesc, originSyncActionDesc, originSyncProgressDesc,
+		originReadsDesc, originWritesDesc, originReadTimeDesc, originWriteTimeDesc, originIOTimeDesc, originInFlightDesc}
+
+	// I/O of the origin device itself (/sys/block/<dev>/stat), for any
+	// origin, md array or not: the HDDs' side of the cache. Average
+	// latency is rate(..._time_seconds_total) / rate(..._completed_total).
+	originReadsDesc = originDesc("reads_completed_total",
+		"Reads the origin device completed (/sys/block/<dev>/stat).")
+	originWritesDesc = originDesc("writes_completed_total",
+		"Writes the origin device completed, the cache's write-back and writes that went around it included (/sys/block/<dev>/stat).")
+	originReadTimeDesc = originDesc("read_time_seconds_total",
+		"Time the origin's reads took, summed over reads: divided by the reads completed it is their average latency, which rises when write-back crowds the HDDs.")
+	originWriteTimeDesc = originDesc("write_time_seconds_total",
+		"Time the origin's writes took, summed over writes.")
+	originIOTimeDesc = originDesc("io_time_seconds_total",
+		"Time the origin had at least one I/O in flight: its rate is the device's utilisation, 0..1.")
+	originInFlightDesc = originDesc("ios_in_progress",
+		"I/Os in flight on the origin device now: its queue depth, write-back included.")
 )
 
 // syncActions are md's sync_action values, each exported with 0 or 1.
@@ -66,6 +84,9 @@ func (c *collector) collectOrigins(ctx context.Context, ch chan<- prometheus.Met
 	for _, p := range pools {
 		if p.Origin.Path == "" {
 			continue
+		}
+		if err := c.emitOriginIO(ch, p.Name, p.Origin.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("pool %s: %w", p.Name, err))
 		}
 		h, err := c.originHealth(p.Origin.Path)
 		switch {
@@ -106,6 +127,37 @@ func emitOrigin(ch chan<- prometheus.Metric, pool string, h mdraid.Health) {
 		gauge(ch, originSyncProgressDesc, r, l...)
 	}
 }
+
+// emitOriginIO sends the I/O counters of the origin device at path, read
+// from <sysRoot>/block/<kname>/stat with procfs's parser. A device that is
+// not present gives fs.ErrNotExist.
+func (c *collector) emitOriginIO(ch chan<- prometheus.Metric, pool, path string) error {
+	kname, err := c.knameOf(path)
+	if err != nil {
+		return err
+	}
+	bfs, err := blockdevice.NewFS(procRoot, c.sysRoot)
+	if err != nil {
+		return fmt.Errorf("origin I/O stats: %w", err)
+	}
+	st, _, err := bfs.SysBlockDeviceStat(kname)
+	if err != nil {
+		return fmt.Errorf("origin I/O stats of %s: %w", kname, err)
+	}
+	l := []string{pool, "/dev/" + kname}
+	const msPerSecond = 1000 // the stat file counts milliseconds
+	counter(ch, originReadsDesc, st.ReadIOs, l...)
+	counter(ch, originWritesDesc, st.WriteIOs, l...)
+	ch <- prometheus.MustNewConstMetric(originReadTimeDesc, prometheus.CounterValue, float64(st.ReadTicks)/msPerSecond, l...)
+	ch <- prometheus.MustNewConstMetric(originWriteTimeDesc, prometheus.CounterValue, float64(st.WriteTicks)/msPerSecond, l...)
+	ch <- prometheus.MustNewConstMetric(originIOTimeDesc, prometheus.CounterValue, float64(st.IOsTotalTicks)/msPerSecond, l...)
+	gauge(ch, originInFlightDesc, float64(st.IOsInProgress), l...)
+	return nil
+}
+
+// procRoot is where procfs's block device reader looks for /proc; the
+// origin counters only read sysfs, but its constructor checks both.
+const procRoot = "/proc"
 
 // defaultKname resolves a device path to its kernel name through sysfs.
 func defaultKname(sysRoot string) func(string) (string, error) {

@@ -168,3 +168,38 @@ type poolsAndVolumes struct {
 	fakeSource
 	*fakePools
 }
+
+// TestOriginIO: the origin's I/O counters come from /sys/block/<dev>/stat
+// for any origin, an md array or a LUN, in seconds where the kernel counts
+// milliseconds; an origin that is not present gives none.
+func TestOriginIO(t *testing.T) {
+	pools := &fakePools{pools: []engine.PoolInfo{
+		poolWithOrigin("slow", "/dev/md/tc-slow"), poolWithOrigin("lun", "/dev/sdz"), poolWithOrigin("gone", "/dev/md/tc-gone"),
+	}}
+	const want = `
+# HELP tidecache_origin_ios_in_progress I/Os in flight on the origin device now: its queue depth, write-back included.
+# TYPE tidecache_origin_ios_in_progress gauge
+tidecache_origin_ios_in_progress{device="/dev/md126",pool="slow"} 17
+tidecache_origin_ios_in_progress{device="/dev/sdz",pool="lun"} 0
+# HELP tidecache_origin_read_time_seconds_total Time the origin's reads took, summed over reads: divided by the reads completed it is their average latency, which rises when write-back crowds the HDDs.
+# TYPE tidecache_origin_read_time_seconds_total counter
+tidecache_origin_read_time_seconds_total{device="/dev/md126",pool="slow"} 6
+tidecache_origin_read_time_seconds_total{device="/dev/sdz",pool="lun"} 0.05
+# HELP tidecache_origin_reads_completed_total Reads the origin device completed (/sys/block/<dev>/stat).
+# TYPE tidecache_origin_reads_completed_total counter
+tidecache_origin_reads_completed_total{device="/dev/md126",pool="slow"} 1200
+tidecache_origin_reads_completed_total{device="/dev/sdz",pool="lun"} 10
+# HELP tidecache_origin_io_time_seconds_total Time the origin had at least one I/O in flight: its rate is the device's utilisation, 0..1.
+# TYPE tidecache_origin_io_time_seconds_total counter
+tidecache_origin_io_time_seconds_total{device="/dev/md126",pool="slow"} 42
+tidecache_origin_io_time_seconds_total{device="/dev/sdz",pool="lun"} 0.3
+`
+	c := originCollector(t, pools)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "tidecache_origin_ios_in_progress",
+		"tidecache_origin_read_time_seconds_total", "tidecache_origin_reads_completed_total", "tidecache_origin_io_time_seconds_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "tidecache_origin_writes_completed_total", "tidecache_origin_write_time_seconds_total"); n != 4 {
+		t.Errorf("%d write series, want 4 (two origins present)", n)
+	}
+}

@@ -34,6 +34,10 @@ var (
 	volumeCacheUsedDesc   = volumeDesc("cache_used_bytes", "Bytes of the write tier in use; dm-writecache frees a block once written back, so this equals the dirty bytes.")
 	volumeCacheSizeDesc   = volumeDesc("cache_size_bytes", "Usable data bytes of the write tier (dm-writecache <#blocks> times the block size).")
 	volumeWritebackDesc   = volumeDesc("writeback_blocks", "Write-tier blocks being written back right now (dm-writecache <#blocks under writeback>).")
+	volumeWBJobsDesc      = volumeDesc("writeback_jobs", "The write tier's bound on blocks in write-back at once (dm-writecache writeback_jobs): derived from the origin array unless the volume's or the node's tuning sets it. Each block queued ahead of a read on the HDDs delays it by a disk's service time.")
+	volumeAllocDesc       = volumeDesc("writes_allocated_total", "Writes that took a new block of the write tier (dm-writecache <#writes allocated>): the rate at which the cache fills with dirty blocks.")
+	volumeAroundDesc      = volumeDesc("writes_around_total", "Writes that went around the write tier to the HDD array (dm-writecache <#writes bypassed>), mostly because it had no free block: a rising rate means the cache is full and writes run at HDD speed.")
+	volumeBlockedDesc     = volumeDesc("writes_blocked_total", "Writes that waited for a free block of the write tier (dm-writecache <#writes blocked on freelist>): a full cache whose write-back is behind.")
 	volumeErrorDesc       = volumeDesc("error", "1 if dm-writecache reports an I/O error (its <error> field is not 0): the SSD failed and writes are refused until the volume is repaired.")
 	volumeHitRatioDesc    = prometheus.NewDesc(namespace+"_volume_read_hit_ratio", "Share of reads served by the tier since its counters started (0..1): tier=write from dm-writecache, tier=read from dm-cache. For a recent ratio use rate() of the counters.", []string{"volume", "pool", "tier"}, nil)
 	volumeRCHitsDesc      = volumeDesc("read_cache_hits_total", "Reads served from the read tier (dm-cache <#read hits>).")
@@ -59,6 +63,7 @@ var (
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
 		volumeDirtyBlocksDesc, volumeDirtyBytesDesc, volumeCacheUsedDesc, volumeCacheSizeDesc,
 		volumeWritebackDesc, volumeErrorDesc, volumeHitRatioDesc,
+		volumeWBJobsDesc, volumeAllocDesc, volumeAroundDesc, volumeBlockedDesc,
 		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
@@ -127,8 +132,15 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 			counter(ch, volumeWritesDesc, wc.Writes, v.Name, v.Pool)
 			counter(ch, volumeReadHitsDesc, wc.ReadHits, v.Name, v.Pool)
 			counter(ch, volumeWriteHitsDesc, wc.WriteHitsUncommitted+wc.WriteHitsCommitted, v.Name, v.Pool)
+			counter(ch, volumeAllocDesc, wc.WritesAllocate, v.Name, v.Pool)
+			counter(ch, volumeAroundDesc, wc.WritesAround, v.Name, v.Pool)
+			counter(ch, volumeBlockedDesc, wc.WritesBlocked, v.Name, v.Pool)
 			gauge(ch, volumeHitRatioDesc, wc.ReadHitRatio, v.Name, v.Pool, "write")
 		}
+	}
+
+	if l := v.WritebackLimit; l != nil && v.Mode == pool.ModeWriteback {
+		gauge(ch, volumeWBJobsDesc, float64(l.Jobs), v.Name, v.Pool)
 	}
 
 	if rc := v.ReadCache; rc != nil {
