@@ -310,35 +310,17 @@ func TestHarnessHostIOError(t *testing.T) {
 			"cmp "+ScratchDir+"/p "+disk+" -n 1048576")
 	}
 
-	t.Run("cleared: retried", func(t *testing.T) {
-		v := MustBoot(t, Config{Name: "hostio", Dir: dir, Disks: []Disk{
-			{Path: filepath.Join(dir, "eio.img"), Size: 16 << 20, HostFaults: rules("eio.conf", "5", true)},
-			{Path: filepath.Join(dir, "full.img"), Size: 16 << 20, HostFaults: rules("full.conf", "28", true)},
-		}})
-		for _, disk := range []string{"/dev/vda", "/dev/vdb"} {
-			res, err := write(v, disk)
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("write %s: %v, exit %d: %s", disk, err, res.ExitCode, res.Stderr)
-			}
+	// Disks that shape their queue are attached with -drive if=none and a
+	// -device each (qemu.go): the events must name them the same way.
+	for _, shaped := range []bool{false, true} {
+		name, queues, size := "cleared: retried", 0, 0
+		if shaped {
+			name, queues, size = "cleared, one queue of 32: retried", 1, 32
 		}
-		got := v.HostIOErrors()
-		want := []struct {
-			disk, reason string
-			nospace      bool
-		}{{"vda", "Input/output error", false}, {"vdb", "No space left on device", true}}
-		if len(got) != len(want) {
-			t.Fatalf("host I/O errors %v, want one on each disk", got)
-		}
-		for i, w := range want {
-			g := got[i]
-			if g.Disk != w.disk || g.Operation != "write" || g.Reason != w.reason || g.NoSpace != w.nospace || g.Path != v.Config().Disks[i].Path {
-				t.Errorf("host I/O error %d: %+v, want a write of %s, %q, nospace %v", i, g, w.disk, w.reason, w.nospace)
-			}
-		}
-		if out := v.MustRun(t, "dmesg"); strings.Contains(out, "I/O error") {
-			t.Errorf("the guest saw an I/O error:\n%s", out)
-		}
-	})
+		t.Run(name, func(t *testing.T) {
+			hostIOCleared(t, dir, rules, write, queues, size)
+		})
+	}
 
 	t.Run("lasting: VM stopped", func(t *testing.T) {
 		img := filepath.Join(dir, "dead.img")
@@ -365,4 +347,42 @@ func TestHarnessHostIOError(t *testing.T) {
 		}
 		t.Logf("%v", err)
 	})
+}
+
+// hostIOCleared writes through two disks whose host side fails once each
+// (EIO, then ENOSPC): the harness retries, the guest sees no error, and
+// each error names its guest disk and image.
+func hostIOCleared(t *testing.T, dir string, rules func(name, errno string, once bool) string,
+	write func(v *VM, disk string) (Result, error), queues, queueSize int) {
+	suffix := ""
+	if queueSize > 0 {
+		suffix = "-q"
+	}
+	v := MustBoot(t, Config{Name: "hostio" + suffix, Dir: dir, Disks: []Disk{
+		{Path: filepath.Join(dir, "eio"+suffix+".img"), Size: 16 << 20, HostFaults: rules("eio"+suffix+".conf", "5", true), Queues: queues, QueueSize: queueSize},
+		{Path: filepath.Join(dir, "full"+suffix+".img"), Size: 16 << 20, HostFaults: rules("full"+suffix+".conf", "28", true), Queues: queues, QueueSize: queueSize},
+	}})
+	for _, disk := range []string{"/dev/vda", "/dev/vdb"} {
+		res, err := write(v, disk)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("write %s: %v, exit %d: %s", disk, err, res.ExitCode, res.Stderr)
+		}
+	}
+	got := v.HostIOErrors()
+	want := []struct {
+		disk, reason string
+		nospace      bool
+	}{{"vda", "Input/output error", false}, {"vdb", "No space left on device", true}}
+	if len(got) != len(want) {
+		t.Fatalf("host I/O errors %v, want one on each disk", got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Disk != w.disk || g.Operation != "write" || g.Reason != w.reason || g.NoSpace != w.nospace || g.Path != v.Config().Disks[i].Path {
+			t.Errorf("host I/O error %d: %+v, want a write of %s, %q, nospace %v", i, g, w.disk, w.reason, w.nospace)
+		}
+	}
+	if out := v.MustRun(t, "dmesg"); strings.Contains(out, "I/O error") {
+		t.Errorf("the guest saw an I/O error:\n%s", out)
+	}
 }

@@ -53,6 +53,16 @@ type Disk struct {
 	// throttling.iops-total / bps-total, reads and writes together); 0 is
 	// no limit. Use IOPSLimit to make an emulated HDD behave like a spindle.
 	IOPSLimit, BpsLimit int64
+	// Queues and QueueSize shape the disk's request queue as the guest
+	// sees it: Queues virtio request queues (num-queues) of QueueSize
+	// entries each (queue-size: a power of two from 4 to 1024). The guest
+	// driver keeps at most QueueSize requests in flight per queue (its tag
+	// count), as a SATA drive accepts at most 32 commands (NCQ), and with
+	// one queue the guest kernel puts an I/O scheduler in front of the
+	// disk. 0 leaves qemu's default: one queue per vCPU of 256 entries,
+	// and no scheduler in the guest. A VM whose disks all leave both at 0
+	// gets exactly the qemu arguments it had before these fields existed.
+	Queues, QueueSize int
 	// HostFaults is a qemu blkdebug rules file: errors the host's side of
 	// this disk returns, for the harness's own tests of host I/O errors
 	// (see Config.HostIOErrorWait). Guest-visible disk faults belong in the
@@ -208,6 +218,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		if d.Size < 0 || d.IOPSLimit < 0 || d.BpsLimit < 0 {
 			return cfg, fmt.Errorf("vm %s: Disks[%d]: negative size or limit", cfg.Name, i)
 		}
+		if err := d.validQueues(); err != nil {
+			return cfg, fmt.Errorf("vm %s: Disks[%d]: %w", cfg.Name, i, err)
+		}
 		disks[i] = d
 	}
 	cfg.Disks = disks
@@ -230,6 +243,23 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	return cfg, nil
 }
+
+// maxQueueSize is qemu's bound on a virtqueue's size (VIRTQUEUE_MAX_SIZE).
+const maxQueueSize = 1024
+
+// validQueues checks Queues and QueueSize against what qemu accepts.
+func (d Disk) validQueues() error {
+	if d.Queues < 0 || d.Queues > maxQueueSize {
+		return fmt.Errorf("Queues %d: want 0 (qemu's default) or 1 to %d", d.Queues, maxQueueSize)
+	}
+	if q := d.QueueSize; q != 0 && (q < 4 || q > maxQueueSize || q&(q-1) != 0) {
+		return fmt.Errorf("QueueSize %d: want 0 (qemu's default) or a power of two from 4 to %d", q, maxQueueSize)
+	}
+	return nil
+}
+
+// shapedQueue reports whether the disk sets its own queue shape.
+func (d Disk) shapedQueue() bool { return d.Queues != 0 || d.QueueSize != 0 }
 
 // prepareDisk creates a missing image as a sparse file of d.Size bytes.
 func prepareDisk(d Disk) error {
