@@ -64,13 +64,47 @@ func known(docs map[string]string, name string) bool {
 func checkNames(t *testing.T, docs map[string]string, where, text string) int {
 	t.Helper()
 	n := 0
-	for _, name := range metricNameRE.FindAllString(text, -1) {
+	for _, loc := range metricNameRE.FindAllStringIndex(text, -1) {
+		name := text[loc[0]:loc[1]]
+		if loc[0] > 0 && text[loc[0]-1] == ':' {
+			// Inside a recording rule's level:metric:operations name:
+			// recorded by the rules file, documented with it.
+			if !strings.Contains(string(mustRead(t, docsFile)), "`"+recordedName(text, loc)+"`") {
+				t.Errorf("%s: recording rule %s is not documented", where, recordedName(text, loc))
+			}
+			n++
+			continue
+		}
 		n++
 		if !known(docs, name) {
 			t.Errorf("%s: %s is not a documented metric", where, name)
 		}
 	}
 	return n
+}
+
+// recordedName is the whole level:metric:operations name around the
+// metric name at loc.
+func recordedName(text string, loc []int) string {
+	start, end := loc[0], loc[1]
+	for start > 0 && (text[start-1] == ':' || text[start-1] == '_' || isAlnum(text[start-1])) {
+		start--
+	}
+	for end < len(text) && (text[end] == ':' || text[end] == '_' || isAlnum(text[end])) {
+		end++
+	}
+	return text[start:end]
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestDocsListEveryMetric(t *testing.T) {
