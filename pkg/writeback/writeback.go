@@ -7,7 +7,7 @@
 // thousands of 4 KiB writes queued on an array that completes about a
 // hundred per second and per disk. Every read that misses the cache, and
 // every write that finds the cache full, then waits behind that queue:
-// minutes, measured (docs/benchmarks-pressure.md). Nothing lower in the
+// minutes, measured (docs/testing.md, TestPressure). Nothing lower in the
 // stack can give write-back a lower priority than those reads (md, dm and
 // the HDDs see plain writes), so the bound on what write-back keeps in
 // flight is the lever: a few I/Os per disk keep every spindle busy, which
