@@ -28,7 +28,27 @@ type HDD struct {
 	// (hdparm -W0, or a RAID controller with a battery-backed cache): every
 	// write pays the mechanics and the kernel sends no flushes at all.
 	WriteCache bool
+	// QueueDepth is how many commands the drive accepts at once: the
+	// virtio disk gets one request queue of that many entries
+	// (harness.Disk.QueueSize), so the guest keeps at most that many
+	// requests in flight on it, as a SATA drive's NCQ takes 32. A power
+	// of two from 4 to 1024 (qemu's rule); 0 means 32.
+	QueueDepth int
+	// Scheduler is the guest's I/O scheduler on the raw disk (sysfs
+	// queue/scheduler): SchedDeadline, as Linux runs SATA disks under md,
+	// or SchedNone, as behind a hardware RAID controller, which reorders
+	// in its own queue. "" means SchedDeadline.
+	Scheduler string
 }
+
+// The I/O schedulers an HDD model may run under (HDD.Scheduler).
+const (
+	SchedDeadline = "mq-deadline"
+	SchedNone     = "none"
+)
+
+// ncqDepth is a SATA drive's command queue (NCQ): 32 tags.
+const ncqDepth = 32
 
 // Nearline7200 is the spindle the demo and the benchmark emulate: a
 // 7,200 rpm nearline SATA/SAS drive, the cheap and big disk that database
@@ -41,8 +61,33 @@ type HDD struct {
 // (a volatile HDD cache is either lied about or flushed on every commit).
 // A 10k rpm drive would be about 3 ms + 3 ms and 200-250 IOPS: smaller
 // speed-ups, the same picture.
+//
+// It queues as such a drive does on a server: 32 commands at once (NCQ),
+// behind Linux's mq-deadline scheduler, which md's member disks get.
 func Nearline7200() HDD {
-	return HDD{Model: "7,200 rpm nearline SATA/SAS", Latency: 8 * time.Millisecond, IOPS: 150}
+	return HDD{Model: "7,200 rpm nearline SATA/SAS", Latency: 8 * time.Millisecond, IOPS: 150,
+		QueueDepth: ncqDepth, Scheduler: SchedDeadline}
+}
+
+// withDefaults fills in the queue depth and the scheduler and checks the
+// model.
+func (h HDD) withDefaults() (HDD, error) {
+	if h.QueueDepth == 0 {
+		h.QueueDepth = ncqDepth
+	}
+	if h.Scheduler == "" {
+		h.Scheduler = SchedDeadline
+	}
+	if h.Latency%time.Millisecond != 0 || h.Latency <= 0 || h.IOPS < 0 {
+		return h, fmt.Errorf("testbed: HDD latency %v: want a positive number of whole milliseconds (dm-delay's unit)", h.Latency)
+	}
+	if q := h.QueueDepth; q < 4 || q > 1024 || q&(q-1) != 0 {
+		return h, fmt.Errorf("testbed: HDD queue depth %d: want a power of two from 4 to 1024 (a virtio queue's size)", q)
+	}
+	if h.Scheduler != SchedDeadline && h.Scheduler != SchedNone {
+		return h, fmt.Errorf("testbed: HDD scheduler %q: want %s or %s", h.Scheduler, SchedDeadline, SchedNone)
+	}
+	return h, nil
 }
 
 // String describes the model for reports.
@@ -51,8 +96,9 @@ func (h HDD) String() string {
 	if h.WriteCache {
 		cache = "write cache on (flushes delayed " + h.Latency.String() + " too)"
 	}
-	return fmt.Sprintf("%s, %s: dm-delay %v per read and write, qemu throttling.iops-total=%d per disk",
-		h.Model, cache, h.Latency, h.IOPS)
+	return fmt.Sprintf("%s, %s: dm-delay %v per read and write, qemu throttling.iops-total=%d per disk, "+
+		"one queue of %d commands, scheduler %s",
+		h.Model, cache, h.Latency, h.IOPS, h.QueueDepth, h.Scheduler)
 }
 
 // guestCPUs is the VM's CPU count: the machines this runs on have two
@@ -93,8 +139,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.HDD == (HDD{}) {
 		c.HDD = Nearline7200()
 	}
-	if c.HDD.Latency%time.Millisecond != 0 || c.HDD.Latency <= 0 || c.HDD.IOPS < 0 {
-		return c, fmt.Errorf("testbed: HDD latency %v: want a positive number of whole milliseconds (dm-delay's unit)", c.HDD.Latency)
+	var err error
+	if c.HDD, err = c.HDD.withDefaults(); err != nil {
+		return c, err
 	}
 	if c.HDDs == 0 {
 		c.HDDs = 4
@@ -195,7 +242,12 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 		b.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	p.Step("creating %d emulated HDDs (dm-delay %v + %d IOPS cap each)…", cfg.HDDs, cfg.HDD.Latency, cfg.HDD.IOPS)
+	if err := b.setSchedulers(ctx); err != nil {
+		b.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	p.Step("creating %d emulated HDDs (dm-delay %v + %d IOPS cap, %d commands queued, %s each)…",
+		cfg.HDDs, cfg.HDD.Latency, cfg.HDD.IOPS, cfg.HDD.QueueDepth, cfg.HDD.Scheduler)
 	if err := b.makeHDDs(ctx); err != nil {
 		b.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -238,7 +290,8 @@ func (b *Bed) makeImages() ([]harness.Disk, error) {
 	}
 	var disks []harness.Disk
 	for i := 0; i < b.cfg.HDDs; i++ {
-		disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, fmt.Sprintf("hdd%d.img", i)), Size: b.cfg.HDDSize, IOPSLimit: b.cfg.HDD.IOPS})
+		disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, fmt.Sprintf("hdd%d.img", i)), Size: b.cfg.HDDSize,
+			IOPSLimit: b.cfg.HDD.IOPS, Queues: 1, QueueSize: b.cfg.HDD.QueueDepth})
 	}
 	disks = append(disks, harness.Disk{Path: filepath.Join(b.dir, "ssd.img"), Size: b.cfg.SSDSize})
 	if b.cfg.RawSSDSize > 0 {
@@ -316,6 +369,67 @@ func (b *Bed) setWriteCaches(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// setSchedulers sets the HDD model's I/O scheduler on every raw HDD and
+// checks that the guest runs it.
+func (b *Bed) setSchedulers(ctx context.Context) error {
+	for _, dev := range b.rawHDDs() {
+		path := "/sys/block/" + filepath.Base(dev) + "/queue/scheduler"
+		out, err := b.Run(ctx, "sh", "-c", `echo "$1" > "$2" && cat "$2"`, "sh", b.cfg.HDD.Scheduler, path)
+		if err != nil {
+			return fmt.Errorf("testbed: set %s scheduler: %w", dev, err)
+		}
+		if !strings.Contains(out, "["+b.cfg.HDD.Scheduler+"]") {
+			return fmt.Errorf("testbed: %s runs scheduler %q, want %s", dev, strings.TrimSpace(out), b.cfg.HDD.Scheduler)
+		}
+	}
+	return nil
+}
+
+// QueueInfo is what the guest kernel says about a disk's request queue.
+type QueueInfo struct {
+	Scheduler   string // the one in use
+	HWQueues    int    // blk-mq hardware queues
+	Tags        int    // requests the driver keeps in flight per queue
+	NrRequests  int    // requests the scheduler (or the driver, without one) holds
+	MaxSegments int    // pages one request may carry
+	MaxKiB      int    // the largest request, KiB (max_sectors_kb)
+}
+
+// HDDQueue reads the queue of the first raw HDD (they are all alike).
+func (b *Bed) HDDQueue(ctx context.Context) (QueueInfo, error) {
+	q := "/sys/block/" + filepath.Base(b.rawHDDs()[0])
+	out, err := b.Run(ctx, "sh", "-c", `cd "$1" && cat queue/scheduler && ls mq | wc -l && cat mq/0/nr_tags queue/nr_requests queue/max_segments queue/max_sectors_kb`, "sh", q)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	return parseQueueInfo(out)
+}
+
+// parseQueueInfo reads HDDQueue's output: the scheduler line
+// ("[mq-deadline] none"), then hardware queues, tags, nr_requests,
+// max_segments and max_sectors_kb, one number per line.
+func parseQueueInfo(out string) (QueueInfo, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 {
+		return QueueInfo{}, fmt.Errorf("testbed: queue info %q: want 6 lines", out)
+	}
+	var q QueueInfo
+	if _, sched, ok := strings.Cut(lines[0], "["); ok {
+		q.Scheduler, _, _ = strings.Cut(sched, "]")
+	}
+	if q.Scheduler == "" {
+		return QueueInfo{}, fmt.Errorf("testbed: queue info: no scheduler in use in %q", lines[0])
+	}
+	for i, p := range []*int{&q.HWQueues, &q.Tags, &q.NrRequests, &q.MaxSegments, &q.MaxKiB} {
+		n, err := strconv.Atoi(strings.TrimSpace(lines[i+1]))
+		if err != nil {
+			return QueueInfo{}, fmt.Errorf("testbed: queue info line %d %q: %w", i+2, lines[i+1], err)
+		}
+		*p = n
+	}
+	return q, nil
 }
 
 // makeHDDs puts a dm-delay target over every raw HDD.

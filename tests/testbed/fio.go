@@ -402,6 +402,7 @@ type Stats struct {
 	IOPS        float64
 	BytesPerSec float64
 	Mean        time.Duration // mean total latency (lat_ns)
+	Max         time.Duration // the slowest I/O's total latency
 	// Percentiles of the total latency (lat_ns; clat_ns when fio printed
 	// no total percentiles), keyed by percent: 50, 99, 99.9.
 	Percentiles map[float64]time.Duration
@@ -419,6 +420,7 @@ type Stats struct {
 // none).
 type Latency struct {
 	Mean        time.Duration
+	Max         time.Duration
 	Percentiles map[float64]time.Duration
 	Hist        map[time.Duration]uint64
 }
@@ -480,6 +482,7 @@ type fioSync struct {
 type fioLat struct {
 	N          uint64             `json:"N"`
 	Mean       float64            `json:"mean"`
+	Max        float64            `json:"max"`
 	Percentile map[string]float64 `json:"percentile"`
 	Bins       map[string]uint64  `json:"bins"` // json+ only
 }
@@ -539,7 +542,7 @@ func ParseFio(data []byte) ([]Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("fio job %s: sync: %w", j.Name, err)
 			}
-			r.Sync = Stats{IOs: j.Sync.TotalIOs, Mean: nanos(j.Sync.Lat.Mean), Percentiles: p, Hist: h}
+			r.Sync = Stats{IOs: j.Sync.TotalIOs, Mean: nanos(j.Sync.Lat.Mean), Max: nanos(j.Sync.Lat.Max), Percentiles: p, Hist: h}
 		}
 		if r.Total.IOs == 0 {
 			return nil, fmt.Errorf("fio job %s: no I/O completed", j.Name)
@@ -575,8 +578,8 @@ func (d *fioDir) stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{IOs: d.TotalIOs, IOPS: d.IOPS, BytesPerSec: d.BW, Mean: nanos(d.Lat.Mean), Percentiles: p, Hist: h,
-		Clat: Latency{Mean: nanos(d.Clat.Mean), Percentiles: cp, Hist: ch}}, nil
+	return Stats{IOs: d.TotalIOs, IOPS: d.IOPS, BytesPerSec: d.BW, Mean: nanos(d.Lat.Mean), Max: nanos(d.Lat.Max), Percentiles: p, Hist: h,
+		Clat: Latency{Mean: nanos(d.Clat.Mean), Max: nanos(d.Clat.Max), Percentiles: cp, Hist: ch}}, nil
 }
 
 // hist converts json+ bins ({"48384": 2}) to a histogram.
@@ -663,6 +666,7 @@ func mergeStats(parts []Stats, runtime time.Duration) (Stats, error) {
 				out.Clat.Hist = map[time.Duration]uint64{}
 			}
 			clatSum += float64(p.Clat.Mean) * float64(p.IOs)
+			out.Clat.Max = max(out.Clat.Max, p.Clat.Max)
 			for v, n := range p.Clat.Hist {
 				out.Clat.Hist[v] += n
 			}
@@ -674,6 +678,7 @@ func mergeStats(parts []Stats, runtime time.Duration) (Stats, error) {
 			out.Hist = map[time.Duration]uint64{}
 		}
 		out.IOs += p.IOs
+		out.Max = max(out.Max, p.Max)
 		latSum += float64(p.Mean) * float64(p.IOs)
 		if p.IOPS > 0 {
 			bytes += p.BytesPerSec / p.IOPS * float64(p.IOs) // bytes per I/O × I/Os

@@ -77,6 +77,11 @@ func TestParseFioMixed(t *testing.T) {
 	if !near(r.Total.IOPS, 771.300448) || r.Total.P99() != 18219008*time.Nanosecond {
 		t.Errorf("total %v IOPS p99 %v, want 771.300448 and 18.219008ms", r.Total.IOPS, r.Total.P99())
 	}
+	// The slowest I/O of each class: fio's lat_ns and clat_ns max.
+	if r.Read.Max != 42316590 || r.Read.Clat.Max != 42239610 || r.Write.Max != 10475520 || r.Write.Clat.Max != 8163900 || r.Total.Max != r.Read.Max {
+		t.Errorf("max latency read %v (clat %v), write %v (clat %v), total %v; want 42.31659ms (42.23961ms), 10.47552ms (8.1639ms), 42.31659ms",
+			r.Read.Max, r.Read.Clat.Max, r.Write.Max, r.Write.Clat.Max, r.Total.Max)
+	}
 	if r.Sync.IOs != 0 || r.Commit().Mean != r.Total.Mean {
 		t.Errorf("a job without fsync has sync stats %+v", r.Sync)
 	}
@@ -155,6 +160,9 @@ func TestMergeInterleaved(t *testing.T) {
 	wantMean := (float64(a.Total.Mean)*float64(a.Total.IOs) + float64(b.Total.Mean)*float64(b.Total.IOs)) / float64(ios)
 	if math.Abs(float64(m.Total.Mean)-wantMean) > 1 {
 		t.Errorf("merged mean %v, want %v", m.Total.Mean, time.Duration(wantMean))
+	}
+	if want := max(a.Total.Max, b.Total.Max); m.Total.Max != want || m.Total.Clat.Max != max(a.Total.Clat.Max, b.Total.Clat.Max) || want == 0 {
+		t.Errorf("merged max %v (clat %v), want the slower slice's %v", m.Total.Max, m.Total.Clat.Max, want)
 	}
 	if histCount(m.Total.Hist) != ios {
 		t.Errorf("merged histogram holds %d I/Os, want %d", histCount(m.Total.Hist), ios)

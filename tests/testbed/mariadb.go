@@ -28,6 +28,9 @@ type MariaDB struct {
 	Socket string
 	// Tables and TableSize size sysbench's sbtest1..N tables.
 	Tables, TableSize int
+	// RandType is how sysbench picks rows (--rand-type): "uniform" (the
+	// default when empty), "pareto", "special", "gaussian".
+	RandType string
 }
 
 // NewMariaDB returns a server set up under dir with sysbench tables of
@@ -138,9 +141,32 @@ func (m *MariaDB) Query(ctx context.Context, sql string) (string, error) {
 // Sysbench runs `sysbench oltp_read_write … cmd` against the tables.
 func (m *MariaDB) Sysbench(ctx context.Context, cmd string, extra ...string) (string, error) {
 	args := []string{"sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-socket=" + m.Socket, "--mysql-user=root",
-		"--tables=" + strconv.Itoa(m.Tables), "--table-size=" + strconv.Itoa(m.TableSize), "--rand-type=uniform"}
+		"--tables=" + strconv.Itoa(m.Tables), "--table-size=" + strconv.Itoa(m.TableSize), "--rand-type=" + m.randType()}
 	args = append(append(args, extra...), cmd)
 	return m.run(ctx, args...)
+}
+
+func (m *MariaDB) randType() string {
+	if m.RandType == "" {
+		return "uniform"
+	}
+	return m.RandType
+}
+
+// RunIntervals is Run that also returns the TPS of every second
+// (sysbench --report-interval=1).
+func (m *MariaDB) RunIntervals(ctx context.Context, threads int, d time.Duration) (SysbenchResult, []SysbenchInterval, error) {
+	out, err := m.Sysbench(ctx, "run", "--threads="+strconv.Itoa(threads),
+		"--time="+strconv.Itoa(int(d/time.Second)), "--percentile=95", "--report-interval=1")
+	if err != nil {
+		return SysbenchResult{}, nil, err
+	}
+	res, err := ParseSysbench(out)
+	if err != nil {
+		return SysbenchResult{}, nil, err
+	}
+	iv, err := ParseSysbenchIntervals(out)
+	return res, iv, err
 }
 
 // Run measures a sysbench run of d with threads clients.

@@ -225,3 +225,56 @@ func sysbenchExcerpt(out string) string {
 	}
 	return out
 }
+
+// SysbenchInterval is one line of sysbench's --report-interval output.
+type SysbenchInterval struct {
+	At  time.Duration // end of the interval, from the start of the run
+	TPS float64
+	P95 time.Duration // the interval's 95th percentile latency (--percentile=95)
+}
+
+// ParseSysbenchIntervals reads the interval lines of a sysbench run with
+// --report-interval, such as
+//
+//	[ 2s ] thds: 8 tps: 20.99 qps: 437.73 (r/w/o: 307.86/87.95/41.92) lat (ms,95%): 142.39 err/s: 0.00 reconn/s: 0.00
+//
+// and skips every other line. An interval line it cannot read is an error.
+func ParseSysbenchIntervals(out string) ([]SysbenchInterval, error) {
+	var iv []SysbenchInterval
+	for line := range strings.Lines(out) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "[ ")
+		if !ok {
+			continue
+		}
+		at, rest, ok := strings.Cut(rest, "s ]")
+		if !ok {
+			return nil, fmt.Errorf("sysbench interval line %q: no \"[ Ns ]\"", line)
+		}
+		sec, err := strconv.ParseFloat(strings.TrimSpace(at), 64)
+		if err != nil {
+			return nil, fmt.Errorf("sysbench interval line %q: %w", line, err)
+		}
+		x := SysbenchInterval{At: time.Duration(sec * float64(time.Second))}
+		f := strings.Fields(rest)
+		seen := 0
+		for i := 0; i+1 < len(f); i++ {
+			switch {
+			case f[i] == "tps:":
+				if x.TPS, err = strconv.ParseFloat(f[i+1], 64); err != nil {
+					return nil, fmt.Errorf("sysbench interval line %q: tps: %w", line, err)
+				}
+				seen++
+			case strings.HasPrefix(f[i], "(ms,") && strings.HasSuffix(f[i], "%):"):
+				if x.P95, err = parseSysbenchDuration(f[i+1], "ms"); err != nil {
+					return nil, fmt.Errorf("sysbench interval line %q: latency: %w", line, err)
+				}
+				seen++
+			}
+		}
+		if seen != 2 {
+			return nil, fmt.Errorf("sysbench interval line %q: want tps and a latency percentile", line)
+		}
+		iv = append(iv, x)
+	}
+	return iv, nil
+}

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,39 @@ func TestParseSysbenchGolden(t *testing.T) {
 	}
 	if got != want {
 		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseSysbenchIntervals(t *testing.T) {
+	out := `sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
+
+Running the test with following options:
+Number of threads: 8
+Report intermediate results every 1 second(s)
+
+Threads started!
+
+[ 1s ] thds: 8 tps: 20.99 qps: 437.73 (r/w/o: 307.86/87.95/41.92) lat (ms,95%): 142.39 err/s: 0.00 reconn/s: 0.00
+[ 2s ] thds: 8 tps: 0.00 qps: 0.00 (r/w/o: 0.00/0.00/0.00) lat (ms,95%): 0.00 err/s: 0.00 reconn/s: 0.00
+[ 3s ] thds: 8 tps: 31.00 qps: 620.04 (r/w/o: 434.03/124.01/62.00) lat (ms,95%): 3040.14 err/s: 0.00 reconn/s: 0.00
+SQL statistics:
+    transactions:                        52     (17.15 per sec.)
+`
+	got, err := ParseSysbenchIntervals(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SysbenchInterval{
+		{At: time.Second, TPS: 20.99, P95: 142390 * time.Microsecond},
+		{At: 2 * time.Second},
+		{At: 3 * time.Second, TPS: 31, P95: 3040140 * time.Microsecond},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	for _, bad := range []string{"[ xs ] thds: 8 tps: 1 lat (ms,95%): 1\n", "[ 1s ] thds: 8 qps: 1\n", "[ 1s ] thds: 8 tps: x lat (ms,95%): 1\n", "[ 1 ] tps: 1\n"} {
+		if _, err := ParseSysbenchIntervals(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

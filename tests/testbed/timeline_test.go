@@ -1,0 +1,81 @@
+package testbed
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseIOPSLog(t *testing.T) {
+	for name, tc := range map[string]struct {
+		log  string
+		want []IOPSPoint
+	}{
+		"mixed, fio 3.33 (five fields)": {
+			log:  "1000, 8204, 0, 0, 0\n1000, 8259, 1, 0, 0\n2000, 9700, 0, 0, 0\n2000, 9679, 1, 0, 0\n",
+			want: []IOPSPoint{{At: time.Second, Read: 8204, Write: 8259}, {At: 2 * time.Second, Read: 9700, Write: 9679}},
+		},
+		"writes only, a late window, a stalled second, six fields": {
+			log:  "1003, 2000, 1, 4096, 0, 0\n2001, 1500, 1, 4096, 0, 0\n4000, 12, 1, 4096, 0, 0\n",
+			want: []IOPSPoint{{At: time.Second, Write: 2000}, {At: 2 * time.Second, Write: 1500}, {At: 3 * time.Second}, {At: 4 * time.Second, Write: 12}},
+		},
+		"trims are not drawn": {
+			log:  "1000, 5, 2, 4096, 0\n1000, 7, 0, 4096, 0\n",
+			want: []IOPSPoint{{At: time.Second, Read: 7}},
+		},
+		"empty": {log: "", want: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseIOPSLog(tc.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{"1000, 5\n", "x, 5, 1, 4096\n", "1000, -1, 1, 4096\n", "1000, 5, y, 0\n"} {
+		if _, err := ParseIOPSLog(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseSamples(t *testing.T) {
+	out := "@@ 1700000000.250000000\n0 8 writecache 0 100 40 0\nbcache 12.0M\n@@ 1700000001.3\n0 8 writecache 0 100 20 0\n@@ 1700000002.400000000\n"
+	got, err := ParseSamples(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sample{
+		{At: time.Unix(1700000000, 250000000), Out: "0 8 writecache 0 100 40 0\nbcache 12.0M"},
+		{At: time.Unix(1700000001, 300000000), Out: "0 8 writecache 0 100 20 0"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if s, err := ParseSamples(""); err != nil || len(s) != 0 {
+		t.Errorf("empty output: %v, %v", s, err)
+	}
+	for _, bad := range []string{"@@ yesterday\nx\n", "no marker at all\n"} {
+		if _, err := ParseSamples(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestParseEpoch(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"1700000000.123456789\n": time.Unix(1700000000, 123456789),
+		"1700000000.5":           time.Unix(1700000000, 500000000),
+		"1700000000":             time.Unix(1700000000, 0),
+	} {
+		if got, err := ParseEpoch(in); err != nil || !got.Equal(want) {
+			t.Errorf("ParseEpoch(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseEpoch("now"); err == nil {
+		t.Error("\"now\" accepted")
+	}
+}
