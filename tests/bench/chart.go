@@ -102,15 +102,22 @@ func (c barChart) validate() error {
 // if that is taken. The same set of labels thus gets the same colours
 // whatever the series order, and a subset mostly keeps them.
 func (c barChart) colours() []color.Color {
-	palette := okabeIto()
-	taken := make([]bool, len(palette))
-	byLabel := make(map[string]color.Color, len(c.Series))
 	labels := make([]string, len(c.Series))
 	for i, s := range c.Series {
 		labels[i] = s.Label
 	}
-	slices.Sort(labels)
-	for _, l := range labels {
+	return labelColours(labels)
+}
+
+// labelColours gives each of labels (distinct, at most the palette's
+// size) its colour, as barChart.colours explains: time charts use it too,
+// so a label has one colour in every chart.
+func labelColours(labels []string) []color.Color {
+	palette := okabeIto()
+	taken := make([]bool, len(palette))
+	byLabel := make(map[string]color.Color, len(labels))
+	sorted := slices.Sorted(slices.Values(labels))
+	for _, l := range sorted {
 		h := fnv.New32a()
 		h.Write([]byte(l))
 		i := int(h.Sum32() % uint32(len(palette)))
@@ -120,9 +127,9 @@ func (c barChart) colours() []color.Color {
 		taken[i] = true
 		byLabel[l] = palette[i]
 	}
-	out := make([]color.Color, len(c.Series))
-	for i, s := range c.Series {
-		out[i] = byLabel[s.Label]
+	out := make([]color.Color, len(labels))
+	for i, l := range labels {
+		out[i] = byLabel[l]
 	}
 	return out
 }
