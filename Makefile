@@ -145,15 +145,26 @@ test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles
 	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N) -powercut-cycles=$(N)
 
 .PHONY: bench
-bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first one's goals: full run <90 min to docs/, QUICK=1 <30 min to .cache/bench/.
+bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then the pressure run, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first two's goals: each run <90 min to docs/, QUICK=1 <30 min each to .cache/bench/.
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
 ifdef QUICK
 	$(GO) run ./tests/bench -replica -quick -out .cache/bench/benchmarks-replica.md
+	$(GO) run ./tests/bench -pressure -quick -out .cache/bench/benchmarks-pressure.md
 	$(GO) run ./tests/bench -quick -out .cache/bench/benchmarks.md
 else
 	$(GO) run ./tests/bench -replica -out docs/benchmarks-replica.md
+	$(GO) run ./tests/bench -pressure -out docs/benchmarks-pressure.md
 	$(GO) run ./tests/bench -out docs/benchmarks.md
 	$(GO) run ./tests/bench/controlplane -out docs/benchmarks.md
+endif
+
+.PHONY: bench-pressure
+bench-pressure: deps ## Only the pressure run of make bench: every cache with a working set 4x its size, past a full write cache, on mq-deadline and none (charts under docs/bench-pressure/; QUICK=1: mq-deadline, no MariaDB, <30 min to .cache/bench/).
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
+ifdef QUICK
+	$(GO) run ./tests/bench -pressure -quick -out .cache/bench/benchmarks-pressure.md
+else
+	$(GO) run ./tests/bench -pressure -out docs/benchmarks-pressure.md
 endif
 
 .PHONY: bench-replica

@@ -66,6 +66,9 @@ type options struct {
 	workloads     []string // fio workload keys to run; empty: all
 	dbLinear      bool     // also run the database on SSD+linear
 	replica       bool     // the replicated run (replica.go) instead
+	pressure      bool     // the pressure run (pressure.go) instead
+	press         pressureProfile
+	pressTargeted bool // flags that make bench does not give: the report names them
 	out           string
 	charts        string
 	keep          bool
@@ -93,6 +96,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.pressure {
+		rep, err := runPressure(ctx, o)
+		if err == nil {
+			err = publishPressure(rep, o)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "\nbench failed: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\nbench failed: %v\n", err)
@@ -121,6 +135,10 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test and tc-wb-old, the stack before fuaflush (a yardstick; -quick: off)")
 	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
 	fs.BoolVar(&f.replica, "replica", false, "the replicated run instead: a second VM as the peer, tidecache with the write cache mirrored to it over NVMe/TCP against the same cache unmirrored (docs/benchmarks-replica.md)")
+	fs.BoolVar(&f.pressure, "pressure", false, "the pressure run instead: every system with a working set 4× its cache, driven past the point where the write cache is full, on each HDD scheduler (docs/benchmarks-pressure.md)")
+	scheds := fs.String("schedulers", "", "pressure run: comma-separated HDD schedulers to run on, mq-deadline and/or none (default: both; -quick: mq-deadline)")
+	phaseScale := fs.Float64("phase-scale", 1, "pressure run: multiply every phase's length by this (e.g. 0.25 for a smoke test; the figures then mean little)")
+	pressDB := fs.Bool("pressure-db", false, "pressure run: also run MariaDB under pressure (default: on in the full run, off with -quick)")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
@@ -134,7 +152,11 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := defaults(f.quick)
 	o.out, o.charts, o.keep, o.hddWriteCache, o.ssdWriteCache = f.out, f.charts, f.keep, f.hddWriteCache, f.ssdWriteCache
-	o.skipFio, o.dbLinear, o.replica = f.skipFio, f.dbLinear, f.replica
+	o.skipFio, o.dbLinear, o.replica, o.pressure = f.skipFio, f.dbLinear, f.replica, f.pressure
+	o.press = pressureDefaults(o.quick)
+	if o.pressure && o.replica {
+		return options{}, fmt.Errorf("-pressure and -replica are two runs: give one")
+	}
 	if o.replica {
 		// Two systems to compare, on their own partitions: the accounting
 		// and the tuning variants belong to the main run.
@@ -167,8 +189,35 @@ func parseFlags(args []string) (options, error) {
 			o.accounting = f.accounting
 		case "variants":
 			o.variants = f.variants
+		case "schedulers":
+			o.press.schedulers = strings.Split(*scheds, ",")
+			o.pressTargeted = true
+		case "phase-scale", "only":
+			o.pressTargeted = true
+		case "pressure-db":
+			o.pressTargeted = true
+			if *pressDB && o.press.db.rounds == 0 {
+				o.press.db = pressureDBDefaults()
+			} else if !*pressDB {
+				o.press.db.rounds = 0
+			}
 		}
 	})
+	if o.pressure {
+		if *phaseScale <= 0 || *phaseScale > 10 {
+			return options{}, fmt.Errorf("-phase-scale %v: want more than 0, at most 10", *phaseScale)
+		}
+		o.press = o.press.scaled(*phaseScale)
+		if o.charts == "" && o.out != "" {
+			o.charts = filepath.Join(filepath.Dir(o.out), "bench-pressure")
+		}
+		for _, s := range o.press.schedulers {
+			if s != testbed.SchedDeadline && s != testbed.SchedNone {
+				return options{}, fmt.Errorf("-schedulers: %q: want %s or %s", s, testbed.SchedDeadline, testbed.SchedNone)
+			}
+		}
+		return o, nil
+	}
 	if o.charts == "" && o.out != "" && !o.replica {
 		o.charts = filepath.Join(filepath.Dir(o.out), "bench")
 	}
@@ -188,6 +237,34 @@ func (o options) validate() error {
 	if o.db.rounds < 0 || o.db.time < time.Second || o.db.time%time.Second != 0 || o.db.warm%time.Second != 0 ||
 		o.db.cacheWarm < 0 || o.db.cacheWarm%time.Second != 0 {
 		return fmt.Errorf("-db-rounds wants 0 or more, -db-time, -db-warm and -db-cache-warm whole seconds (-db-time at least 1s)")
+	}
+	return nil
+}
+
+// publishPressure writes the pressure run's charts and report.
+func publishPressure(rep *pressureReport, o options) error {
+	charts := map[string][]chartFile{}
+	if o.charts != "" {
+		var err error
+		if charts, err = rep.writeCharts(o.charts); err != nil {
+			return err
+		}
+		for _, cs := range charts {
+			for _, c := range cs {
+				fmt.Fprintf(os.Stderr, "bench: wrote %s\n", c.path)
+			}
+		}
+	}
+	var doc strings.Builder
+	if err := rep.write(&doc, charts, o.out); err != nil {
+		return err
+	}
+	fmt.Print(doc.String())
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(doc.String()), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.out)
 	}
 	return nil
 }

@@ -134,6 +134,7 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 		return err
 	}
 	r.writeSetup(&b)
+	writeHDDModel(&b, r.cfg.HDD)
 
 	if len(charts) > 0 {
 		pf("## Charts\n\n")
@@ -164,6 +165,7 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 	}
 	r.writeFindings(&b)
 	r.writeReplicaGoals(&b, outPath)
+	r.writePressureTargets(&b, outPath)
 	if !r.hasFio() {
 		_, err := io.WriteString(out, b.String())
 		return err
@@ -276,12 +278,8 @@ func (r *report) writeSetup(b *strings.Builder) {
 	o := r.opts
 	pf("## Set-up\n\n")
 	pf("- **Host:** %s; %s. **Guest:** Debian kernel %s, 2 vCPUs, %d MiB; %s.\n", r.host, r.qemu, r.kernel, r.cfg.MemoryMiB, r.fio)
-	pf("- **HDDs:** %d × %s, %s each (sparse images). Why this class: it is the cheap, large disk that\n"+
-		"  database servers put in RAID10 and that a flash cache exists to hide. A 7,200 rpm drive needs half a\n"+
-		"  rotation (4.2 ms) plus a short seek within a hot extent (~4 ms) per random I/O, ~120 IOPS at QD1, and\n"+
-		"  reaches ~150-200 with a deep queue (command reordering): the cap is 150, the conservative end.\n"+
-		"  dm-delay alone would not do: it delays every I/O independently, so one disk would serve hundreds of\n"+
-		"  IOPS at depth; qemu's throttle on the host caps that at no guest CPU cost.\n",
+	pf("- **HDDs:** %d × %s, %s each (sparse images); see [HDD model](#hdd-model). Why this class: it is the\n"+
+		"  cheap, large disk that database servers put in RAID10 and that a flash cache exists to hide.\n",
 		r.cfg.HDDs, r.cfg.HDD, testbed.FormatBytes(r.cfg.HDDSize))
 	pf("- **RAID10:** md RAID10, near-2 layout, 512 KiB chunks (what `tidectl pool create --raid10` builds),\n" +
 		"  `--assume-clean` (new, zeroed images), partitioned with a GPT: one partition per system.\n")

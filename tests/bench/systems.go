@@ -189,14 +189,14 @@ func setUpSystems(ctx context.Context, bed *testbed.Bed, variants bool) ([]*syst
 	systems = append(systems, tc...)
 
 	p.Step("bcache: %s backing, %s cache, writeback…", hdd[2], ssd[1])
-	bc, err := setUpBcache(ctx, bed, hdd[2], ssd[1])
+	bc, err := setUpBcache(ctx, bed, hdd[2], ssd[1], "128k")
 	if err != nil {
 		return nil, err
 	}
 	systems = append(systems, bc)
 
 	p.Step("lvm2: lvmcache (dm-cache, writeback) and lvm writecache on VG %s (%s + %s)…", vgName, hdd[3], ssd[2])
-	lv, err := setUpLVM(ctx, bed, hdd[3], ssd[2])
+	lv, err := setUpLVM(ctx, bed, hdd[3], ssd[2], volumeBytes, cacheBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -366,14 +366,15 @@ func mib(n int64) string { return strconv.FormatInt(n>>20, 10) + "M" }
 
 // setUpBcache makes a bcache device the way bcache-tools documents it:
 // make-bcache -B backing -C cache (attached at registration), writeback.
-// The bucket is 128 KiB instead of the 512 KiB default because bcache
-// wants more buckets than a 512 MiB cache has at 512 KiB; every other
-// setting keeps its default, including the 4 MiB sequential cutoff (long
-// sequential streams go to the HDDs) and the congestion thresholds.
-func setUpBcache(ctx context.Context, bed *testbed.Bed, backing, cache string) (*system, error) {
+// The bucket is smaller than the 512 KiB default (128k for a 512 MiB
+// cache) because bcache refuses a cache of fewer than about a thousand
+// buckets; every other setting keeps its default, including the 4 MiB
+// sequential cutoff (long sequential streams go to the HDDs) and the
+// congestion thresholds.
+func setUpBcache(ctx context.Context, bed *testbed.Bed, backing, cache, bucket string) (*system, error) {
 	cmds := [][]string{
 		{"modprobe", "bcache"},
-		{"make-bcache", "--wipe-bcache", "--writeback", "--bucket", "128k", "-B", backing, "-C", cache},
+		{"make-bcache", "--wipe-bcache", "--writeback", "--bucket", bucket, "-B", backing, "-C", cache},
 		{"sh", "-c", `echo "$1" > /sys/fs/bcache/register`, "sh", backing},
 		{"sh", "-c", `echo "$1" > /sys/fs/bcache/register`, "sh", cache},
 	}
@@ -395,7 +396,7 @@ func setUpBcache(ctx context.Context, bed *testbed.Bed, backing, cache string) (
 	}
 	return &system{
 		key: "bcache", kind: peer, label: "bcache writeback (bcache-tools defaults)", dev: dev,
-		setup: fmt.Sprintf("`make-bcache --writeback --bucket 128k -B %s -C %s`", backing, cache),
+		setup: fmt.Sprintf("`make-bcache --writeback --bucket %s -B %s -C %s`", bucket, backing, cache),
 		flush: func(ctx context.Context) error { return flushBcache(ctx, bed, sysfs) },
 		readCounters: func(ctx context.Context) (uint64, uint64, error) {
 			out, err := bed.Run(ctx, "cat", sysfs+"stats_total/cache_hits", sysfs+"stats_total/cache_misses")
@@ -480,8 +481,9 @@ activation { udev_sync = 0 udev_rules = 0 monitoring = 0 }
 // setUpLVM makes the two lvm2 caches as lvmcache(7) and lvm's writecache
 // documentation show them: an origin LV on the HDD PV, a cachevol on the
 // SSD PV, lvconvert --type cache (dm-cache, smq, --cachemode writeback)
-// or --type writecache, everything else at lvm2's defaults.
-func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string) ([]*system, error) {
+// or --type writecache, everything else at lvm2's defaults. Each origin LV
+// is volume bytes, each cachevol cache bytes.
+func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string, volume, cache int64) ([]*system, error) {
 	if _, err := bed.Run(ctx, "sh", "-c", `mkdir -p /run/bench-lvm /run/lock/lvm && printf '%s' "$1" > /run/bench-lvm/lvm.conf`, "sh", lvmConfig); err != nil {
 		return nil, err
 	}
@@ -489,16 +491,16 @@ func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string) ([]*sy
 		_, err := bed.Run(ctx, append([]string{"env", "LVM_SYSTEM_DIR=/run/bench-lvm", "LVM_SUPPRESS_FD_WARNINGS=1"}, args...)...)
 		return err
 	}
-	size, cache := mib(volumeBytes), mib(cacheBytes)
+	size, cacheSize := mib(volume), mib(cache)
 	steps := [][]string{
 		{"pvcreate", "-y", hddPV, ssdPV},
 		{"vgcreate", vgName, hddPV, ssdPV},
 		{"lvcreate", "-y", "-n", "lvmcache", "-L", size, vgName, hddPV},
-		{"lvcreate", "-y", "-n", "lvmcache_fast", "-L", cache, vgName, ssdPV},
+		{"lvcreate", "-y", "-n", "lvmcache_fast", "-L", cacheSize, vgName, ssdPV},
 		{"lvchange", "-an", vgName + "/lvmcache_fast"},
 		{"lvconvert", "-y", "--type", "cache", "--cachevol", "lvmcache_fast", "--cachemode", "writeback", vgName + "/lvmcache"},
 		{"lvcreate", "-y", "-n", "lvmwc", "-L", size, vgName, hddPV},
-		{"lvcreate", "-y", "-n", "lvmwc_fast", "-L", cache, vgName, ssdPV},
+		{"lvcreate", "-y", "-n", "lvmwc_fast", "-L", cacheSize, vgName, ssdPV},
 		{"lvchange", "-an", vgName + "/lvmwc_fast"},
 		{"lvconvert", "-y", "--type", "writecache", "--cachevol", "lvmwc_fast", vgName + "/lvmwc"},
 	}
@@ -526,7 +528,7 @@ func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string) ([]*sy
 	}
 	lvmcache := &system{
 		key: "lvmcache", kind: peer, label: "lvmcache writeback (dm-cache, smq, lvm2 defaults)", dev: cacheDM,
-		setup: fmt.Sprintf("`lvconvert --type cache --cachevol lvmcache_fast --cachemode writeback %s/lvmcache` (%s cachevol)", vgName, cache),
+		setup: fmt.Sprintf("`lvconvert --type cache --cachevol lvmcache_fast --cachemode writeback %s/lvmcache` (%s cachevol)", vgName, cacheSize),
 		flush: func(ctx context.Context) error {
 			// smq writes dirty blocks back when the device is idle.
 			return waitClean(ctx, bed, "lvmcache", func(ctx context.Context) (bool, string, error) {
@@ -541,7 +543,7 @@ func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string) ([]*sy
 	}
 	lvmwc := &system{
 		key: "lvm-wc", kind: peer, label: "lvm writecache (dm-writecache, lvm2 defaults)", dev: wcDM,
-		setup: fmt.Sprintf("`lvconvert --type writecache --cachevol lvmwc_fast %s/lvmwc` (%s cachevol)", vgName, cache),
+		setup: fmt.Sprintf("`lvconvert --type writecache --cachevol lvmwc_fast %s/lvmwc` (%s cachevol)", vgName, cacheSize),
 		flush: func(ctx context.Context) error {
 			// The flush message returns when every dirty block is written back.
 			_, err := bed.Run(ctx, "dmsetup", "message", vgName+"-lvmwc", "0", "flush")
