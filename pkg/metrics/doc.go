@@ -8,9 +8,14 @@
 // It follows the node_exporter pattern: nothing is cached between scrapes.
 // Every scrape asks the Source (the engine) for the volumes and what the
 // kernel reports about them right now, and emits const metrics built from
-// descriptions declared once. With an engine that can observe the whole
-// node at once (Observer), a scrape scans the superblocks once and the
-// volume, origin and SSD parts share that reading. A feature that is absent (no SSD source, no
+// descriptions declared once. The one exception is the write cache's fill
+// (fill.go): dm-writecache counts no blocks written back and has no rate,
+// so the collector keeps each write tier's readings of the last minute to
+// derive the written-back counter and the time-to-full forecast.
+//
+// With an engine that can observe the whole node at once (Observer), a
+// scrape scans the superblocks once and the volume, origin and SSD parts
+// share that reading. A feature that is absent (no SSD source, no
 // dm-stats messenger, no nvme or smartctl installed, a volume without a read
 // tier) yields no series, not an error. A source that fails is reported as
 // tidecache_scrape_collector_success{collector="..."} 0 and logged; the rest

@@ -127,6 +127,11 @@ type collector struct {
 	// statsMu serialises the dm-stats part of concurrent scrapes, so two
 	// of them never race to create a volume's region.
 	statsMu sync.Mutex
+	// fill keeps each write tier's recent readings, from which the
+	// written-back counter and the time-to-full forecast are derived
+	// (fill.go); now is when a scrape read them (time.Now but in tests).
+	fill *fillTracker
+	now  func() time.Time
 }
 
 func newCollector(src Source, opts Options) (*collector, error) {
@@ -136,6 +141,7 @@ func newCollector(src Source, opts Options) (*collector, error) {
 	c := &collector{
 		src: src, stats: opts.Stats, ssds: opts.SSDs, pools: opts.Pools, sysRoot: opts.SysRoot,
 		bounds: opts.LatencyBounds, timeout: opts.Timeout, log: opts.Logger,
+		fill: newFillTracker(), now: time.Now,
 	}
 	c.observer, _ = src.(Observer)
 	if c.pools == nil {
@@ -169,6 +175,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- scrapeSuccessDesc
 	ch <- scrapeDurationDesc
 	describeVolume(ch)
+	describeFill(ch)
 	describeLatency(ch)
 	describeSSD(ch)
 	describeOrigin(ch)
@@ -259,8 +266,10 @@ func (c *collector) collectVolumes(ctx context.Context, ch chan<- prometheus.Met
 	if err != nil {
 		return fmt.Errorf("list volumes: %w", err)
 	}
+	fill := c.fill.observe(c.now(), vols)
 	for _, v := range vols {
 		emitVolume(ch, v)
+		emitFill(ch, v, fill[fillKey{v.Pool, v.Name}])
 	}
 	if c.stats != nil {
 		c.run(ctx, ch, collectorDMStats, func(ctx context.Context, ch chan<- prometheus.Metric) error {

@@ -163,15 +163,15 @@ tidecache_volume_error{pool="slow",volume="broken"} 1
 # HELP tidecache_volume_writeback_jobs The write tier's bound on blocks in write-back at once (dm-writecache writeback_jobs): derived from the origin array unless the volume's or the node's tuning sets it. Each block queued ahead of a read on the HDDs delays it by a disk's service time.
 # TYPE tidecache_volume_writeback_jobs gauge
 tidecache_volume_writeback_jobs{pool="fast",volume="db"} 16
-# HELP tidecache_volume_writes_allocated_total Writes that took a new block of the write tier (dm-writecache <#writes allocated>): the rate at which the cache fills with dirty blocks.
+# HELP tidecache_volume_writes_allocated_total Blocks written into new blocks of the write tier (dm-writecache <#writes allocated>): its rate is the incoming dirty data. When it stays above the rate of tidecache_volume_written_back_blocks_total the cache fills.
 # TYPE tidecache_volume_writes_allocated_total counter
 tidecache_volume_writes_allocated_total{pool="fast",volume="db"} 256
 tidecache_volume_writes_allocated_total{pool="slow",volume="broken"} 0
-# HELP tidecache_volume_writes_around_total Writes that went around the write tier to the HDD array (dm-writecache <#writes bypassed>), mostly because it had no free block: a rising rate means the cache is full and writes run at HDD speed.
+# HELP tidecache_volume_writes_around_total Blocks written around the write tier straight to the HDD array (dm-writecache <#writes bypassed>): it had no free block, or it was being drained. A rising rate on a full cache means writes run at HDD speed.
 # TYPE tidecache_volume_writes_around_total counter
 tidecache_volume_writes_around_total{pool="fast",volume="db"} 0
 tidecache_volume_writes_around_total{pool="slow",volume="broken"} 0
-# HELP tidecache_volume_writes_blocked_total Writes that waited for a free block of the write tier (dm-writecache <#writes blocked on freelist>): a full cache whose write-back is behind.
+# HELP tidecache_volume_writes_blocked_total Times a write waited for a free block of the write tier (dm-writecache <#writes blocked on freelist>): the cache was full and the block rewritten was under write-back. A rising rate means writes wait for the HDDs.
 # TYPE tidecache_volume_writes_blocked_total counter
 tidecache_volume_writes_blocked_total{pool="fast",volume="db"} 0
 tidecache_volume_writes_blocked_total{pool="slow",volume="broken"} 0
@@ -496,6 +496,13 @@ func fullCollector(t *testing.T) *collector {
 		t.Fatal(err)
 	}
 	c.knameOf = testKname
+	// It saw the volumes 30 s ago, db with 60 fewer dirty blocks, so the
+	// write cache forecast has a rate.
+	past := testVolumes(t)
+	past[0].WriteCache.FreeBlocks += 60
+	now := time.Date(2026, 11, 28, 9, 0, 30, 0, time.UTC)
+	c.fill.observe(now.Add(-30*time.Second), past)
+	c.now = func() time.Time { return now }
 	return c
 }
 

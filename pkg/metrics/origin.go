@@ -14,10 +14,12 @@ import (
 	"github.com/tidecache/tidecache/pkg/mdraid"
 )
 
-// Per-pool origin metrics: the redundancy of each pool's md array (the HDD
-// RAID10), read from sysfs at scrape time (mdraid.ReadHealth). An origin
-// that is not an md array (a hardware RAID LUN) or is not running has no
-// series; that is not a scrape error.
+// Per-pool origin metrics, read from sysfs at scrape time: the redundancy
+// of each pool's md array (the HDD RAID10, mdraid.ReadHealth), and the I/O
+// counters of any origin device, md array or LUN (/sys/block/<dev>/stat).
+// An origin that is not an md array (a hardware RAID LUN) or is not
+// running has no redundancy series; one that is not present has none at
+// all. Neither is a scrape error.
 
 // PoolSource lists the node's pools. *engine.Engine implements it.
 type PoolSource interface {
