@@ -96,7 +96,9 @@ func recordedName(text string, loc []int) string {
 	return text[start:end]
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
@@ -207,11 +209,61 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 	}
 	walk(d.Panels)
+	// No two panels of the top level share a cell of the grid.
+	for i, a := range d.Panels {
+		for _, b := range d.Panels[i+1:] {
+			if a.GridPos != nil && b.GridPos != nil && overlap(*a.GridPos, *b.GridPos) {
+				t.Errorf("panels %q and %q overlap", a.Title, b.Title)
+			}
+		}
+	}
 	for _, v := range d.Templating.List {
 		checkNames(t, docs, "variable "+v.Name, string(v.Query))
 	}
 	if exprs == 0 {
 		t.Error("no queries in the dashboard")
+	}
+}
+
+// overlap reports whether two grid positions share a cell.
+func overlap(a, b struct{ H, W, X, Y int }) bool {
+	return a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H
+}
+
+// TestGrafanaDashboardShowsWriteCachePressure: an operator sees the write
+// cache filling up before it is full: its fill, incoming against
+// written-back blocks, the forecast, the writes that find it full, and the
+// HDD array's latency and queue behind it.
+func TestGrafanaDashboardShowsWriteCachePressure(t *testing.T) {
+	var d dashboard
+	if err := json.Unmarshal(mustRead(t, dashboardFile), &d); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for _, tg := range p.Targets {
+				exprs = append(exprs, tg.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	all := strings.Join(exprs, "\n")
+	for _, name := range []string{
+		"tidecache_volume_dirty_bytes", "tidecache_volume_cache_size_bytes",
+		"tidecache_volume_writes_allocated_total", "tidecache_volume_written_back_blocks_total",
+		"tidecache_volume_write_cache_time_to_full_seconds",
+		"tidecache_volume_writes_around_total", "tidecache_volume_writes_blocked_total",
+		"tidecache_volume_writeback_jobs",
+		"tidecache_origin_read_time_seconds_total", "tidecache_origin_reads_completed_total",
+		"tidecache_origin_write_time_seconds_total", "tidecache_origin_writes_completed_total",
+		"tidecache_origin_ios_in_progress",
+	} {
+		if !regexp.MustCompile(`\b` + name + `\b`).MatchString(all) {
+			t.Errorf("no panel shows %s", name)
+		}
 	}
 }
 
