@@ -138,6 +138,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.pressure, "pressure", false, "the pressure run instead: every system with a working set 4× its cache, driven past the point where the write cache is full, on each HDD scheduler (docs/benchmarks-pressure.md)")
 	scheds := fs.String("schedulers", "", "pressure run: comma-separated HDD schedulers to run on, mq-deadline and/or none (default: both; -quick: mq-deadline)")
 	phaseScale := fs.Float64("phase-scale", 1, "pressure run: multiply every phase's length by this (e.g. 0.25 for a smoke test; the figures then mean little)")
+	dbRows := fs.Int("pressure-db-rows", 0, "pressure run: rows per sysbench table (default 200000: tables over 2.5x the full run's cache; smaller for a smoke test)")
 	pressDB := fs.Bool("pressure-db", false, "pressure run: also run MariaDB under pressure (default: on in the full run, off with -quick)")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
@@ -192,7 +193,7 @@ func parseFlags(args []string) (options, error) {
 		case "schedulers":
 			o.press.schedulers = strings.Split(*scheds, ",")
 			o.pressTargeted = true
-		case "phase-scale", "only":
+		case "phase-scale", "only", "pressure-db-rows":
 			o.pressTargeted = true
 		case "pressure-db":
 			o.pressTargeted = true
@@ -208,6 +209,12 @@ func parseFlags(args []string) (options, error) {
 			return options{}, fmt.Errorf("-phase-scale %v: want more than 0, at most 10", *phaseScale)
 		}
 		o.press = o.press.scaled(*phaseScale)
+		if *dbRows < 0 {
+			return options{}, fmt.Errorf("-pressure-db-rows %d: want a positive count", *dbRows)
+		}
+		if *dbRows > 0 {
+			o.press.db.rows = *dbRows
+		}
 		if o.charts == "" && o.out != "" {
 			o.charts = filepath.Join(filepath.Dir(o.out), "bench-pressure")
 		}

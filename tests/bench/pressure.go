@@ -477,43 +477,53 @@ func runPressureSystem(ctx context.Context, bed *testbed.Bed, s *pressureSystem,
 		}()
 	}
 	phases := pp.phases(s.dev)
-	do := func(ph pressurePhase) error {
-		t0 := time.Now()
-		res, tl, err := bed.FioTimeline(ctx, ph.job)
+	// Phases run back to back in one fio process (FioSequence): write,
+	// mix, read and burst; then the idle drain; then bulk and OLTP.
+	do := func(seq []pressurePhase) error {
+		jobs := make([]testbed.Job, len(seq))
+		for i, ph := range seq {
+			jobs[i] = ph.job
+		}
+		res, tls, err := bed.FioSequence(ctx, jobs)
 		if err != nil {
 			return err
 		}
-		pr := &phaseRun{res: res, timeline: tl, took: time.Since(t0)}
-		run.phases[ph.key] = pr
-		if ph.key == phWrite {
-			run.start = tl.Start
-		}
-		for _, c := range []struct {
-			name string
-			st   testbed.Stats
-		}{{"read", res.Read}, {"write", res.Write}} {
-			if c.st.IOs > 0 {
-				p.Step("  %-6s %-5s %8s IOPS  mean %8s  p99 %8s  p99.9 %8s  max %8s  (fio took %v)", ph.key, c.name,
-					testbed.FormatIOPS(c.st.IOPS), testbed.FormatLatency(c.st.Clat.Mean), testbed.FormatLatency(c.st.Clat.P99()),
-					testbed.FormatLatency(c.st.Clat.Percentiles[99.9]), testbed.FormatLatency(c.st.Clat.Max), pr.took.Round(time.Second))
+		for i, ph := range seq {
+			pr := &phaseRun{res: res[i], timeline: tls[i]}
+			// A phase lasts until the next one starts (stalled I/O makes
+			// it overrun); the last one, until its last logged second.
+			if i+1 < len(seq) {
+				pr.took = tls[i+1].Start.Sub(tls[i].Start)
+			} else {
+				pr.took = max(ph.job.Runtime, time.Duration(len(tls[i].Points))*time.Second)
+			}
+			run.phases[ph.key] = pr
+			if ph.key == phWrite {
+				run.start = tls[i].Start
+			}
+			for _, c := range []struct {
+				name string
+				st   testbed.Stats
+			}{{"read", pr.res.Read}, {"write", pr.res.Write}} {
+				if c.st.IOs > 0 {
+					p.Step("  %-6s %-5s %8s IOPS  mean %8s  p99 %8s  p99.9 %8s  max %8s  (took %v)", ph.key, c.name,
+						testbed.FormatIOPS(c.st.IOPS), testbed.FormatLatency(c.st.Clat.Mean), testbed.FormatLatency(c.st.Clat.P99()),
+						testbed.FormatLatency(c.st.Clat.Percentiles[99.9]), testbed.FormatLatency(c.st.Clat.Max), pr.took.Round(time.Second))
+				}
 			}
 		}
 		return nil
 	}
-	for _, ph := range phases[:4] {
-		if err := do(ph); err != nil {
-			return nil, err
-		}
+	if err := do(phases[:4]); err != nil {
+		return nil, err
 	}
 	if sampler != nil {
 		if err := idle(ctx, bed, s, sampler, pp, run); err != nil {
 			return nil, err
 		}
 	}
-	for _, ph := range phases[4:] {
-		if err := do(ph); err != nil {
-			return nil, err
-		}
+	if err := do(phases[4:]); err != nil {
+		return nil, err
 	}
 	if sampler != nil {
 		samples, err := sampler.Stop(ctx)

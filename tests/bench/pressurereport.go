@@ -142,8 +142,10 @@ func (r *pressureReport) writeSetup(b *strings.Builder) {
 		}
 		pf("\n")
 	}
-	pf("- **Phases,** on each system in turn, without a pause between them (fio %s, libaio, O_DIRECT; one\n"+
-		"  system at a time, since all share the HDDs):\n", r.fio)
+	pf("- **Phases,** on each system in turn (one system at a time: all share the HDDs), fio %s, libaio,\n"+
+		"  O_DIRECT; the phases before the idle one run in one fio process, each starting the moment the one\n"+
+		"  before has finished (`stonewall`), and so do the two after it. A phase's **took** is until the next\n"+
+		"  one started: past its length when I/O it had issued was still waiting.\n", r.fio)
 	n := 0
 	for _, ph := range pp.phases("DEV") {
 		n++
@@ -194,7 +196,7 @@ func (sr *schedRun) writeResults(b *strings.Builder, charts []chartFile, outPath
 
 	pf("### The write phase: the fill, the cliff and the steady state\n\n")
 	t := testbed.Table{Header: []string{"system", "IOPS", "× RAID10", "time to full", "IOPS once full", "× RAID10",
-		"mean", "p99", "p99.9", "max", "fio took"}}
+		"mean", "p99", "p99.9", "max", "took"}}
 	bareSteady, _, _ := sr.steadyWrites("RAID10")
 	bare, _ := sr.stats("RAID10", phWrite, classWrite)
 	for _, s := range sr.systems {
@@ -241,7 +243,7 @@ func (sr *schedRun) writePhase(b *strings.Builder, ph string) error {
 		phOLTP:  "The 70/30 mix right after the bulk load",
 	}
 	fmt.Fprintf(b, "### %s\n\n", titles[ph])
-	t := testbed.Table{Header: []string{"system", "class", "IOPS", "MB/s", "× RAID10", "mean", "p99", "× RAID10 p99", "p99.9", "max", "fio took"}}
+	t := testbed.Table{Header: []string{"system", "class", "IOPS", "MB/s", "× RAID10", "mean", "p99", "× RAID10 p99", "p99.9", "max", "took"}}
 	for _, s := range sr.systems {
 		for _, c := range []string{classRead, classWrite} {
 			st, ok := sr.stats(s.key, ph, c)

@@ -168,7 +168,7 @@ func TestHDDModelSection(t *testing.T) {
 	var b strings.Builder
 	writeHDDModel(&b, testbed.Nearline7200())
 	doc := b.String()
-	for _, want := range []string{"## HDD model\n", "holds every read and write for 8ms", "to 150 IOPS", "one request queue of 32 entries",
+	for _, want := range []string{"## HDD model\n", "holds every read and write for 8 ms", "to 150 IOPS", "one request queue of 32 entries",
 		"`num-queues=1,queue-size=32`", "The runs here use mq-deadline", "**What the model gets wrong.**", "above* the disk's queue"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("HDD model section lacks %q:\n%s", want, doc)

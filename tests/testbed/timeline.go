@@ -33,50 +33,129 @@ type IOPSPoint struct {
 	Read, Write float64       // I/Os completed in the window, per second
 }
 
-// iopsLogDir is where FioTimeline has fio write its logs in the guest.
+// iopsLogDir is where FioSequence has fio write its logs in the guest.
 const iopsLogDir = harness.ScratchDir + "/fio-iops"
 
 // FioTimeline runs job like Fio and also returns its IOPS second by
-// second. A phase whose I/O stalls can run long past job.Runtime (fio
-// waits for what is in flight): it may take job.Runtime + 10 minutes.
+// second: FioSequence of one job.
 func (b *Bed) FioTimeline(ctx context.Context, job Job) (Result, Timeline, error) {
-	args, err := job.Args()
+	res, tls, err := b.FioSequence(ctx, []Job{job})
 	if err != nil {
 		return Result{}, Timeline{}, err
 	}
-	prefix := path.Join(iopsLogDir, "job")
-	args = append(args, "--write_iops_log="+prefix, "--log_avg_msec=1000")
-	ctx, cancel := context.WithTimeout(ctx, job.Runtime+job.Ramp+10*time.Minute)
+	return res[0], tls[0], nil
+}
+
+// FioSequence runs jobs one after the other in one fio process, each
+// starting the moment the one before has finished (stonewall), so that
+// there is no pause between them (a new fio takes seconds to start under
+// TCG), and returns each job's result and its IOPS second by second. A
+// job whose I/O stalls runs past its Runtime (fio waits for what is in
+// flight): the sequence may take the sum of the runtimes + 10 minutes.
+func (b *Bed) FioSequence(ctx context.Context, jobs []Job) ([]Result, []Timeline, error) {
+	if len(jobs) == 0 {
+		return nil, nil, errors.New("fio sequence: no jobs")
+	}
+	name := jobs[0].Name
+	args := []string{"fio", "--output-format=json+"}
+	var total time.Duration
+	seen := map[string]bool{}
+	for i, j := range jobs {
+		if j.Device == "" || j.Name == "" || seen[j.Name] || strings.ContainsAny(j.Name, "/ ") {
+			return nil, nil, fmt.Errorf("fio sequence %s: job %d: want a device and a unique plain name", name, i)
+		}
+		seen[j.Name] = true
+		a, err := j.globalArgs()
+		if err != nil {
+			return nil, nil, err
+		}
+		a = slices.DeleteFunc(a[1:], func(s string) bool { return strings.HasPrefix(s, "--output-format=") })
+		args = append(args, "--name="+j.Name, "--filename="+j.Device)
+		args = append(args, a...)
+		// exec_prerun's output lands in <name>.prerun.txt in fio's
+		// directory: the guest's clock the moment the job starts.
+		args = append(args, "--stonewall", "--write_iops_log="+path.Join(iopsLogDir, j.Name),
+			"--log_avg_msec=1000", "--log_unix_epoch=1", "--exec_prerun=date +%s%N")
+		total += j.Runtime + j.Ramp
+	}
+	ctx, cancel := context.WithTimeout(ctx, total+10*time.Minute)
 	defer cancel()
-	fail := func(err error) (Result, Timeline, error) {
-		return Result{}, Timeline{}, fmt.Errorf("fio %s on %s: %w", job.Name, job.Device, err)
+	fail := func(err error) ([]Result, []Timeline, error) {
+		return nil, nil, fmt.Errorf("fio %s on %s: %w", name, jobs[0].Device, err)
 	}
-	script := `mkdir -p "$1" && rm -f "$1"/* && date +%s.%N && shift && exec "$@"`
-	out, err := b.Run(ctx, append([]string{"sh", "-c", script, "sh", iopsLogDir}, args...)...)
+	if _, err := b.Run(ctx, "sh", "-c", `mkdir -p "$1" && rm -f "$1"/*`, "sh", iopsLogDir); err != nil {
+		return fail(err)
+	}
+	out, err := b.Run(ctx, append([]string{"sh", "-c", `cd "$1" && shift && exec "$@"`, "sh", iopsLogDir}, args...)...)
 	if err != nil {
 		return fail(err)
 	}
-	first, _, _ := strings.Cut(out, "\n")
-	start, err := ParseEpoch(first)
-	if err != nil {
-		return fail(fmt.Errorf("start time: %w", err))
-	}
-	res, err := ParseFio([]byte(out))
+	results, err := ParseFio([]byte(out))
 	if err != nil {
 		return fail(err)
 	}
-	if len(res) != 1 {
-		return fail(fmt.Errorf("%d job results, want 1", len(res)))
+	byName := map[string]Result{}
+	for _, r := range results {
+		byName[r.Job] = r
 	}
-	log, err := b.Run(ctx, "sh", "-c", `cat "$1"_iops.1.log && rm -f "$1"_iops.*.log`, "sh", prefix)
+	res := make([]Result, len(jobs))
+	tls := make([]Timeline, len(jobs))
+	for i, j := range jobs {
+		r, ok := byName[j.Name]
+		if !ok {
+			return fail(fmt.Errorf("no result for job %s", j.Name))
+		}
+		res[i] = r
+		p := path.Join(iopsLogDir, j.Name)
+		started, err := b.Run(ctx, "cat", p+".prerun.txt")
+		if err != nil {
+			return fail(err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(started), 10, 64)
+		if err != nil {
+			return fail(fmt.Errorf("job %s: start time %q: %w", j.Name, started, err))
+		}
+		log, err := b.Run(ctx, "sh", "-c", `cat "$1"_iops.*.log`, "sh", p)
+		if err != nil {
+			return fail(err)
+		}
+		if tls[i], err = ParseIOPSLogEpoch(log, time.Unix(0, ns)); err != nil {
+			return fail(fmt.Errorf("job %s: %w", j.Name, err))
+		}
+	}
+	return res, tls, nil
+}
+
+// ParseIOPSLogEpoch reads an IOPS log written with log_unix_epoch (the
+// guest's clock in milliseconds) of a job that started at start: fio logs
+// a window when an I/O completes after it ended, so a window without
+// completions has no line, and the times are measured from the job's
+// start, not from the first line.
+func ParseIOPSLogEpoch(log string, start time.Time) (Timeline, error) {
+	t0 := start.UnixMilli()
+	var rel strings.Builder
+	for line := range strings.Lines(log) {
+		f, rest, ok := strings.Cut(strings.TrimSpace(line), ",")
+		if !ok {
+			if strings.TrimSpace(line) != "" {
+				return Timeline{}, fmt.Errorf("fio IOPS log line %q: want comma-separated fields", line)
+			}
+			continue
+		}
+		ms, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return Timeline{}, fmt.Errorf("fio IOPS log line %q: %w", line, err)
+		}
+		if ms < t0 {
+			ms = t0 // the clock's resolution: a line cannot come before the job
+		}
+		fmt.Fprintf(&rel, "%d,%s\n", ms-t0, rest)
+	}
+	points, err := ParseIOPSLog(rel.String())
 	if err != nil {
-		return fail(err)
+		return Timeline{}, err
 	}
-	points, err := ParseIOPSLog(log)
-	if err != nil {
-		return fail(err)
-	}
-	return res[0], Timeline{Start: start, Points: points}, nil
+	return Timeline{Start: start, Points: points}, nil
 }
 
 // ParseIOPSLog reads fio's IOPS log with log_avg_msec=1000: lines of

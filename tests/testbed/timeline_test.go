@@ -79,3 +79,33 @@ func TestParseEpoch(t *testing.T) {
 		t.Error("\"now\" accepted")
 	}
 }
+
+func TestParseIOPSLogEpoch(t *testing.T) {
+	start := time.UnixMilli(1795856355300)
+	// The job stalled in its third second: no line for it.
+	log := "1795856356327, 2704, 1, 0, 0\n1795856357330, 1529, 1, 0, 0\n1795856359327, 12, 1, 0, 0\n"
+	tl, err := ParseIOPSLogEpoch(log, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tl.Start.Equal(start) {
+		t.Errorf("start %v, want %v", tl.Start, start)
+	}
+	want := []IOPSPoint{{At: time.Second, Write: 2704}, {At: 2 * time.Second, Write: 1529}, {At: 3 * time.Second}, {At: 4 * time.Second, Write: 12}}
+	if !reflect.DeepEqual(tl.Points, want) {
+		t.Errorf("points %+v\nwant %+v", tl.Points, want)
+	}
+	// A job whose first I/O completes late: its points keep their time.
+	tl, err = ParseIOPSLogEpoch("1795856358300, 3, 0, 0, 0\n", start)
+	if err != nil || len(tl.Points) != 3 || tl.Points[2].Read != 3 || tl.Points[0].Read != 0 {
+		t.Errorf("late first completion: %+v, %v", tl.Points, err)
+	}
+	if tl, err := ParseIOPSLogEpoch("", start); err != nil || len(tl.Points) != 0 {
+		t.Errorf("empty log: %+v, %v", tl, err)
+	}
+	for _, bad := range []string{"yesterday, 1, 1, 0\n", "1795856358300\n"} {
+		if _, err := ParseIOPSLogEpoch(bad, start); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
