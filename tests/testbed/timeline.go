@@ -18,19 +18,30 @@ import (
 // samples of the guest's state (a cache's dirty blocks) taken beside it,
 // both stamped with the guest's clock so they line up.
 
-// Timeline is a job's completed I/Os per second of its run, per direction:
-// fio's write_iops_log averaged over one-second windows (log_avg_msec).
+// Timeline is a job's completed I/Os per second over its run, per
+// direction: fio's write_iops_log with log_avg_msec=1000. fio closes a
+// window at the first completion after it has lasted a second, so windows
+// last a second or a little more, and one in which I/O stalled lasts until
+// the stall ends (its rate is then low: what completed over its length).
 type Timeline struct {
-	// Start is the guest's clock just before fio started; fio's own clock
-	// starts when the job does, a fraction of a second later.
+	// Start is the guest's clock when the job started.
 	Start  time.Time
-	Points []IOPSPoint // one per second, in time order
+	Points []IOPSPoint // one per window, in time order
 }
 
-// IOPSPoint is one second of a Timeline.
+// IOPSPoint is one window of a Timeline.
 type IOPSPoint struct {
 	At          time.Duration // end of the window, from the job's start
+	Dur         time.Duration // its length: it began at At-Dur
 	Read, Write float64       // I/Os completed in the window, per second
+}
+
+// End is when the timeline's last window ended, from the job's start.
+func (t Timeline) End() time.Duration {
+	if len(t.Points) == 0 {
+		return 0
+	}
+	return t.Points[len(t.Points)-1].At
 }
 
 // iopsLogDir is where FioSequence has fio write its logs in the guest.
@@ -158,13 +169,14 @@ func ParseIOPSLogEpoch(log string, start time.Time) (Timeline, error) {
 	return Timeline{Start: start, Points: points}, nil
 }
 
-// ParseIOPSLog reads fio's IOPS log with log_avg_msec=1000: lines of
-// "msec, IOPS, direction, block size[, offset[, priority]]", direction 0
-// for reads and 1 for writes. A one-second window with no line completed
-// no I/O: it gets a point of zeros, so that a stall shows as one.
+// ParseIOPSLog reads fio's IOPS log with log_avg_msec: lines of "msec,
+// IOPS, direction, block size[, offset[, priority]]", msec from the job's
+// start, direction 0 for reads and 1 for writes; the lines of one window
+// share its time. A window runs from the one before it (or the job's
+// start) to its time.
 func ParseIOPSLog(log string) ([]IOPSPoint, error) {
 	byMS := map[int64]*IOPSPoint{}
-	var last int64
+	var times []int64
 	for n, line := range strings.Split(strings.TrimSpace(log), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -179,31 +191,28 @@ func ParseIOPSLog(log string) ([]IOPSPoint, error) {
 		if err := errors.Join(err1, err2, err3); err != nil || ms < 0 || v < 0 || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("fio IOPS log line %d %q: %v", n+1, line, err)
 		}
-		// Windows end on whole seconds (fio logs at 1000, 2000... or
-		// a few ms late).
-		sec := (ms + 500) / 1000
-		p := byMS[sec]
-		if p == nil {
-			p = &IOPSPoint{At: time.Duration(sec) * time.Second}
-			byMS[sec] = p
-		}
-		switch dir {
-		case 0:
-			p.Read += v
-		case 1:
-			p.Write += v
-		default:
+		if dir != 0 && dir != 1 {
 			continue // trims and syncs are not drawn
 		}
-		last = max(last, sec)
-	}
-	var out []IOPSPoint
-	for s := int64(1); s <= last; s++ {
-		if p := byMS[s]; p != nil {
-			out = append(out, *p)
-		} else {
-			out = append(out, IOPSPoint{At: time.Duration(s) * time.Second})
+		p := byMS[ms]
+		if p == nil {
+			p = &IOPSPoint{At: time.Duration(ms) * time.Millisecond}
+			byMS[ms] = p
+			times = append(times, ms)
 		}
+		if dir == 0 {
+			p.Read += v
+		} else {
+			p.Write += v
+		}
+	}
+	slices.Sort(times)
+	out := make([]IOPSPoint, 0, len(times))
+	var prev time.Duration
+	for _, ms := range times {
+		p := *byMS[ms]
+		p.Dur, prev = p.At-prev, p.At
+		out = append(out, p)
 	}
 	return out, nil
 }

@@ -12,18 +12,21 @@ func TestParseIOPSLog(t *testing.T) {
 		want []IOPSPoint
 	}{
 		"mixed, fio 3.33 (five fields)": {
-			log:  "1000, 8204, 0, 0, 0\n1000, 8259, 1, 0, 0\n2000, 9700, 0, 0, 0\n2000, 9679, 1, 0, 0\n",
-			want: []IOPSPoint{{At: time.Second, Read: 8204, Write: 8259}, {At: 2 * time.Second, Read: 9700, Write: 9679}},
+			log: "1000, 8204, 0, 0, 0\n1000, 8259, 1, 0, 0\n2000, 9700, 0, 0, 0\n2000, 9679, 1, 0, 0\n",
+			want: []IOPSPoint{{At: time.Second, Dur: time.Second, Read: 8204, Write: 8259},
+				{At: 2 * time.Second, Dur: time.Second, Read: 9700, Write: 9679}},
 		},
-		"writes only, a late window, a stalled second, six fields": {
-			log:  "1003, 2000, 1, 4096, 0, 0\n2001, 1500, 1, 4096, 0, 0\n4000, 12, 1, 4096, 0, 0\n",
-			want: []IOPSPoint{{At: time.Second, Write: 2000}, {At: 2 * time.Second, Write: 1500}, {At: 3 * time.Second}, {At: 4 * time.Second, Write: 12}},
+		"writes only, windows a little late, a stall of three seconds, six fields": {
+			log: "1003, 2000, 1, 4096, 0, 0\n2051, 1500, 1, 4096, 0, 0\n5051, 1, 1, 4096, 0, 0\n",
+			want: []IOPSPoint{{At: 1003 * time.Millisecond, Dur: 1003 * time.Millisecond, Write: 2000},
+				{At: 2051 * time.Millisecond, Dur: 1048 * time.Millisecond, Write: 1500},
+				{At: 5051 * time.Millisecond, Dur: 3 * time.Second, Write: 1}},
 		},
 		"trims are not drawn": {
 			log:  "1000, 5, 2, 4096, 0\n1000, 7, 0, 4096, 0\n",
-			want: []IOPSPoint{{At: time.Second, Read: 7}},
+			want: []IOPSPoint{{At: time.Second, Dur: time.Second, Read: 7}},
 		},
-		"empty": {log: "", want: nil},
+		"empty": {log: "", want: []IOPSPoint{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseIOPSLog(tc.log)
@@ -82,7 +85,7 @@ func TestParseEpoch(t *testing.T) {
 
 func TestParseIOPSLogEpoch(t *testing.T) {
 	start := time.UnixMilli(1795856355300)
-	// The job stalled in its third second: no line for it.
+	// The job stalled in its third second: its window lasts until 4 s.
 	log := "1795856356327, 2704, 1, 0, 0\n1795856357330, 1529, 1, 0, 0\n1795856359327, 12, 1, 0, 0\n"
 	tl, err := ParseIOPSLogEpoch(log, start)
 	if err != nil {
@@ -91,13 +94,19 @@ func TestParseIOPSLogEpoch(t *testing.T) {
 	if !tl.Start.Equal(start) {
 		t.Errorf("start %v, want %v", tl.Start, start)
 	}
-	want := []IOPSPoint{{At: time.Second, Write: 2704}, {At: 2 * time.Second, Write: 1529}, {At: 3 * time.Second}, {At: 4 * time.Second, Write: 12}}
+	want := []IOPSPoint{{At: 1027 * time.Millisecond, Dur: 1027 * time.Millisecond, Write: 2704},
+		{At: 2030 * time.Millisecond, Dur: 1003 * time.Millisecond, Write: 1529},
+		{At: 4027 * time.Millisecond, Dur: 1997 * time.Millisecond, Write: 12}}
 	if !reflect.DeepEqual(tl.Points, want) {
 		t.Errorf("points %+v\nwant %+v", tl.Points, want)
 	}
-	// A job whose first I/O completes late: its points keep their time.
+	if tl.End() != 4027*time.Millisecond {
+		t.Errorf("end %v", tl.End())
+	}
+	// A job whose first I/O completes late: its first window starts at
+	// the job's start.
 	tl, err = ParseIOPSLogEpoch("1795856358300, 3, 0, 0, 0\n", start)
-	if err != nil || len(tl.Points) != 3 || tl.Points[2].Read != 3 || tl.Points[0].Read != 0 {
+	if err != nil || len(tl.Points) != 1 || tl.Points[0].Dur != 3*time.Second || tl.Points[0].Read != 3 {
 		t.Errorf("late first completion: %+v, %v", tl.Points, err)
 	}
 	if tl, err := ParseIOPSLogEpoch("", start); err != nil || len(tl.Points) != 0 {
