@@ -45,18 +45,21 @@ type pressureProfile struct {
 	db                                  pressureDBProfile
 }
 
-// pressureDefaults are the full run's sizes or, with quick, the short
-// run's: a smaller cache fills sooner, so every phase can be shorter.
+// pressureDefaults are the full run's lengths or, with quick, the short
+// run's. Both give every system a 64 MiB cache and a 256 MiB device: the
+// cache fills in 10-25 s under TCG, and the write phase lasts three to
+// four times that; the full run has longer phases, both schedulers and
+// MariaDB.
 func pressureDefaults(quick bool) pressureProfile {
 	if quick {
 		return pressureProfile{cache: 64 << 20, volume: 256 << 20,
-			write: 40 * time.Second, mix: 25 * time.Second, read: 15 * time.Second, burst: 12 * time.Second,
+			write: 60 * time.Second, mix: 25 * time.Second, read: 15 * time.Second, burst: 12 * time.Second,
 			idle: 45 * time.Second, oltp: 15 * time.Second,
 			schedulers: []string{testbed.SchedDeadline}}
 	}
-	return pressureProfile{cache: 128 << 20, volume: 512 << 20,
-		write: 75 * time.Second, mix: 45 * time.Second, read: 30 * time.Second, burst: 20 * time.Second,
-		idle: 120 * time.Second, oltp: 30 * time.Second,
+	return pressureProfile{cache: 64 << 20, volume: 256 << 20,
+		write: 90 * time.Second, mix: 40 * time.Second, read: 20 * time.Second, burst: 15 * time.Second,
+		idle: 60 * time.Second, oltp: 25 * time.Second,
 		schedulers: []string{testbed.SchedDeadline, testbed.SchedNone},
 		db:         pressureDBDefaults()}
 }
@@ -495,7 +498,7 @@ func runPressureSystem(ctx context.Context, bed *testbed.Bed, s *pressureSystem,
 			if i+1 < len(seq) {
 				pr.took = tls[i+1].Start.Sub(tls[i].Start)
 			} else {
-				pr.took = max(ph.job.Runtime, time.Duration(len(tls[i].Points))*time.Second)
+				pr.took = max(ph.job.Runtime, tls[i].End())
 			}
 			run.phases[ph.key] = pr
 			if ph.key == phWrite {

@@ -169,27 +169,29 @@ func timeToFull(states []cacheState, start, end time.Time) (time.Duration, bool)
 	return 0, false
 }
 
-// meanIOPS is the mean of a timeline's reads or writes per second over
-// the seconds after from (the window ending at a point lies after from
-// when its start does), and how many seconds that is.
-func meanIOPS(points []testbed.IOPSPoint, from time.Duration, writes bool) (float64, int) {
-	var sum float64
-	n := 0
+// meanIOPS is a timeline's reads or writes per second from from to its
+// end: each window counts for the part of it after from, by length. It
+// also returns the length that counted.
+func meanIOPS(points []testbed.IOPSPoint, from time.Duration, writes bool) (float64, time.Duration) {
+	var ios float64
+	var span time.Duration
 	for _, p := range points {
-		if p.At-time.Second < from {
+		start := max(p.At-p.Dur, from)
+		if p.At <= start {
 			continue
 		}
 		v := p.Read
 		if writes {
 			v = p.Write
 		}
-		sum += v
-		n++
+		d := p.At - start
+		ios += v * d.Seconds()
+		span += d
 	}
-	if n == 0 {
+	if span == 0 {
 		return math.NaN(), 0
 	}
-	return sum / float64(n), n
+	return ios / span.Seconds(), span
 }
 
 // drain is how a cache emptied while the volume was idle.

@@ -117,31 +117,31 @@ func TestTimeToFull(t *testing.T) {
 }
 
 func TestMeanIOPS(t *testing.T) {
+	sec := time.Second
 	pts := []testbed.IOPSPoint{
-		{At: 1 * time.Second, Read: 10, Write: 2000},
-		{At: 2 * time.Second, Read: 10, Write: 1800},
-		{At: 3 * time.Second, Read: 20, Write: 4},
-		{At: 4 * time.Second, Read: 30, Write: 0},
-		{At: 5 * time.Second, Read: 40, Write: 200},
+		{At: 1 * sec, Dur: sec, Read: 10, Write: 2000},
+		{At: 2 * sec, Dur: sec, Read: 10, Write: 1800},
+		{At: 5 * sec, Dur: 3 * sec, Read: 20, Write: 4}, // a stall: one window of three seconds
+		{At: 6 * sec, Dur: sec, Read: 30, Write: 200},
 	}
 	for name, tc := range map[string]struct {
 		from   time.Duration
 		writes bool
 		want   float64
-		n      int
+		span   time.Duration
 	}{
-		"every second":                  {0, true, 4004.0 / 5, 5},
-		"after the fill at 2 s":         {2 * time.Second, true, 204.0 / 3, 3},
-		"reads from 3 s":                {3 * time.Second, false, 35, 2},
-		"a window starting before from": {2500 * time.Millisecond, true, 200.0 / 2, 2},
+		"every window, by length":              {0, true, (2000 + 1800 + 3*4 + 200) / 6.0, 6 * sec},
+		"after the fill at 2 s":                {2 * sec, true, (3*4 + 200) / 4.0, 4 * sec},
+		"from inside the stall":                {4 * sec, false, (20 + 30) / 2.0, 2 * sec},
+		"from inside the first window (0.5 s)": {500 * time.Millisecond, true, (0.5*2000 + 1800 + 12 + 200) / 5.5, 5500 * time.Millisecond},
 	} {
-		got, n := meanIOPS(pts, tc.from, tc.writes)
-		if math.Abs(got-tc.want) > 1e-9 || n != tc.n {
-			t.Errorf("%s: %v over %d s, want %v over %d", name, got, n, tc.want, tc.n)
+		got, span := meanIOPS(pts, tc.from, tc.writes)
+		if math.Abs(got-tc.want) > 1e-9 || span != tc.span {
+			t.Errorf("%s: %v over %v, want %v over %v", name, got, span, tc.want, tc.span)
 		}
 	}
-	if v, n := meanIOPS(pts, time.Minute, true); !math.IsNaN(v) || n != 0 {
-		t.Errorf("past the end: %v, %d", v, n)
+	if v, span := meanIOPS(pts, time.Minute, true); !math.IsNaN(v) || span != 0 {
+		t.Errorf("past the end: %v, %v", v, span)
 	}
 }
 

@@ -106,13 +106,12 @@ func (sr *schedRun) steadyWrites(sys string) (iops float64, from time.Duration, 
 		return math.NaN(), 0, false
 	}
 	tl := run.phases[phWrite].timeline
-	from = time.Duration(len(tl.Points)) * time.Second / 2
+	from = (tl.End() / 2).Round(time.Second)
 	if ttf, ok := sr.fill(sys); ok {
-		// The first whole second after the fill.
-		from = (ttf + time.Second - 1).Truncate(time.Second)
+		from = ttf
 	}
-	v, n := meanIOPS(tl.Points, from, true)
-	return v, from, n > 0
+	v, span := meanIOPS(tl.Points, from, true)
+	return v, from, span > 0
 }
 
 // drainOf is the system's idle drain.
@@ -152,7 +151,10 @@ var allPhases = []string{phWrite, phMix, phRead, phBurst, phBulk, phOLTP}
 type metric struct {
 	name   string
 	higher bool // a higher value is better
-	value  func(sr *schedRun, sys string) (float64, bool)
+	// zeroUnknown: a 0 says nothing to compare (a cache with nothing
+	// dirty has no drain rate), not the worst figure there is.
+	zeroUnknown bool
+	value       func(sr *schedRun, sys string) (float64, bool)
 }
 
 // readPhases are the phases whose reads come after the write burst.
@@ -187,7 +189,7 @@ func comparedMetrics() []metric {
 			v, _, ok := sr.steadyWrites(s)
 			return v, ok
 		}},
-		metric{name: "idle drain rate", higher: true, value: func(sr *schedRun, s string) (float64, bool) {
+		metric{name: "idle drain rate", higher: true, zeroUnknown: true, value: func(sr *schedRun, s string) (float64, bool) {
 			d, ok := sr.drainOf(s)
 			return d.rate(), ok
 		}})
@@ -213,7 +215,7 @@ func (m metric) ahead(sr *schedRun, a, b string) (bool, bool) {
 		// A peer that drained nothing (rate 0) is behind anyone who did.
 		va, oka := m.value(sr, a)
 		vb, okb := m.value(sr, b)
-		if oka && okb && vb == 0 {
+		if oka && okb && vb == 0 && !m.zeroUnknown {
 			return !m.higher || va > 0, true
 		}
 		return false, false
@@ -225,11 +227,13 @@ func (m metric) ahead(sr *schedRun, a, b string) (bool, bool) {
 }
 
 // pressureTarget is one line of the targets table: a cell and a verdict
-// per tidecache system.
+// per tidecache system; a system the target does not apply to (na) is
+// left out of the verdict.
 type pressureTarget struct {
 	name  string
 	cells map[string]string
 	met   map[string]bool
+	na    map[string]bool
 }
 
 // targets checks the run against every target, for each tidecache system.
@@ -240,9 +244,11 @@ func (sr *schedRun) targets() []pressureTarget {
 	lat := testbed.FormatLatency
 	var out []pressureTarget
 	add := func(name string, f func(tc string) (string, bool)) {
-		t := pressureTarget{name: name, cells: map[string]string{}, met: map[string]bool{}}
+		t := pressureTarget{name: name, cells: map[string]string{}, met: map[string]bool{}, na: map[string]bool{}}
 		for _, tc := range tcs {
 			t.cells[tc], t.met[tc] = f(tc)
+			// A target that does not apply to a system says so first.
+			t.na[tc] = strings.HasPrefix(t.cells[tc], notApplicable)
 		}
 		out = append(out, t)
 	}
@@ -294,16 +300,18 @@ func (sr *schedRun) targets() []pressureTarget {
 		return fmt.Sprintf("%s (%s vs %s IOPS, from %v on)", x(r), testbed.FormatIOPS(a), testbed.FormatIOPS(b), from), r >= targetSteadyWrite
 	})
 	if sr.system("lvm-wc") != nil {
-		add(fmt.Sprintf("time to fill the write cache ≥ %.1f× lvm writecache's (per MiB of write cache)", targetFill), func(tc string) (string, bool) {
+		add(fmt.Sprintf("time to fill the write cache ≥ %.1f× lvm writecache's (same size)", targetFill), func(tc string) (string, bool) {
+			ca, cb := sr.writeCacheBytes(tc), sr.writeCacheBytes("lvm-wc")
+			if ca == 0 || cb == 0 || math.Abs(float64(ca-cb)) > 0.05*float64(cb) {
+				return fmt.Sprintf(notApplicable+": its write tier is %s, lvm-wc's %s", testbed.FormatBytes(ca), testbed.FormatBytes(cb)), false
+			}
 			a, oka := sr.fill(tc)
 			b, okb := sr.fill("lvm-wc")
-			ca, cb := sr.writeCacheBytes(tc), sr.writeCacheBytes("lvm-wc")
-			if !oka || !okb || ca == 0 || cb == 0 || b == 0 {
+			if !oka || !okb || b == 0 {
 				return fmt.Sprintf("not measured (filled: %v, lvm-wc %v)", oka, okb), false
 			}
-			r := (a.Seconds() / float64(ca)) / (b.Seconds() / float64(cb))
-			return fmt.Sprintf("%s (%v for %s vs %v for %s)", x(r), a.Round(time.Second), testbed.FormatBytes(ca),
-				b.Round(time.Second), testbed.FormatBytes(cb)), r >= targetFill
+			r := a.Seconds() / b.Seconds()
+			return fmt.Sprintf("%s (%v vs %v)", x(r), a.Round(time.Second), b.Round(time.Second)), r >= targetFill
 		})
 	}
 	add(fmt.Sprintf("idle drain ≥ %.1f× the array's random-write rate", targetDrain), func(tc string) (string, bool) {
@@ -320,23 +328,31 @@ func (sr *schedRun) targets() []pressureTarget {
 	if len(peers) > 0 {
 		add("ahead of "+strings.Join(peers, ", ")+" on each figure above", func(tc string) (string, bool) {
 			var behind []string
-			unknown := 0
+			unknown, incomparable := 0, 0
 			for _, m := range comparedMetrics() {
 				for _, p := range peers {
 					ok, known := m.ahead(sr, tc, p)
 					switch {
 					case !known:
-						unknown++
+						if v, vok := m.value(sr, p); vok && v == 0 && m.zeroUnknown {
+							incomparable++ // the peer had nothing to drain
+						} else {
+							unknown++
+						}
 					case !ok:
 						behind = append(behind, fmt.Sprintf("%s on %s (%s)", p, m.name, x(m.ratioTo(sr, tc, p))))
 					}
 				}
 			}
 			n := len(comparedMetrics()) * len(peers)
-			if len(behind) == 0 {
-				return fmt.Sprintf("ahead on %d of %d", n-unknown, n), unknown == 0
+			if len(behind) > 0 {
+				return "behind " + strings.Join(behind, "; "), false
 			}
-			return "behind " + strings.Join(behind, "; "), false
+			if unknown > 0 || incomparable > 0 {
+				return fmt.Sprintf("ahead on %d of %d (%d not measured, %d where the peer had nothing to drain)",
+					n-unknown-incomparable, n, unknown, incomparable), unknown == 0
+			}
+			return fmt.Sprintf("ahead on %d of %d", n, n), true
 		})
 	}
 	if sr.db != nil {
@@ -347,12 +363,16 @@ func (sr *schedRun) targets() []pressureTarget {
 	return out
 }
 
+// notApplicable starts the cell of a target that does not apply to a
+// system.
+const notApplicable = "n/a"
+
 // verdictOf is the targets table's verdict: met when every tidecache
 // system meets the target, else which miss it.
 func (t pressureTarget) verdictOf(tcs []string) string {
 	var missed []string
 	for _, tc := range tcs {
-		if !t.met[tc] {
+		if !t.met[tc] && !t.na[tc] {
 			missed = append(missed, tc)
 		}
 	}

@@ -55,7 +55,7 @@ func fakeSchedRun(systems ...fakeSystem) *schedRun {
 			if ph == phWrite {
 				pr.timeline.Start = t0
 				for i, v := range f.perSec {
-					pr.timeline.Points = append(pr.timeline.Points, testbed.IOPSPoint{At: time.Duration(i+1) * time.Second, Write: v})
+					pr.timeline.Points = append(pr.timeline.Points, testbed.IOPSPoint{At: time.Duration(i+1) * time.Second, Dur: time.Second, Write: v})
 				}
 				pr.took = time.Duration(len(f.perSec)) * time.Second
 			}
@@ -150,7 +150,7 @@ func TestPressureTargets(t *testing.T) {
 		{"reads after the write burst ≥ 1.0×", true, false, "8k 70/30 mix 1.10× (220 vs 200); 4k random read 1.08× (650 vs 600)"},
 		{"… and their p99 ≤ 1.2×", true, false, "8k 70/30 mix 1.10× (220.0 ms vs 200.0 ms)"},
 		{"random writes once the cache is full ≥ 1.0×", true, false, "1.50× (300 vs 200 IOPS, from 5s on)"},
-		{"time to fill the write cache ≥ 0.9× lvm writecache's", true, false, "1.00× (5s for 3.9 MiB vs 5s for 3.9 MiB)"},
+		{"time to fill the write cache ≥ 0.9× lvm writecache's", true, false, "1.00× (5s vs 5s)"},
 		{"idle drain ≥ 0.8×", true, false, "1.10× (220 blocks/s vs 200 IOPS)"},
 		{"ahead of lvm-wc, bcache on each figure above", true, false, "ahead on 16 of 16"},
 	}
@@ -184,9 +184,25 @@ func TestPressureTargets(t *testing.T) {
 			t.Errorf("tc-wbr's ahead cell %q lacks %q", ahead, want)
 		}
 	}
-	// The time-to-fill target is per MiB of write cache: tc-wbr filled in 2 s.
+	// The time-to-fill target compares caches of the same size: tc-wbr
+	// filled in 2 s; with a smaller write tier it is not applicable.
 	if c := got[names[5]].cells["tc-wbr"]; !strings.HasPrefix(c, "0.40×") {
 		t.Errorf("tc-wbr's fill cell %q, want 0.40×", c)
+	}
+	sr = pressureFixture()
+	for i := range sr.runs["tc-wbr"].states {
+		sr.runs["tc-wbr"].states[i].size /= 2
+	}
+	for _, tg := range sr.targets() {
+		if !strings.HasPrefix(tg.name, "time to fill") {
+			continue
+		}
+		if !tg.na["tc-wbr"] || tg.na["tc-wb"] || !strings.HasPrefix(tg.cells["tc-wbr"], "n/a: its write tier is 2.0 MiB, lvm-wc's 3.9 MiB") {
+			t.Errorf("half-size write tier: na %v, cell %q", tg.na, tg.cells["tc-wbr"])
+		}
+		if v := tg.verdictOf([]string{"tc-wb", "tc-wbr"}); v != "met" {
+			t.Errorf("verdict %q, want met (tc-wbr not applicable)", v)
+		}
 	}
 }
 

@@ -181,8 +181,9 @@ func (sr *schedRun) writeResults(b *strings.Builder, charts []chartFile, outPath
 	pf("## Results: HDDs under %s\n\n", sr.sched)
 	pf("This scheduler's run took %v.\n\n", sr.elapsed.Round(time.Second))
 	if len(charts) > 0 {
-		pf("IOPS second by second across the phases (reads and writes, log scale: a second in which no I/O\n" +
-			"completed is drawn on the bottom line), and below it the share of the cache that was dirty.\n\n")
+		pf("IOPS across the phases, one step per window of fio's log (a second, or longer when no I/O completed:\n" +
+			"a stall is a long step at a low rate); log scale, a class that did no I/O on the bottom line. Below,\n" +
+			"the share of the cache that was dirty.\n\n")
 		for _, c := range charts {
 			rel := c.path
 			if outPath != "" {
@@ -295,16 +296,20 @@ func (sr *schedRun) writeDrain(b *strings.Builder) error {
 			return fmt.Sprintf("%s (%.0f %%)", testbed.FormatBytes(n), 100*float64(n)/float64(size))
 		}
 		blocks := d.rate() / 4096
+		rate, ratio := fmt.Sprintf("%.2f MiB/s", d.rate()/(1<<20)), testbed.FormatRatio(blocks/bare)
+		if d.rate() == 0 {
+			rate, ratio = "none", "-" // nothing dirty, or below the level where write-back starts
+		}
 		t.Add(s.key, pct(d.start), pct(d.end), d.took.Round(time.Second).String(), d.watched.Round(time.Second).String(),
-			fmt.Sprintf("%.2f MiB/s", d.rate()/(1<<20)), testbed.FormatIOPS(blocks), testbed.FormatRatio(blocks/bare),
-			run.flush.Round(time.Second).String())
+			rate, testbed.FormatIOPS(blocks), ratio, run.flush.Round(time.Second).String())
 	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
 	}
-	fmt.Fprint(b, "\ndm-writecache stops writing back at its low watermark when nothing forces it (tidecache and lvm\n"+
-		"writecache: 45 % used by default), bcache at `writeback_percent` (10 %) of its cache; dm-cache cleans\n"+
-		"every dirty block when idle.\n\n")
+	fmt.Fprint(b, "\ndm-writecache starts writing back at its high watermark and stops at its low one when nothing\n"+
+		"forces it (tidecache and lvm writecache: 50 % and 45 % used by default): a cache the burst left below\n"+
+		"50 % does not drain at all (rate \"none\"). bcache writes back down to `writeback_percent` (10 %) of its\n"+
+		"cache, dm-cache every dirty block when idle.\n\n")
 	return nil
 }
 
@@ -329,9 +334,11 @@ func (sr *schedRun) writePeers(b *strings.Builder) error {
 		row := []string{m.name}
 		for _, tc := range tcs {
 			for _, p := range peers {
-				cell := "-" // the peer's figure is 0 or missing (lvmcache has nothing dirty to drain)
+				cell := "-"
 				if r := m.ratioTo(sr, tc, p); !math.IsNaN(r) {
 					cell = testbed.FormatRatio(r)
+				} else if v, ok := m.value(sr, p); ok && v == 0 {
+					cell = p + ": 0" // wrote nothing once full, or had nothing to drain
 				}
 				if ok, known := m.ahead(sr, tc, p); known && !ok {
 					cell = "**" + cell + "**"
@@ -465,10 +472,12 @@ func (sr *schedRun) timeChartOf(s *pressureSystem) (timeChart, bool) {
 		off := since(pr.timeline.Start)
 		marks = append(marks, timeMark{X: off, Label: phaseLabels[ph]})
 		gap(off)
+		// Each window as a step over its length: a stall is one long
+		// window with a low rate.
 		for _, p := range pr.timeline.Points {
-			t := off + p.At.Seconds()
-			reads = append(reads, plotter.XY{X: t, Y: p.Read})
-			writes = append(writes, plotter.XY{X: t, Y: p.Write})
+			a, z := off+(p.At-p.Dur).Seconds(), off+p.At.Seconds()
+			reads = append(reads, plotter.XY{X: a, Y: p.Read}, plotter.XY{X: z, Y: p.Read})
+			writes = append(writes, plotter.XY{X: a, Y: p.Write}, plotter.XY{X: z, Y: p.Write})
 		}
 	}
 	if ttf, ok := sr.fill(s.key); ok {

@@ -19,7 +19,7 @@ func TestParsePressureFlags(t *testing.T) {
 	}{
 		{args: []string{"-pressure"}, check: func(o options) bool {
 			p := o.press
-			return o.pressure && !o.pressTargeted && p.cache == 128<<20 && p.volume == 4*p.cache &&
+			return o.pressure && !o.pressTargeted && p.cache == 64<<20 && p.volume == 4*p.cache && p.write == 90*time.Second &&
 				len(p.schedulers) == 2 && p.db.rounds == 1 && p.write > 2*p.burst
 		}},
 		{args: []string{"-pressure", "-quick", "-out", "x/benchmarks-pressure.md"}, check: func(o options) bool {
@@ -32,7 +32,7 @@ func TestParsePressureFlags(t *testing.T) {
 		}},
 		{args: []string{"-pressure", "-pressure-db=false"}, check: func(o options) bool { return o.press.db.rounds == 0 }},
 		{args: []string{"-pressure", "-quick", "-phase-scale", "0.5"}, check: func(o options) bool {
-			return o.press.write == 20*time.Second && o.press.idle == 23*time.Second && o.pressTargeted
+			return o.press.write == 30*time.Second && o.press.idle == 23*time.Second && o.pressTargeted
 		}},
 		{args: []string{"-pressure", "-schedulers", "bfq"}, wantErr: true},
 		{args: []string{"-pressure", "-phase-scale", "0"}, wantErr: true},
@@ -62,7 +62,7 @@ func fakePressureReport() *pressureReport {
 		for _, run := range sr.runs {
 			if run.phases[ph] == nil {
 				run.phases[ph] = &phaseRun{res: testbed.Result{Read: fakeClass{iops: 100, p99: ms(50), p999: ms(60), max: ms(70)}.stats()},
-					timeline: testbed.Timeline{Start: at(fakePhaseStart[ph]), Points: []testbed.IOPSPoint{{At: time.Second, Read: 100}}}, took: 10 * time.Second}
+					timeline: testbed.Timeline{Start: at(fakePhaseStart[ph]), Points: []testbed.IOPSPoint{{At: time.Second, Dur: time.Second, Read: 100}}}, took: 10 * time.Second}
 			}
 		}
 	}
