@@ -101,6 +101,9 @@ func main() {
 		if err == nil {
 			err = publishPressure(rep, o)
 		}
+		if err == nil {
+			err = rep.failed()
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "\nbench failed: %v\n", err)
 			os.Exit(1)
@@ -138,7 +141,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.pressure, "pressure", false, "the pressure run instead: every system with a working set 4× its cache, driven past the point where the write cache is full, on each HDD scheduler (docs/benchmarks-pressure.md)")
 	scheds := fs.String("schedulers", "", "pressure run: comma-separated HDD schedulers to run on, mq-deadline and/or none (default: both; -quick: mq-deadline)")
 	phaseScale := fs.Float64("phase-scale", 1, "pressure run: multiply every phase's length by this (e.g. 0.25 for a smoke test; the figures then mean little)")
-	dbRows := fs.Int("pressure-db-rows", 0, "pressure run: rows per sysbench table (default 50000: tables over 2.5x each system's cache; smaller for a smoke test)")
+	dbRows := fs.Int("pressure-db-rows", 0, "pressure run: rows per sysbench table (default 56000: tables over 2.5x each system's cache; smaller for a smoke test)")
 	pressDB := fs.Bool("pressure-db", false, "pressure run: also run MariaDB under pressure (default: on in the full run, off with -quick)")
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")

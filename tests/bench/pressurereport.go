@@ -116,9 +116,10 @@ func (r *pressureReport) writeSetup(b *strings.Builder) {
 	}
 	pf("- **SSD:** one raw image (virtio-blk, cache=none, no throttle, zero-filled, write-through), partitioned:\n"+
 		"  every system's cache is %s of it (tc-wbr: half write tier, half read tier); the SSD-alone reference\n"+
-		"  is a second image of the same kind, %s.\n", testbed.FormatBytes(pp.cache), testbed.FormatBytes(pp.volume))
-	pf("- **Working set:** each system's device is %s (%.0f× its cache), every phase covers all of it, and\n"+
-		"  the device is new: the data is cold on the HDDs when the run starts.\n", testbed.FormatBytes(pp.volume), float64(pp.volume)/float64(pp.cache))
+		"  is a second image of the same kind, %s.\n", testbed.FormatBytes(pp.cache), testbed.FormatBytes(pp.device))
+	pf("- **Working set:** every fio phase covers the first %s of each system's device (%.0f× its cache;\n"+
+		"  the device is %s, room for the database part), and the device is new: the data is cold on the HDDs\n"+
+		"  when the run starts.\n", testbed.FormatBytes(pp.volume), float64(pp.volume)/float64(pp.cache), testbed.FormatBytes(pp.device))
 	pf("- **Systems**, each at its defaults:\n\n")
 	t := testbed.Table{Header: []string{"key", "system", "set up with"}}
 	if len(r.scheds) > 0 {
@@ -358,13 +359,17 @@ func (sr *schedRun) writePeers(b *strings.Builder) error {
 // writeDatabase is the MariaDB part.
 func (r *pressureReport) writeDatabase(b *strings.Builder) error {
 	var sr *schedRun
+	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	for _, s := range r.scheds {
+		if s.dbErr != nil {
+			pf("## MariaDB under pressure\n\n**Failed** (HDDs under %s): %s\n\n", s.sched, strings.ReplaceAll(s.dbErr.Error(), "\n", " "))
+			return nil
+		}
 		if s.db != nil {
 			sr = s
 			break
 		}
 	}
-	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	if sr == nil {
 		pf("## MariaDB under pressure\n\nNot measured in this run (the short profile leaves it out: under TCG it is\n" +
 			"the costliest part; `make bench-pressure` runs it).\n\n")

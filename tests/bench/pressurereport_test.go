@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -173,5 +174,51 @@ func TestHDDModelSection(t *testing.T) {
 		if !strings.Contains(doc, want) {
 			t.Errorf("HDD model section lacks %q:\n%s", want, doc)
 		}
+	}
+}
+
+func TestPressureDatabase(t *testing.T) {
+	r := fakePressureReport()
+	sr := r.scheds[0]
+	res := func(pareto, uniform float64) *pressureDBRun {
+		d := &pressureDBRun{load: 20 * time.Second, flush: 5 * time.Second, results: map[string]testbed.SysbenchResult{},
+			intervals: map[string][]testbed.SysbenchInterval{}}
+		for a, tps := range map[string]float64{"pareto": pareto, "uniform": uniform} {
+			d.results[a] = testbed.SysbenchResult{TPS: tps, LatencyPct: time.Duration(float64(time.Second) / tps), LatencyMax: 3 * time.Second}
+			d.intervals[a] = []testbed.SysbenchInterval{{At: time.Second, TPS: tps}, {At: 2 * time.Second, TPS: tps / 2}}
+		}
+		return d
+	}
+	sr.db = map[string]*pressureDBRun{"RAID10": res(4, 4), "tc-wb": res(8, 5), "tc-wbr": res(6, 3), "lvm-wc": res(2, 2), "bcache": res(7, 4)}
+	r.database = "MariaDB 10.11; sysbench tables 200 MiB (3.1× each system's 64 MiB of SSD)"
+	r.prof.db = pressureDBDefaults()
+	var db pressureTarget
+	for _, tg := range sr.targets() {
+		if strings.HasPrefix(tg.name, "MariaDB") {
+			db = tg
+		}
+	}
+	if !db.met["tc-wb"] || db.met["tc-wbr"] || db.cells["tc-wb"] != "pareto 1.14× × best peer (bcache); uniform 1.25× × best peer (bcache)" {
+		t.Errorf("MariaDB target: met %v, cells %q", db.met, db.cells)
+	}
+	var b strings.Builder
+	if err := r.write(&b, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## MariaDB under pressure (HDDs under mq-deadline)", "| tc-wb | 20s | 5s | 8.0 | 2.00× | 125.0 ms | 3.00 s | 5.0 | 1.25× |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if c, ok := sr.dbChart(); !ok || len(c.Panels) != 2 || len(c.Panels[0].Series) != 5 {
+		t.Errorf("database chart: %v, %+v", ok, c.Panels)
+	}
+	sr.dbErr = errors.New("sysbench: exit code 1")
+	b.Reset()
+	if err := r.write(&b, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "## MariaDB under pressure\n\n**Failed** (HDDs under mq-deadline): sysbench: exit code 1") || r.failed() == nil {
+		t.Errorf("a failed database part: report %q, failed() %v", b.String()[strings.Index(b.String(), "## MariaDB"):], r.failed())
 	}
 }
