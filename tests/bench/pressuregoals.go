@@ -297,7 +297,7 @@ func (sr *schedRun) targets() []pressureTarget {
 			return "not measured", false
 		}
 		r := a / b
-		return fmt.Sprintf("%s (%s vs %s IOPS, from %v on)", x(r), testbed.FormatIOPS(a), testbed.FormatIOPS(b), from), r >= targetSteadyWrite
+		return fmt.Sprintf("%s (%s vs %s IOPS, from %v on)", x(r), testbed.FormatIOPS(a), testbed.FormatIOPS(b), from.Round(time.Second)), r >= targetSteadyWrite
 	})
 	if sr.system("lvm-wc") != nil {
 		add(fmt.Sprintf("time to fill the write cache ≥ %.1f× lvm writecache's (same size)", targetFill), func(tc string) (string, bool) {

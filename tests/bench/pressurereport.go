@@ -213,7 +213,7 @@ func (sr *schedRun) writeResults(b *strings.Builder, charts []chartFile, outPath
 			full = "did not fill"
 		}
 		steady, from, _ := sr.steadyWrites(s.key)
-		steadyCell := testbed.FormatIOPS(steady) + fmt.Sprintf(" (from %v)", from)
+		steadyCell := testbed.FormatIOPS(steady) + fmt.Sprintf(" (from %v)", from.Round(time.Second))
 		t.Add(s.key, testbed.FormatIOPS(st.IOPS), x(st.IOPS/bare.IOPS), full, steadyCell, x(steady/bareSteady),
 			lat(st.Clat.Mean), lat(st.Clat.P99()), lat(st.Clat.Percentiles[99.9]), lat(st.Clat.Max),
 			sr.runs[s.key].phases[phWrite].took.Round(time.Second).String())
