@@ -22,22 +22,27 @@
 //     With qemu's defaults (one queue per vCPU of 256 entries) the guest ran
 //     no scheduler and kept up to 512 commands in flight per disk.
 //
-// What the model gets wrong: dm-delay is bio-based and sits above the
-// disk's queue. It keeps every bio it is given on a list, without bound,
-// and one worker per disk submits the expired ones in arrival order; when
-// the disk's tags (and mq-deadline's requests, twice the tags) are taken,
-// that worker blocks and every bio behind it waits on dm-delay's list. On
-// a real disk each submitter blocks on tags for itself and mq-deadline
-// keeps part of its requests for synchronous I/O, so a read gets ahead of
-// a flood of asynchronous writes; in the model it waits behind every write
-// submitted before it, and the scheduler chooses only among the requests
-// that got past the delay line. Waits behind a write flood are therefore
-// longer than on real disks, on both schedulers, and the model shows less
-// difference between mq-deadline and none than real disks would. Measured
-// once (2026-11-28, one delayed disk, 4k random writes at QD1024 with a QD1
-// reader beside them, 30 s, host shared with other VMs): the reader waited
-// 5.6 s on average with the old queues (2 × 256, no scheduler) and 5.3 s
-// with one queue of 32 and no scheduler: the flood sits above the queue.
+// What the model gets wrong: dm-delay is bio-based and sits above the disk's
+// queue. It keeps every bio it is given on a list, without bound, and one
+// worker per disk submits the expired ones in arrival order; when the disk's
+// tags (and mq-deadline's requests, twice the tags) are taken, that worker
+// blocks and every bio behind it waits on dm-delay's list. On a real disk
+// each submitter blocks on tags for itself and mq-deadline keeps part of its
+// requests for synchronous I/O, so a read gets ahead of a flood of
+// asynchronous writes; in the model it waits behind every write submitted
+// before it, and the scheduler chooses only among the requests that got past
+// the delay line. Waits behind a write flood are therefore longer than on
+// real disks, on both schedulers, and the model shows less difference
+// between mq-deadline and none than real disks would. The QD1 latency and
+// the IOPS cap are what they were: on one delayed disk, 4k random reads ran
+// at 68 IOPS at QD1 (mean 14.6 ms) and 146 at QD32 with the old queues, 72
+// (13.7 ms) and 152 with one queue of 32 under mq-deadline (dm-delay counts
+// its 8 ms in the guest kernel's 4 ms timer ticks, and emulation adds the
+// rest). Measured once (2026-11-28, one delayed disk, 4k random writes at
+// QD1024 with a QD1 reader beside them, 30 s, host shared with other VMs):
+// the reader waited 5.6 s on average with the old queues (2 × 256, no
+// scheduler) and 5.3 s with one queue of 32 and no scheduler: the flood sits
+// above the queue.
 //
 // The SSD images are plain raw files without a cap, written full of zeros
 // on the host before boot so that no measured write lands in a hole of the
