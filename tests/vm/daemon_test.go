@@ -115,7 +115,11 @@ func TestDaemonReconcile(t *testing.T) {
 
 	// Drift: a table changed by hand is put back by the daemon's resync.
 	n.mustTidectl("volume flush db")
-	n.mustSh("dmsetup suspend tc-db && dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup resume tc-db")
+	// Load first, then suspend and resume: the daemon's resync resumes a
+	// device it finds suspended with its own table (a tidectl that died
+	// mid-reload), and with the new table already loaded that resume
+	// swaps it in too; suspend before load would race it (resume: EINVAL).
+	n.mustSh("dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup suspend tc-db && dmsetup resume tc-db")
 	n.eventually(60*time.Second, "dmsetup table tc-db", " fuaflush ")
 	n.eventually(10*time.Second, "grep -m1 'drift repaired' /run/daemon.log", "drift repaired")
 	n.fio(static + " --verify_only")

@@ -42,8 +42,8 @@ func (n *node) failDisk(name, disk, table string) {
 	if strings.Contains(table, "%") {
 		tbl = fmt.Sprintf(table, disk, faultOffset)
 	}
-	n.mustSh(fmt.Sprintf("sz=$(blockdev --getsz /dev/mapper/%s); dmsetup suspend %s && dmsetup load %s --table \"0 $sz %s\" && dmsetup resume %s",
-		name, name, name, tbl, name))
+	n.mustSh(fmt.Sprintf("sz=$(blockdev --getsz /dev/mapper/%s); dmsetup load %s --table \"0 $sz %s\" && dmsetup suspend %s && dmsetup resume %s",
+		name, name, tbl, name, name))
 	n.t.Logf("%s now: %s", name, strings.TrimSpace(n.mustSh("dmsetup table "+name)))
 }
 

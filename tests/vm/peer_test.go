@@ -292,7 +292,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 func (c *peerCluster) readFromPeerLeg(volume string, jobs ...string) {
 	c.t.Helper()
 	c.a.mustSh("kill $(cat /run/daemon.pid); while kill -0 $(cat /run/daemon.pid) 2>/dev/null; do sleep 0.2; done")
-	c.a.mustSh(fmt.Sprintf("for d in tc-%[1]s-wmeta0 tc-%[1]s-wleg0; do dmsetup suspend $d && dmsetup reload $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup resume $d; done", volume))
+	c.a.mustSh(fmt.Sprintf("for d in tc-%[1]s-wmeta0 tc-%[1]s-wleg0; do dmsetup load $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup suspend $d && dmsetup resume $d; done", volume))
 	for _, job := range jobs {
 		c.a.fio(job + " --verify_only")
 	}

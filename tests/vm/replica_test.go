@@ -53,8 +53,8 @@ func (n *node) failLeg(name string, leg int) {
 	n.t.Helper()
 	for _, role := range []string{"wmeta", "wleg"} {
 		dev := "tc-" + name + "-" + role + string(rune('0'+leg))
-		n.mustSh("dmsetup table " + dev + " > /run/" + dev + ".table && size=$(blockdev --getsz /dev/mapper/" + dev + ") && dmsetup suspend " + dev +
-			" && dmsetup reload " + dev + " --table \"0 $size error\" && dmsetup resume " + dev)
+		n.mustSh("dmsetup table " + dev + " > /run/" + dev + ".table && size=$(blockdev --getsz /dev/mapper/" + dev + ") && dmsetup load " + dev +
+			" --table \"0 $size error\" && dmsetup suspend " + dev + " && dmsetup resume " + dev)
 	}
 }
 
@@ -64,7 +64,7 @@ func (n *node) restoreLeg(name string, leg int) {
 	n.t.Helper()
 	for _, role := range []string{"wmeta", "wleg"} {
 		dev := "tc-" + name + "-" + role + string(rune('0'+leg))
-		n.mustSh("dmsetup suspend " + dev + " && dmsetup reload " + dev + " /run/" + dev + ".table && dmsetup resume " + dev)
+		n.mustSh("dmsetup load " + dev + " /run/" + dev + ".table && dmsetup suspend " + dev + " && dmsetup resume " + dev)
 	}
 }
 

@@ -245,7 +245,7 @@ func TestDriftCheckRepair(t *testing.T) {
 		t.Fatalf("fresh volume: %s", out)
 	}
 	n.mustTidectl("volume flush db")
-	n.mustSh("dmsetup suspend tc-db && dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup resume tc-db")
+	n.mustSh("dmsetup load tc-db --table \"0 $(blockdev --getsz /dev/mapper/tc-db) linear /dev/mapper/tc-db-origin 0\" && dmsetup suspend tc-db && dmsetup resume tc-db")
 	stderr := n.wantFail("volume check db", "has drifted", "tc-db", "fuaflush")
 	t.Logf("check reported:\n%s", stderr)
 	out := n.mustTidectl("volume repair db")
