@@ -79,6 +79,12 @@ func newExporter(t *testing.T) *exporter {
 		t.Fatal(err)
 	}
 	x := &exporter{root: root, st: openStore(t, []string{r.cfg.EtcdClientURL}), eng: reconciletest.NewEngine("fast")}
+	// The running daemon registers n1 in the background: the rounds
+	// below count it among the registered nodes.
+	waitFor(t, "node n1 registered", func() bool {
+		_, _, err := x.st.GetNode(context.Background(), "n1")
+		return err == nil
+	})
 	x.d = &daemon{
 		cfg: Config{Node: "san", ReplicaAddress: "10.0.0.3", Exports: []Export{{Name: "san", Device: dev}}},
 		log: testLogger(t), st: x.st, eng: x.eng, dmet: dmet, inventoryNow: make(chan struct{}, 1),
