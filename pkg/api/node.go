@@ -12,6 +12,12 @@ import (
 // record disappears when the node stops renewing it.
 type Node struct {
 	Name string `json:"name"`
+	// Instance identifies the machine boot the daemon runs in (the
+	// kernel's boot id): two daemons that were given one name, such as
+	// clones of one VM or one image, never share it, while a daemon
+	// restarted within one boot keeps it. The store refuses to register a
+	// name whose live record carries another instance (store.Register).
+	Instance string `json:"instance,omitempty"`
 	// Address is where peers and tidectl reach the daemon (host:port).
 	Address string `json:"address,omitempty"`
 	// ReplicaAddress is where the node's NVMe/TCP target serves replicas

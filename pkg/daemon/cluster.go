@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +23,7 @@ import (
 // inventory builds this node's record: pools with free space and SSD
 // health. A failing part is logged and left out; the record still goes out.
 func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
-	n := api.Node{Name: d.cfg.Node, Address: d.cfg.Address, ReplicaAddress: d.cfg.ReplicaAddress, FaultDomain: d.cfg.FaultDomain,
+	n := api.Node{Name: d.cfg.Node, Instance: d.cfg.Instance, Address: d.cfg.Address, ReplicaAddress: d.cfg.ReplicaAddress, FaultDomain: d.cfg.FaultDomain,
 		Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
 	if n.ReplicaAddress != "" {
 		host, port, _ := replicaAddress(n.ReplicaAddress)
@@ -73,21 +75,36 @@ func (s inventorySSDs) SSDs(context.Context) ([]api.SSDInventory, error) {
 // membership keeps this node registered under a lease and its inventory
 // fresh; when the lease is lost (etcd outage longer than the TTL) it
 // registers again with backoff.
-func (d *daemon) membership(ctx context.Context) {
+//
+// A daemon that held its record and finds the name taken by another
+// machine when it registers again (its lease ran out in an etcd outage
+// and a clone registered meanwhile) returns ErrNodeNameInUse: serve then
+// ends, rather than run the same volumes as the other daemon.
+func (d *daemon) membership(ctx context.Context) error {
 	started := time.Now()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		reg, err := d.st.Register(ctx, d.inventory(ctx, started), d.cfg.LeaseTTL)
 		if err != nil {
-			d.log.Warn("node registration failed, retrying", "err", err, "retry_in", backoff)
+			if errors.Is(err, store.ErrNodeNameInUse) && d.isRegistered() {
+				return fmt.Errorf("node %s: re-registering after the lease was lost: %w", d.cfg.Node, err)
+			}
+			d.setRegistered(err)
+			if errors.Is(err, store.ErrNodeNameInUse) {
+				d.log.Error("node name in use by a daemon on another machine: this one reconciles nothing until the name is free; retrying",
+					"node", d.cfg.Node, "err", err, "retry_in", backoff)
+			} else {
+				d.log.Warn("node registration failed, retrying", "err", err, "retry_in", backoff)
+			}
 			if !sleep(ctx, backoff) {
-				return
+				return nil
 			}
 			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
 		backoff = time.Second
-		d.log.Info("node registered", "lease_ttl", d.cfg.LeaseTTL)
+		d.setRegistered(nil)
+		d.log.Info("node registered", "lease_ttl", d.cfg.LeaseTTL, "instance", d.cfg.Instance)
 		t := time.NewTicker(d.cfg.InventoryInterval)
 	refresh:
 		for {
@@ -97,7 +114,7 @@ func (d *daemon) membership(ctx context.Context) {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				reg.Close(cctx)
 				cancel()
-				return
+				return nil
 			case <-reg.Lost():
 				d.log.Warn("node lease lost; registering again")
 				break refresh
@@ -112,6 +129,44 @@ func (d *daemon) membership(ctx context.Context) {
 			}
 		}
 		t.Stop()
+	}
+	return nil
+}
+
+// setRegistered records the outcome of a registration: nil opens the
+// gate awaitRegistered waits at (for good: a lease lost later, in an
+// etcd outage, does not stop the controller, whose volumes run on).
+func (d *daemon) setRegistered(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.registerErr = err.Error()
+		return
+	}
+	d.registerErr = ""
+	if !d.isRegistered() {
+		close(d.registered)
+	}
+}
+
+// isRegistered reports whether the daemon has held its node record.
+func (d *daemon) isRegistered() bool {
+	select {
+	case <-d.registered:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitRegistered waits until the daemon first holds its node record;
+// false if ctx ended first.
+func (d *daemon) awaitRegistered(ctx context.Context) bool {
+	select {
+	case <-d.registered:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -409,4 +464,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+// bootID returns the kernel's boot id, which identifies this boot of this
+// machine (see Config.Instance); "" if it cannot be read, and then the
+// name is not checked against other machines.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

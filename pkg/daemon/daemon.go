@@ -98,6 +98,11 @@ type Config struct {
 	FlushOnShutdown bool
 	// ShutdownTimeout bounds the whole ordered shutdown.
 	ShutdownTimeout time.Duration
+	// Instance is published in the node record (api.Node.Instance): the
+	// kernel's boot id by default. The store refuses a registration of
+	// Node while a daemon of another instance holds the name, and this
+	// daemon reconciles nothing until it is registered.
+	Instance string
 	// Logger receives structured logs.
 	Logger *slog.Logger
 }
@@ -109,6 +114,7 @@ func Default() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Node:              host,
+		Instance:          bootID(),
 		Listen:            ":9540",
 		EmbeddedEtcd:      false,
 		EtcdDataDir:       "/var/lib/tidecache/etcd",
@@ -254,7 +260,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 		return err
 	}
 
-	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds, inventoryNow: make(chan struct{}, 1)}
+	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds,
+		inventoryNow: make(chan struct{}, 1), registered: make(chan struct{})}
 	rc := cfg.Reconcile
 	rc.Node, rc.Logger, rc.Metrics = cfg.Node, log, rmet
 	rc.OnEtcdUp = d.setEtcdUp
@@ -292,9 +299,22 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return ctrl.Run(gctx) })
-	g.Go(func() error { d.membership(gctx); return nil })
-	g.Go(func() error { d.leadership(gctx); return nil })
+	// Volumes are reconciled and leadership sought only once this daemon
+	// holds its node record: a second daemon given the same name (a
+	// cloned machine) waits, refused, instead of running the same volumes.
+	g.Go(func() error {
+		if !d.awaitRegistered(gctx) {
+			return nil
+		}
+		return ctrl.Run(gctx)
+	})
+	g.Go(func() error { return d.membership(gctx) })
+	g.Go(func() error {
+		if d.awaitRegistered(gctx) {
+			d.leadership(gctx)
+		}
+		return nil
+	})
 	g.Go(func() error { d.watchdog(gctx); return nil })
 	g.Go(func() error { d.watchMirrors(gctx); return nil })
 	if rel, ok := eng.(Releaser); ok {
@@ -353,6 +373,10 @@ type daemon struct {
 	// fenceReleased is the revision of this node's fence it complied
 	// with, for the node record (failover.go).
 	fenceReleased int64
+	// registered is closed once this daemon first holds its node record;
+	// registerErr is why the last registration failed ("" once it holds).
+	registered  chan struct{}
+	registerErr string
 }
 
 func (d *daemon) setEtcdUp(up bool) {
@@ -380,8 +404,11 @@ func (d *daemon) health(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	body := map[string]any{
 		"node": d.cfg.Node, "version": version.Version,
-		"etcd_up": d.etcdUp, "leader": d.leader,
+		"etcd_up": d.etcdUp, "leader": d.leader, "registered": d.registerErr == "" && d.isRegistered(),
 		"unmanaged_volumes": d.ctrl.Unmanaged(),
+	}
+	if d.registerErr != "" {
+		body["registration_error"] = d.registerErr
 	}
 	d.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

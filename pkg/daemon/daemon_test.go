@@ -306,3 +306,73 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestServeNodeNameInUse runs a second daemon under the name of a running
+// one, from another machine (another instance), on the same etcd: it is
+// refused registration, says why on /healthz, and reconciles nothing (the
+// first daemon's volume never reaches its engine, and it leads nothing);
+// once the first daemon is gone, the name is free and it takes over.
+func TestServeNodeNameInUse(t *testing.T) {
+	ctx := context.Background()
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: filepath.Join(t.TempDir(), "etcd"), Name: "etcd",
+		ClientURL: freeURL(t), PeerURL: "http://127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	daemonOn := func(instance string) Config {
+		cfg := testConfig(t, "")
+		cfg.EmbeddedEtcd = false
+		cfg.Store.Endpoints = srv.Endpoints()
+		cfg.Instance = instance
+		return cfg
+	}
+	st := openStore(t, srv.Endpoints())
+	a := start(t, daemonOn("boot-a"))
+	waitFor(t, "n1 registered by the first daemon", func() bool {
+		n, _, err := st.GetNode(ctx, "n1")
+		return err == nil && n.Instance == "boot-a"
+	})
+	b := start(t, daemonOn("boot-b"))
+
+	meta, err := st.CreateVolumeSpec(ctx, api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "volume db reconciled by the first daemon", func() bool {
+		s, _, err := st.GetVolumeStatus(ctx, "db")
+		return err == nil && s.ObservedRevision == meta.ModRevision && s.State == api.StateActive && a.eng.Exists("db")
+	})
+	waitFor(t, "the second daemon reporting the refusal", func() bool {
+		msg, _ := b.health()["registration_error"].(string)
+		return strings.Contains(msg, "another machine")
+	})
+	// Give the second daemon's controller every chance to act.
+	time.Sleep(2 * time.Second)
+	if b.eng.Exists("db") {
+		t.Fatal("the second daemon with the same node name built volume db too")
+	}
+	if h := b.health(); h["registered"] != false || h["leader"] != false {
+		t.Errorf("second daemon /healthz = %v, want registered false, leader false", h)
+	}
+	if n, _, err := st.GetNode(ctx, "n1"); err != nil || n.Instance != "boot-a" {
+		t.Errorf("node record %+v, %v; want the first daemon's", n, err)
+	}
+
+	// The first one stops (its lease revoked): the name is free, and the
+	// second registers and runs the volume (registration retries back off
+	// up to 30 s).
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for !b.eng.Exists("db") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second daemon did not take the free name over: /healthz %v", b.health())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n, _, err := st.GetNode(ctx, "n1"); err != nil || n.Instance != "boot-b" {
+		t.Errorf("node record %+v, %v; want the second daemon's", n, err)
+	}
+}

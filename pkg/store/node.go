@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -117,17 +118,15 @@ func (s *Store) Register(ctx context.Context, n api.Node, ttl time.Duration) (*R
 		return nil, err
 	}
 	key := s.nodeKey(n.Name)
-	rctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	resp, err := s.client.Put(rctx, key, val, clientv3.WithLease(session.Lease()), clientv3.WithPrevKV())
+	prev, err := s.putNodeRecord(ctx, key, n, val, session.Lease(), what)
 	if err != nil {
 		session.Orphan()
 		s.revoke(context.WithoutCancel(ctx), session.Lease())
-		return nil, s.wrap(rctx, what, err)
+		return nil, err
 	}
-	if resp.PrevKv != nil && resp.PrevKv.Lease != 0 {
+	if prev != nil && prev.Lease != 0 {
 		s.log.Info("node record taken over from an earlier registration", "node", n.Name,
-			"old_lease", fmt.Sprintf("%x", resp.PrevKv.Lease))
+			"old_lease", fmt.Sprintf("%x", prev.Lease))
 	}
 	r := &Registration{
 		s: s, name: n.Name, key: key, session: session,
@@ -141,6 +140,63 @@ func (s *Store) Register(ctx context.Context, n api.Node, ttl time.Duration) (*R
 		}
 	}()
 	return r, nil
+}
+
+// putNodeRecord writes the record of n (val) under lease unless a live
+// record of the name belongs to another instance (ErrNodeNameInUse). A
+// record exists only while its lease does, so one that is there is held
+// by a running daemon, or by one dead for less than its TTL. The write is
+// checked against the revision read, so two machines registering one name
+// at once cannot both pass. It returns the record it replaced, if any.
+func (s *Store) putNodeRecord(ctx context.Context, key string, n api.Node, val string, lease clientv3.LeaseID, what string) (*mvccpb.KeyValue, error) {
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	for {
+		resp, err := s.client.Get(rctx, key)
+		if err != nil {
+			return nil, s.wrap(rctx, what, err)
+		}
+		unchanged := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		var prev *mvccpb.KeyValue
+		if len(resp.Kvs) > 0 {
+			prev = resp.Kvs[0]
+			if err := sameInstance(key, n, prev); err != nil {
+				return nil, err
+			}
+			unchanged = clientv3.Compare(clientv3.ModRevision(key), "=", prev.ModRevision)
+		}
+		txn, err := s.client.Txn(rctx).If(unchanged).Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
+		if err != nil {
+			return nil, s.wrap(rctx, what, err)
+		}
+		if txn.Succeeded {
+			return prev, nil
+		}
+		// Written or deleted between the read and the write: look again.
+	}
+}
+
+// sameInstance returns ErrNodeNameInUse when the live record prev of the
+// node name was registered by another instance than n's. A record or a
+// node without an instance (a daemon older than the field) is not
+// compared, and an unreadable record is replaced, as before.
+func sameInstance(key string, n api.Node, prev *mvccpb.KeyValue) error {
+	held, err := decode[api.Node](key, KindNode, n.Name, prev.Value)
+	if err != nil || held.Instance == "" || n.Instance == "" || held.Instance == n.Instance {
+		return nil
+	}
+	return errorf(ErrNodeNameInUse, "store: register node %q: the name is registered by a running daemon on another machine "+
+		"(address %s, boot id %s, started %s; this machine's boot id is %s). Two daemons with one name would run the same volumes: "+
+		"give this one its own name with --node (the name defaults to the hostname, which clones of one image share), "+
+		"or stop the other; a dead one's record goes within the lease TTL",
+		n.Name, orUnknown(held.Address), held.Instance, held.StartedAt.Format(time.RFC3339), n.Instance)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func (r *Registration) markLost() { r.lostOnce.Do(func() { close(r.lost) }) }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,5 +195,77 @@ func TestRegisterRejects(t *testing.T) {
 	}
 	if _, err := s.Register(ctx, node("node1"), 0); err == nil {
 		t.Error("zero TTL accepted")
+	}
+}
+
+// TestRegisterNameInUse: a node name whose live record another machine
+// holds (another boot id: a clone of the same VM, a second server given
+// the same --node) is refused with ErrNodeNameInUse, and the holder keeps
+// its record; the same machine's daemon restarted within the TTL takes its
+// record over, as does any node once the holder's lease is gone; a record
+// written before instances were recorded is taken over as before.
+func TestRegisterNameInUse(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t)
+	withInstance := func(name, instance string) api.Node {
+		n := node(name)
+		n.Instance = instance
+		return n
+	}
+	const ttl = 5 * time.Second
+
+	holder, err := s.Register(ctx, withInstance("node1", "boot-a"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := withInstance("node1", "boot-b")
+	clone.Address = "10.0.0.9:9430"
+	_, err = s.Register(ctx, clone, ttl)
+	if !errors.Is(err, store.ErrNodeNameInUse) {
+		t.Fatalf("second machine registering node1: %v, want ErrNodeNameInUse", err)
+	}
+	for _, want := range []string{`"node1"`, "10.0.0.1:9430", "--node"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if got, _, err := s.GetNode(ctx, "node1"); err != nil || got.Instance != "boot-a" {
+		t.Fatalf("record after the refused registration: %+v, %v; want the holder's", got, err)
+	}
+	select {
+	case <-holder.Lost():
+		t.Fatal("the holder lost its registration to a refused one")
+	default:
+	}
+	if err := holder.Update(ctx, withInstance("node1", "boot-a")); err != nil {
+		t.Fatalf("holder's update after the refused registration: %v", err)
+	}
+
+	// The daemon restarted on the same machine: its old lease still runs.
+	again, err := s.Register(ctx, withInstance("node1", "boot-a"), ttl)
+	if err != nil {
+		t.Fatalf("same instance registering again: %v", err)
+	}
+	if err := holder.Update(ctx, withInstance("node1", "boot-a")); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("old registration's update after its record was taken over: %v, want ErrLeaseLost", err)
+	}
+
+	// Gone (lease revoked): the name is free for another machine.
+	if err := again.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Register(ctx, clone, ttl)
+	if err != nil {
+		t.Fatalf("another machine registering a free name: %v", err)
+	}
+	// A record without an instance (an older daemon) is taken over.
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Register(ctx, node("node1"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Register(ctx, clone, ttl); err != nil {
+		t.Fatalf("taking over a record without an instance: %v", err)
 	}
 }

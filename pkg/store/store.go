@@ -42,6 +42,11 @@ var (
 	// ErrLeaseLost: a Registration's lease expired or was taken over, or a
 	// Leadership ended. The daemon registers or campaigns again.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrNodeNameInUse: Register was refused because a live record of the
+	// node name is held by a daemon on another machine (another
+	// api.Node.Instance). Two daemons with one name would reconcile the
+	// same volumes; one of them needs another --node.
+	ErrNodeNameInUse = errors.New("node name in use by another machine")
 	// ErrUnavailable: etcd did not answer in time, has no leader, or could
 	// not be reached. The kernel tables are unaffected; the daemon reports
 	// the outage and retries.
