@@ -143,12 +143,15 @@ func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo,
 	if err := e.removeDevice(ctx, stack.ReplicaNamePrefix+req.Volume); err != nil {
 		return VolumeInfo{}, fmt.Errorf("volume %s: remove the replica's device: %w", req.Volume, err)
 	}
-	var blockSize uint32
-	if req.Mode == pool.ModeWriteback {
-		dataStart := (r.Extent.Offset + pool.MirrorMetaSectors) * pool.SectorSize
-		if blockSize, err = writecacheBlockSize(member, int64(dataStart)); err != nil {
-			return VolumeInfo{}, fmt.Errorf("volume %s: replica on %s: %w", req.Volume, member, err)
-		}
+	dataStart := (r.Extent.Offset + pool.MirrorMetaSectors) * pool.SectorSize
+	mode, blockSize, err := replicaMode(member, int64(dataStart), req.Mode)
+	if err != nil {
+		return VolumeInfo{}, fmt.Errorf("volume %s: replica on %s: %w", req.Volume, member, err)
+	}
+	if mode != req.Mode {
+		e.log.Warn("the replica holds a write cache the volume's last status did not report: taking over in writeback, so its dirty blocks are written back",
+			"volume", req.Volume, "status_mode", req.Mode, "block_size", blockSize)
+		req.Mode = mode
 	}
 	poolOrigin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
@@ -252,6 +255,31 @@ func (e *Engine) ReleaseVolume(ctx context.Context, name string) error {
 
 // wcMagic is dm-writecache's superblock magic (MEMORY_SUPERBLOCK_MAGIC).
 const wcMagic = 0x23489321
+
+// replicaMode decides the mode a volume taken over from its replica
+// starts in from what the replica holds, not from the mode its old node
+// last reported (reported), which may be stale: a node that switched to
+// writeback and died before its status reached etcd leaves dirty blocks
+// under a status that says writethrough. A replica whose data part (at
+// dataStart on dev) holds a dm-writecache superblock is started in
+// writeback on that cache, whatever was reported: dm-writecache writes its
+// dirty blocks back, and a cache drained before a switch to writethrough
+// holds none (written-back entries are cleared in its metadata), so
+// starting on it costs nothing. Without a superblock nothing was ever
+// cached: the reported mode stands, except that a reported writeback is
+// refused (ErrNoCacheMetadata): that replica is not a copy of a write
+// cache.
+func replicaMode(dev string, dataStart int64, reported pool.Mode) (pool.Mode, uint32, error) {
+	bs, err := writecacheBlockSize(dev, dataStart)
+	switch {
+	case err == nil:
+		return pool.ModeWriteback, bs, nil
+	case errors.Is(err, ErrNoCacheMetadata) && reported != pool.ModeWriteback:
+		return reported, 0, nil
+	default:
+		return "", 0, err
+	}
+}
 
 // writecacheBlockSize reads the block size dm-writecache recorded in the
 // superblock at off on dev (SSD mode: the cache device's first sector
