@@ -98,6 +98,10 @@ type Config struct {
 	FlushOnShutdown bool
 	// ShutdownTimeout bounds the whole ordered shutdown.
 	ShutdownTimeout time.Duration
+	// StateDir keeps what must survive a restart without etcd: the
+	// fences the target applies (fencestate.go). The unit's
+	// StateDirectory.
+	StateDir string
 	// Instance is published in the node record (api.Node.Instance): the
 	// kernel's boot id by default. The store refuses a registration of
 	// Node while a daemon of another instance holds the name, and this
@@ -118,6 +122,7 @@ func Default() Config {
 		Listen:            ":9540",
 		EmbeddedEtcd:      false,
 		EtcdDataDir:       "/var/lib/tidecache/etcd",
+		StateDir:          "/var/lib/tidecache",
 		EtcdClientURL:     etcdserver.DefaultClientURL,
 		Store:             store.DefaultConfig(),
 		LeaseTTL:          10 * time.Second,
@@ -137,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.Listen == "" {
 		return errors.New("config listen: empty")
+	}
+	if c.StateDir == "" {
+		return errors.New("config state-dir: empty")
 	}
 	if c.EmbeddedEtcd && c.EtcdDataDir == "" {
 		return errors.New("config etcd-data-dir: empty with --embedded-etcd")
@@ -277,6 +285,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 		return err
 	}
 	d.ctrl = ctrl
+	d.restoreFences()
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

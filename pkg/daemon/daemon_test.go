@@ -94,6 +94,7 @@ func testConfig(t *testing.T, dataDir string) Config {
 	cfg.Reconcile.ResyncInterval = time.Second
 	cfg.ShutdownTimeout = 20 * time.Second
 	cfg.Engine.LockPath = filepath.Join(t.TempDir(), "engine.lock")
+	cfg.StateDir = t.TempDir()
 	return cfg
 }
 

@@ -38,7 +38,7 @@ import (
 // registered; a node that is merely down keeps it (its kernel reconnects
 // when it is back); only a fence removes it. Without etcd nothing
 // changes: the subsystems in place stay, and the fences last read stay
-// applied.
+// applied, across a restart too (fencestate.go).
 
 // Export is a shared device this node exports to the others
 // (tidecached run --export NAME=DEVICE).
@@ -102,8 +102,11 @@ type targetState struct {
 
 	mu sync.Mutex
 	// fenced is the last fence list read, by node, at the fence's
-	// ModRevision; this node's own fence is left out.
+	// ModRevision; this node's own fence is left out. Until etcd first
+	// answers it is the list the last run saved (fencestate.go); saved is
+	// what the state file holds.
 	fenced map[string]int64
+	saved  map[string]int64
 	// replicasCut are the fenced owners the last replica round withheld
 	// every replica of.
 	replicasCut map[string]bool
@@ -208,6 +211,7 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 		}
 		s.fenced = fenced
 		s.mu.Unlock()
+		d.persistFences(fenced)
 	}
 	if ferr == nil && nerr == nil {
 		for _, n := range items {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/nvmeof"
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -55,6 +56,7 @@ func TestValidateExports(t *testing.T) {
 // tree, with the cluster of a running daemon (node n1) and the in-memory
 // engine.
 type exporter struct {
+	r    *running
 	d    *daemon
 	root string
 	st   *store.Store
@@ -78,7 +80,7 @@ func newExporter(t *testing.T) *exporter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &exporter{root: root, st: openStore(t, []string{r.cfg.EtcdClientURL}), eng: reconciletest.NewEngine("fast")}
+	x := &exporter{r: r, root: root, st: openStore(t, []string{r.cfg.EtcdClientURL}), eng: reconciletest.NewEngine("fast")}
 	// The running daemon registers n1 in the background: the rounds
 	// below count it among the registered nodes.
 	waitFor(t, "node n1 registered", func() bool {
@@ -86,7 +88,7 @@ func newExporter(t *testing.T) *exporter {
 		return err == nil
 	})
 	x.d = &daemon{
-		cfg: Config{Node: "san", ReplicaAddress: "10.0.0.3", Exports: []Export{{Name: "san", Device: dev}}},
+		cfg: Config{Node: "san", ReplicaAddress: "10.0.0.3", Exports: []Export{{Name: "san", Device: dev}}, StateDir: t.TempDir()},
 		log: testLogger(t), st: x.st, eng: x.eng, dmet: dmet, inventoryNow: make(chan struct{}, 1),
 		tgt: targetState{target: nvmeof.NewDirTarget(root)},
 	}
@@ -263,4 +265,72 @@ func TestFenceWatched(t *testing.T) {
 		_, acks := x.d.exportRecord()
 		return len(acks) == 0 && slices.Contains(x.hosts(t), "b")
 	})
+}
+
+// withholdingEngine is the in-memory engine with the replica half of the
+// real one's fencing: ServeReplicasFenced exports a replica to its owner
+// unless the owner is fenced.
+type withholdingEngine struct {
+	*reconciletest.Engine
+}
+
+func (w withholdingEngine) ServeReplicasFenced(ctx context.Context, addr string, port int, fenced map[string]bool) ([]engine.ReplicaInfo, error) {
+	served, err := w.ServeReplicas(ctx, addr, port)
+	for i, r := range served {
+		served[i].Fenced, served[i].Exported = fenced[r.Owner], !fenced[r.Owner]
+	}
+	return served, err
+}
+
+// TestFencesSurviveRestartWithoutEtcd: a node's target that withheld the
+// replica of a fenced owner keeps withholding it after the daemon
+// restarts while etcd cannot be reached: the fence is read from the state
+// directory. (Lifting a fence is TestExportsAndFences's last step.)
+func TestFencesSurviveRestartWithoutEtcd(t *testing.T) {
+	ctx := context.Background()
+	x := newExporter(t)
+	x.eng.KeepReplica(pool.ReplicaRequest{Volume: "db", Owner: "a", HostNQN: nvmeof.HostNQN("a"), WriteCache: 1 << 20})
+	x.d.eng = withholdingEngine{x.eng}
+	served := func(d *daemon) bool {
+		t.Helper()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, r := range d.replicas {
+			if r.Volume == "db" {
+				return r.Exported
+			}
+		}
+		t.Fatal("replica db not reported")
+		return false
+	}
+	x.d.targetRound(ctx)
+	if !served(x.d) {
+		t.Fatal("replica of an owner not fenced: not exported")
+	}
+	_, err := x.st.PutFence(ctx, api.Fence{Node: "a", Reason: "test", CreatedAt: time.Now()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.d.targetRound(ctx)
+	if served(x.d) {
+		t.Fatal("replica of fenced owner a still exported")
+	}
+
+	// The daemon restarts and etcd does not answer: the cluster's
+	// etcd (the running daemon's, embedded) is stopped.
+	if err := x.r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := &daemon{cfg: x.d.cfg, log: x.d.log, st: x.st, eng: x.d.eng, dmet: x.d.dmet,
+		inventoryNow: make(chan struct{}, 1), tgt: targetState{target: x.d.tgt.target}}
+	restarted.restoreFences()
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	restarted.targetRound(rctx)
+	if served(restarted) {
+		t.Fatal("after a restart without etcd the replica of fenced owner a is exported again")
+	}
+	if got := restarted.tgt.fencedSet(); !got["a"] {
+		t.Errorf("fenced after the restart: %v, want a", got)
+	}
 }

@@ -127,6 +127,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&cfg.Address, "address", "", "address published in the node record (informational)")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address for /metrics and /healthz")
 	f.BoolVar(&cfg.EmbeddedEtcd, "embedded-etcd", false, "run etcd inside the daemon: a single member (one server, nothing else to install), or one member of --embedded-etcd-initial-cluster")
+	f.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory for what must outlive a restart without etcd: the fences this node's NVMe/TCP target applies")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "data directory of the embedded etcd (on a local disk that is not a tidecache volume)")
 	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "client URL the embedded etcd serves (https:// with --embedded-etcd-cert)")
 	f.StringVar(&member.CertFile, "embedded-etcd-cert", "", "server certificate (PEM) of the embedded etcd: serve clients over TLS")
