@@ -53,8 +53,11 @@ func (d *daemon) failover(ctx context.Context, it store.Item[api.VolumeSpec], vi
 	}
 	if view.live(spec.Node) {
 		// Up: placed and re-protected as any peer-protected volume, a
-		// failed-over one (no replica node) getting a new replica.
+		// failed-over one (no replica node) getting a new replica. A
+		// fence written while it was gone no longer stands for this
+		// volume: the failover it prepared will not happen.
 		delete(gone, spec.Name)
+		d.unfence(ctx, spec)
 		return false
 	}
 	log := d.log.With("volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
@@ -161,6 +164,31 @@ func (d *daemon) fence(ctx context.Context, spec api.VolumeSpec, now time.Time) 
 	return f, m.ModRevision, false
 }
 
+// unfence takes a volume out of its node's fence when the node came back
+// before the volume failed over: the node owns it still, and the storage
+// cut off from it is served again once no volume is left in the fence (the
+// fence deleted) or at the fence's new revision. The write holds only
+// while both the fence and the spec are as read, so a failover that moved
+// the spec meanwhile (a leader of another term) keeps its fence. A fenced node never lifts its own fence this way: it
+// waits for the leader (releaseFenced).
+func (d *daemon) unfence(ctx context.Context, spec api.VolumeSpec) {
+	f, meta, err := d.st.GetFence(ctx, spec.Node)
+	if err != nil || !slices.Contains(f.Volumes, spec.Name) {
+		return
+	}
+	cur, smeta, err := d.st.GetVolumeSpec(ctx, spec.Name)
+	if err != nil || cur.Node != spec.Node {
+		return // moved meanwhile: the fence stands
+	}
+	f.Volumes = slices.DeleteFunc(f.Volumes, func(v string) bool { return v == spec.Name })
+	f.Reason = fmt.Sprintf("node gone; failing over %s", strings.Join(f.Volumes, ", "))
+	if err := d.st.UnfenceVolume(ctx, f, meta.ModRevision, spec.Name, smeta.ModRevision); err != nil {
+		d.log.Warn("taking a volume out of the fence of its node, back before the failover, failed", "volume", spec.Name, "fenced_node", spec.Node, "err", err)
+		return
+	}
+	d.log.Warn("node back before its volume failed over: the volume is out of its fence, the node keeps it", "volume", spec.Name, "node", spec.Node, "volumes_left_in_fence", f.Volumes)
+}
+
 // fencedBy reports whether node server acknowledged the fence of node
 // fenced at revision rev (or a later one of the same node).
 func fencedBy(view nodeView, server, fenced string, rev int64) bool {
@@ -214,8 +242,12 @@ func (d *daemon) releaseFenced(ctx context.Context, rel Releaser) int64 {
 		spec, _, err := d.st.GetVolumeSpec(ctx, name)
 		switch {
 		case err == nil && spec.Node == d.cfg.Node:
-			// Not failed over after all (the fence outlived a failover
-			// that never happened): this node keeps it.
+			// Not failed over (yet). Reporting the fence released now
+			// would let the leader lift it after a failover that comes
+			// later, with this node's stack still up: it waits until
+			// the volume moved, or until the leader, seeing this node
+			// back first, takes the volume out of the fence (unfence).
+			left++
 			continue
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			left++

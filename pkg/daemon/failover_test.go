@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,38 +160,54 @@ func (f *fakeReleaser) ReleaseVolume(_ context.Context, name string) error {
 }
 
 // TestReleaseFenced checks what a fenced node that comes back releases:
-// the volumes its fence names that now run elsewhere, and only those; it
-// reports the fence released once nothing is left, and the leader then
-// lifts the fence.
+// the volumes its fence names that now run elsewhere, and only those. A
+// volume its fence names that still runs on it (not failed over yet)
+// holds the release back until the leader, seeing the node back, takes it
+// out of the fence; then the node reports the fence released, and the
+// leader lifts it.
 func TestReleaseFenced(t *testing.T) {
 	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
 	st := openStore(t, []string{r.cfg.EtcdClientURL})
 	ctx := context.Background()
 	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader"}}
 	rel := &fakeReleaser{have: map[string]bool{"moved": true, "kept": true, "other": true}}
 	if rev := d.releaseFenced(ctx, rel); rev != 0 || len(rel.released) != 0 {
 		t.Fatalf("not fenced: released %v, revision %d", rel.released, rev)
 	}
 	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	kept := api.VolumeSpec{Name: "kept", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared}
 	for _, s := range []api.VolumeSpec{
 		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
-		{Name: "kept", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared},
+		kept,
 		{Name: "other", Node: "a", SizeBytes: 1 << 30},
 	} {
 		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	meta, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"moved", "kept", "deleted"}, CreatedAt: time.Now()}, 0)
-	if err != nil {
+	if _, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"moved", "kept", "deleted"}, CreatedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
-	rev := d.releaseFenced(ctx, rel)
+	if rev := d.releaseFenced(ctx, rel); rev != 0 {
+		t.Fatalf("fence reported released (revision %d) while volume kept, which it names, still runs here", rev)
+	}
 	if len(rel.released) != 1 || rel.released[0] != "moved" {
 		t.Fatalf("released %v, want [moved]: only what runs elsewhere now", rel.released)
 	}
+	// The leader sees a back: kept leaves the fence, which stands for
+	// what moved.
+	leader.unfence(ctx, kept)
+	f, meta, err := st.GetFence(ctx, "a")
+	if err != nil || !slices.Equal(f.Volumes, []string{"moved", "deleted"}) {
+		t.Fatalf("fence after the node came back: %+v, %v; want it naming [moved deleted]", f, err)
+	}
+	rev := d.releaseFenced(ctx, rel)
 	if rev != meta.ModRevision {
 		t.Fatalf("released revision %d, want the fence's %d", rev, meta.ModRevision)
+	}
+	if !rel.have["kept"] || !rel.have["other"] {
+		t.Errorf("volumes left on the node %v, want kept and other", rel.have)
 	}
 	// The leader lifts the fence once the node's record says so, and not
 	// for an older revision.
@@ -198,13 +215,113 @@ func TestReleaseFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev - 1}}})
+	leader.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev - 1}}})
 	if _, _, err := st.GetFence(ctx, "a"); err != nil {
 		t.Fatalf("fence lifted on an older release: %v", err)
 	}
-	d.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev}}})
+	leader.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: rev}}})
 	if _, _, err := st.GetFence(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("fence not lifted after the release: %v", err)
+	}
+}
+
+// TestFenceNotLiftedBeforeRelease is finding 3 of issue 22: a fenced node
+// that comes back while its volume's spec still names it (the failover
+// not done yet), and whose volume is then failed over while its
+// registration backs off, must not see its fence lifted on a release it
+// reported before the failover: its old stack still runs, and the
+// origin exported to it again would take its stale blocks. The fence is
+// lifted only after it released the volume that moved.
+func TestFenceNotLiftedBeforeRelease(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	owner := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader"}}
+	rel := &fakeReleaser{have: map[string]bool{"db": true}}
+	spec := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
+		SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	smeta, err := st.CreateVolumeSpec(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmeta, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"db"}, CreatedAt: time.Now()}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a is back (not registered yet) and looks at its fence.
+	reported := owner.releaseFenced(ctx, rel)
+	// The leader, still seeing a gone, fails db over.
+	moved := spec
+	moved.Node, moved.Pool, moved.ReplicaNode, moved.ReplicaPool, moved.FailedOverFrom = "b", "fast", "", "", "a"
+	if _, err := st.FailOverVolumeSpec(ctx, moved, smeta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	// a registers with what it reported; the leader looks at the fences.
+	fences, _, _, err := st.ListFences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: reported}}})
+	if _, _, err := st.GetFence(ctx, "a"); err != nil {
+		t.Fatalf("fence lifted (%v) on a release reported before the failover, with db still on node a: %v", err, rel.have)
+	}
+	// a looks again: db runs on b now, a releases it, and then the fence goes.
+	reported = owner.releaseFenced(ctx, rel)
+	if rel.have["db"] || reported != fmeta.ModRevision {
+		t.Fatalf("after the failover: db still here %v, released revision %d (want %d)", rel.have["db"], reported, fmeta.ModRevision)
+	}
+	leader.liftFences(ctx, fences, nodeView{nodes: []api.Node{{Name: "a", FenceReleased: reported}}})
+	if _, _, err := st.GetFence(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("fence not lifted after the release: %v", err)
+	}
+}
+
+// TestUnfenceOwnerBack: the leader takes a volume out of the fence of its
+// node when the node is back before the failover, deleting the fence when
+// nothing is left in it; a volume that moved keeps its fence.
+func TestUnfenceOwnerBack(t *testing.T) {
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader", PlacementInterval: time.Second}}
+	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	back := api.VolumeSpec{Name: "back", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast", SharedOrigin: shared}
+	moved := api.VolumeSpec{Name: "moved", Node: "b", Pool: "fast", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"}
+	bmeta, err := st.CreateVolumeSpec(ctx, back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateVolumeSpec(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"back", "moved"}, CreatedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	view := nodeView{nodes: []api.Node{{Name: "a"}, {Name: "b"}, {Name: "san"}}, drained: map[string]bool{}}
+	var pols []api.Policy
+	leader.failover(ctx, store.Item[api.VolumeSpec]{Value: back, Meta: bmeta}, view, &pols, map[string]time.Time{}, time.Now())
+	f, _, err := st.GetFence(ctx, "a")
+	if err != nil || !slices.Equal(f.Volumes, []string{"moved"}) {
+		t.Fatalf("fence %+v, %v; want it naming [moved] only", f, err)
+	}
+	// The fence stands for a volume that moved, even with a back.
+	leader.unfence(ctx, moved)
+	if f, _, err := st.GetFence(ctx, "a"); err != nil || !slices.Equal(f.Volumes, []string{"moved"}) {
+		t.Fatalf("fence %+v, %v; want it kept for moved", f, err)
+	}
+	// Alone in the fence, a volume whose node is back takes it away.
+	if _, err := st.PutFence(ctx, api.Fence{Node: "c", Volumes: []string{"back2"}, CreatedAt: time.Now()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	back2 := back
+	back2.Name, back2.Node = "back2", "c"
+	if _, err := st.CreateVolumeSpec(ctx, back2); err != nil {
+		t.Fatal(err)
+	}
+	leader.unfence(ctx, back2)
+	if _, _, err := st.GetFence(ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("fence of c after its only volume left it: %v, want deleted", err)
 	}
 }
 

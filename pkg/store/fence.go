@@ -110,3 +110,36 @@ func (s *Store) FailOverVolumeSpec(ctx context.Context, spec api.VolumeSpec, exp
 	kv := resp.Responses[1].GetResponseRange().Kvs[0]
 	return Meta{Key: key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision}, nil
 }
+
+// UnfenceVolume takes volume out of the fence of its node, which came
+// back before the volume failed over: f is the fence without it, written
+// (or, with no volume left, the fence deleted) only while the fence is
+// still at fenceModRevision and the volume's spec at specModRevision, in
+// one transaction. A failover that moved the spec in between keeps its
+// fence; the caller gets ErrConflict and reads again.
+func (s *Store) UnfenceVolume(ctx context.Context, f api.Fence, fenceModRevision int64, volume string, specModRevision int64) error {
+	key, specKey := s.fenceKey(f.Node), s.volumeSpecKey(volume)
+	op := clientv3.OpDelete(key)
+	if len(f.Volumes) > 0 {
+		val, err := encode(KindFence, f)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		op = clientv3.OpPut(key, val)
+	}
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.client.Txn(rctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", fenceModRevision),
+			clientv3.Compare(clientv3.ModRevision(specKey), "=", specModRevision)).
+		Then(op).
+		Commit()
+	if err != nil {
+		return s.wrap(rctx, fmt.Sprintf("take volume %q out of the fence of node %q", volume, f.Node), err)
+	}
+	if !resp.Succeeded {
+		return errorf(ErrConflict, "store: take volume %q out of the fence of node %q: the fence (revision %d) or the volume's spec (revision %d) changed",
+			volume, f.Node, fenceModRevision, specModRevision)
+	}
+	return nil
+}
