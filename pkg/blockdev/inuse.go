@@ -41,6 +41,9 @@ type Checker struct {
 	SysRoot string
 	// ProcRoot is where procfs is mounted; "" means "/proc".
 	ProcRoot string
+	// NvmetAllowed, if set, names the nvmet subsystems whose namespaces
+	// on the device are not a use of it: the caller's own exports of it.
+	NvmetAllowed func(subsystemNQN string) bool
 }
 
 // CheckUnused returns nil if nothing uses the device at path or any of its
@@ -135,6 +138,20 @@ func (c Checker) check(ctx context.Context, path, devPathName, name string, num 
 		}
 	}
 
+	// The kernel's NVMe target opens the devices it exports without an
+	// exclusive claim, as no holder and no process: only its configfs
+	// tree tells that other nodes may be writing the device.
+	for _, ns := range nvmetNamespaces(c.SysRoot) {
+		if c.NvmetAllowed != nil && c.NvmetAllowed(ns.subsystem) {
+			continue
+		}
+		for _, m := range members {
+			if sourceIs(ns.devicePath, m) {
+				return inUse(m, fmt.Sprintf("exported over NVMe by the kernel's target (nvmet subsystem %s, namespace %s): other nodes may be writing it", ns.subsystem, ns.id))
+			}
+		}
+	}
+
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
@@ -179,6 +196,34 @@ func (c Checker) members(devPathName, name string, num devNum) ([]member, error)
 		members = append(members, member{name: p, path: devPath(p), num: n, prefix: "partition " + p + " "})
 	}
 	return members, nil
+}
+
+// nvmetNamespace is a namespace of the kernel's NVMe target.
+type nvmetNamespace struct {
+	subsystem, id, devicePath string
+}
+
+// nvmetNamespaces lists the namespaces configured in the kernel's NVMe
+// target (<sysRoot>/kernel/config/nvmet), enabled or not: none when nvmet
+// is not loaded or configfs not mounted.
+func nvmetNamespaces(sysRoot string) []nvmetNamespace {
+	root := sysRootOrDefault(sysRoot)
+	paths, _ := filepath.Glob(filepath.Join(root, "kernel", "config", "nvmet", "subsystems", "*", "namespaces", "*", "device_path"))
+	var out []nvmetNamespace
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		dev := strings.TrimSpace(string(b))
+		if err != nil || dev == "" {
+			continue
+		}
+		nsDir := filepath.Dir(p)
+		out = append(out, nvmetNamespace{
+			subsystem:  filepath.Base(filepath.Dir(filepath.Dir(nsDir))),
+			id:         filepath.Base(nsDir),
+			devicePath: dev,
+		})
+	}
+	return out
 }
 
 // sourceIs tells whether a device path found in mountinfo or /proc/swaps

@@ -170,6 +170,30 @@ func TestCheck(t *testing.T) {
 			procs:     []fakeProc{{pid: os.Getpid(), comm: "tidectl", fds: []string{"NODE"}}},
 		},
 		{
+			name:      "exported by the kernel's NVMe target",
+			mountinfo: baseMounts,
+			setup: func(s *fakeSys) {
+				s.write("kernel/config/nvmet/subsystems/nqn.2026-11.io.tidecache:export:san:n2/namespaces/1/device_path", "/dev/vdx\n")
+			},
+			want: "exported over NVMe by the kernel's target (nvmet subsystem nqn.2026-11.io.tidecache:export:san:n2, namespace 1): other nodes may be writing it",
+		},
+		{
+			name:      "a partition exported by nvmet",
+			mountinfo: baseMounts,
+			setup: func(s *fakeSys) {
+				s.write("kernel/config/nvmet/subsystems/nqn.x/namespaces/7/device_path", "/dev/vdx2\n")
+			},
+			want: "partition vdx2 exported over NVMe by the kernel's target (nvmet subsystem nqn.x, namespace 7): other nodes may be writing it",
+		},
+		{
+			name:      "nvmet exporting another device",
+			mountinfo: baseMounts,
+			setup: func(s *fakeSys) {
+				s.write("kernel/config/nvmet/subsystems/nqn.x/namespaces/1/device_path", "/dev/vdw\n")
+				s.write("kernel/config/nvmet/subsystems/nqn.y/namespaces/1/device_path", "")
+			},
+		},
+		{
 			name:      "mounted wins over a process",
 			mountinfo: baseMounts + "40 27 254:16 / /mnt/data rw - ext4 /dev/vdx rw\n",
 			procs:     []fakeProc{{pid: 812, comm: "mysqld", fds: []string{"NODE"}}},
@@ -390,5 +414,32 @@ func TestDescribeProcs(t *testing.T) {
 	}
 	if got, want := describeProcs(ps), "processes 1 (p), 2 (p), 3 (p), 4 (p), 5 (p), and 2 more"; got != want {
 		t.Errorf("describeProcs = %q, want %q", got, want)
+	}
+}
+
+// TestCheckNvmetAllowed: the caller's own nvmet subsystems on the device
+// (NvmetAllowed) are not a use of it; another subsystem still is.
+func TestCheckNvmetAllowed(t *testing.T) {
+	sys := newFakeSys(t)
+	sys.disk("vdx", "254:16")
+	sys.write("kernel/config/nvmet/subsystems/nqn.own:n2/namespaces/1/device_path", "/dev/vdx\n")
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(t.TempDir(), "vdx")
+	if err := os.WriteFile(node, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := Checker{SysRoot: sys.root, ProcRoot: proc, NvmetAllowed: func(nqn string) bool { return strings.HasPrefix(nqn, "nqn.own:") }}
+	if err := c.check(context.Background(), "/dev/vdx", node, "vdx", devNum{254, 16}); err != nil {
+		t.Fatalf("own export: %v, want nil", err)
+	}
+	sys.write("kernel/config/nvmet/subsystems/nqn.other/namespaces/1/device_path", "/dev/vdx\n")
+	if err := c.check(context.Background(), "/dev/vdx", node, "vdx", devNum{254, 16}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "nqn.other") {
+		t.Fatalf("another subsystem's export: %v, want in use by nqn.other", err)
 	}
 }

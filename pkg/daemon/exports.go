@@ -112,6 +112,10 @@ type targetState struct {
 	replicasCut map[string]bool
 	exports     []api.ExportInventory
 	acks        []api.FenceAck
+	// checkUnused checks a device before its first export; nil is
+	// blockdev.Checker's CheckUnused (tests replace it: their devices are
+	// files).
+	checkUnused func(ctx context.Context, path string, ownNvmet func(nqn string) bool) error
 }
 
 func (s *targetState) nvmet() nvmeof.Target {
@@ -298,6 +302,14 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		size, sizeErr := blockdev.Size(e.Device)
 		if sizeErr != nil {
 			errs = append(errs, sizeErr)
+		} else if len(subs) == 0 {
+			// Not exported yet (this boot): the device must be free,
+			// not a mounted file system, a member of a local pool or
+			// array, or open by a process; its own subsystems aside.
+			sizeErr = d.exportFree(ctx, e)
+			if sizeErr != nil {
+				errs = append(errs, sizeErr)
+			}
 		}
 		inv.SizeBytes = size
 		// The nodes served stay served (Export again finishes what an
@@ -313,7 +325,7 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 				continue
 			}
 			if sizeErr != nil {
-				break // the device is missing: nothing is exported
+				break // the device is missing or in use: nothing is exported
 			}
 			if err := d.ensureNvmet(ctx, tg); err != nil {
 				errs = append(errs, err)
@@ -337,6 +349,23 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		out = append(out, inv)
 	}
 	return out, cut
+}
+
+// exportFree checks that the device of export e is used by nothing on
+// this node before it is first exported: other nodes write it once it
+// is. Its own subsystems are not a use of it.
+func (d *daemon) exportFree(ctx context.Context, e Export) error {
+	prefix := nvmeof.ExportNQNPrefix(e.Name)
+	check := d.tgt.checkUnused
+	if check == nil {
+		check = func(ctx context.Context, path string, own func(string) bool) error {
+			return blockdev.Checker{NvmetAllowed: own}.CheckUnused(ctx, path)
+		}
+	}
+	if err := check(ctx, e.Device, func(nqn string) bool { return strings.HasPrefix(nqn, prefix) }); err != nil {
+		return fmt.Errorf("export %s: not exported: %w", e.Name, err)
+	}
+	return nil
 }
 
 // fenceExports removes every export subsystem on the target that allows

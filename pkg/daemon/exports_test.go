@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/nvmeof"
@@ -332,5 +333,47 @@ func TestFencesSurviveRestartWithoutEtcd(t *testing.T) {
 	}
 	if got := restarted.tgt.fencedSet(); !got["a"] {
 		t.Errorf("fenced after the restart: %v, want a", got)
+	}
+}
+
+// TestExportRefusesDeviceInUse: a device given with --export that is in
+// use on this node (mounted, a member of a local pool or array, open, or
+// exported by another nvmet subsystem) is not exported, and the node
+// record says why; once free it is, and an export in place is not
+// checked again (its own subsystems are a use of it).
+func TestExportRefusesDeviceInUse(t *testing.T) {
+	ctx := context.Background()
+	x := newExporter(t)
+	register(t, x.st, "a")
+	var checked []string
+	inUse := true
+	x.d.tgt.checkUnused = func(_ context.Context, path string, own func(string) bool) error {
+		checked = append(checked, path)
+		if !own(nvmeof.ExportNQN("san", "a")) || own("nqn.2026-11.io.tidecache:export:other:a") {
+			t.Errorf("own subsystems: the export's own not allowed, or another allowed")
+		}
+		if inUse {
+			return &blockdev.InUseError{Path: path, Reason: "held by dm-3 (tc-fast-ssd0)"}
+		}
+		return nil
+	}
+	x.d.targetRound(ctx)
+	if got := x.hosts(t); len(got) != 0 {
+		t.Fatalf("device in use exported to %v", got)
+	}
+	exports, _ := x.d.exportRecord()
+	if len(exports) != 1 || !strings.Contains(exports[0].Error, "held by dm-3 (tc-fast-ssd0)") || len(exports[0].Hosts) != 0 {
+		t.Fatalf("node record's export %+v, want the reason and no host", exports)
+	}
+	inUse = false
+	x.d.targetRound(ctx)
+	if got := x.hosts(t); !slices.Equal(got, []string{"a", "n1"}) {
+		t.Fatalf("free device exported to %v, want [a n1]", got)
+	}
+	inUse = true
+	n := len(checked)
+	x.d.targetRound(ctx)
+	if got := x.hosts(t); !slices.Equal(got, []string{"a", "n1"}) || len(checked) != n {
+		t.Fatalf("an export in place: hosts %v, checked again %v", got, len(checked) != n)
 	}
 }
