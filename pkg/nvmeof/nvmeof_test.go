@@ -1,6 +1,7 @@
 package nvmeof
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,38 @@ func TestDevice(t *testing.T) {
 	}
 	if ctrls, _ := in.controllers(subNQN); len(ctrls) != 0 {
 		t.Errorf("controllers = %v with nvme1 deleting, want none", ctrls)
+	}
+}
+
+// TestUnexportCutsTheHostBeforeDisablingTheNamespace: Unexport removes the
+// subsystem's port links while its namespace is still enabled, and only
+// then disables it. The other order answers a host that is still
+// connected with "invalid namespace" errors, which the host's mirror
+// takes as a failed leg, going on without it, instead of a lost
+// connection, under which its writes wait (issue 22, finding 1).
+func TestUnexportCutsTheHostBeforeDisablingTheNamespace(t *testing.T) {
+	tg := newConfigFS(t)
+	e := Export{NQN: subNQN, Device: "/dev/mapper/tc-pool-replica", HostNQN: hostNQN, Addr: "10.0.0.1", Port: 4420, UUID: testUUID}
+	if err := tg.Export(e); err != nil {
+		t.Fatal(err)
+	}
+	enable := filepath.Join(tg.Root, "subsystems", subNQN, "namespaces", "1", "enable")
+	var order []string
+	rmdir := tg.rmdir
+	tg.rmdir = func(p string) error {
+		on, _ := os.ReadFile(enable)
+		rel, _ := filepath.Rel(tg.Root, p)
+		order = append(order, fmt.Sprintf("%s (namespace enable=%s)", rel, strings.TrimSpace(string(on))))
+		return rmdir(p)
+	}
+	if err := tg.Unexport(subNQN); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		filepath.Join("ports", "4420", "subsystems", subNQN) + " (namespace enable=1)",
+		filepath.Join("subsystems", subNQN, "namespaces", "1") + " (namespace enable=0)",
+	}
+	if len(order) < 2 || order[0] != want[0] || order[1] != want[1] {
+		t.Fatalf("removal order %q, want it to start with %q", order, want)
 	}
 }

@@ -184,26 +184,31 @@ func (t Target) Unexport(nqn string) error {
 	subsys := filepath.Join(t.Root, "subsystems", nqn)
 	ports, _ := filepath.Glob(filepath.Join(t.Root, "ports", "*", "subsystems", nqn))
 	hosts, _ := filepath.Glob(filepath.Join(subsys, "allowed_hosts", "*"))
-	var steps []string
-	steps = append(steps, ports...)
+	rmdir := t.rmdir
+	if rmdir == nil {
+		rmdir = os.Remove
+	}
+	remove := func(paths ...string) error {
+		for _, p := range paths {
+			if err := rmdir(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("unexport %s: remove %s: %w", nqn, p, err)
+			}
+		}
+		return nil
+	}
+	// The port links first, with the namespace still enabled: a host
+	// still connected loses its connection (its writes wait for a
+	// reconnect) instead of getting "invalid namespace" errors, which
+	// its mirror would take as a failed leg and go on without.
+	if err := remove(ports...); err != nil {
+		return err
+	}
 	if on, _ := readAttr(filepath.Join(subsys, "namespaces", "1", "enable")); on == "1" {
 		if err := writeAttr(filepath.Join(subsys, "namespaces", "1", "enable"), "0"); err != nil {
 			return fmt.Errorf("unexport %s: disable namespace: %w", nqn, err)
 		}
 	}
-	steps = append(steps, filepath.Join(subsys, "namespaces", "1"))
-	steps = append(steps, hosts...)
-	steps = append(steps, subsys)
-	rmdir := t.rmdir
-	if rmdir == nil {
-		rmdir = os.Remove
-	}
-	for _, p := range steps {
-		if err := rmdir(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("unexport %s: remove %s: %w", nqn, p, err)
-		}
-	}
-	return nil
+	return remove(append(append([]string{filepath.Join(subsys, "namespaces", "1")}, hosts...), subsys)...)
 }
 
 func (e Export) validate() error {
