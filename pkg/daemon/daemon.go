@@ -111,6 +111,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultListen is where /metrics and /healthz are served unless told
+// otherwise: loopback only, as a scrape reads the kernel and the disks'
+// metadata; a Prometheus server elsewhere needs --listen with an address
+// of the network it scrapes from.
+const DefaultListen = "127.0.0.1:9540"
+
 // Default returns the configuration of a node using the etcd at
 // store.DefaultConfig's endpoints; set EmbeddedEtcd for a standalone node
 // that runs its own.
@@ -119,7 +125,7 @@ func Default() Config {
 	return Config{
 		Node:              host,
 		Instance:          bootID(),
-		Listen:            ":9540",
+		Listen:            DefaultListen,
 		EmbeddedEtcd:      false,
 		EtcdDataDir:       "/var/lib/tidecache/etcd",
 		StateDir:          "/var/lib/tidecache",

@@ -25,15 +25,20 @@ import (
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
-// TestDefault: the defaults validate once the node has a name, and name
-// the daemon's port and the local etcd.
+// TestDefault: the defaults validate once the node has a name, serve
+// HTTP on loopback only, and name the local etcd.
 func TestDefault(t *testing.T) {
 	cfg := Default()
 	cfg.Node = "n1"
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("Default: %v", err)
 	}
-	if cfg.Listen != ":9540" || cfg.LeaseTTL != 10*time.Second || cfg.EmbeddedEtcd || len(cfg.Store.Endpoints) == 0 {
+	// /metrics and /healthz on loopback only unless told otherwise
+	// (issue 22, finding 9: it listened on every interface).
+	if host, port, err := net.SplitHostPort(cfg.Listen); err != nil || !net.ParseIP(host).IsLoopback() || port != "9540" {
+		t.Errorf("default listen %q: want a loopback address, port 9540", cfg.Listen)
+	}
+	if cfg.LeaseTTL != 10*time.Second || cfg.EmbeddedEtcd || len(cfg.Store.Endpoints) == 0 {
 		t.Errorf("defaults: listen %q, lease TTL %s, embedded etcd %v, endpoints %q", cfg.Listen, cfg.LeaseTTL, cfg.EmbeddedEtcd, cfg.Store.Endpoints)
 	}
 	cfg.EmbeddedEtcd = true

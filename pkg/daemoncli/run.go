@@ -125,7 +125,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Node, "node", cfg.Node, "this node's name in the cluster")
 	f.StringVar(&cfg.Address, "address", "", "address published in the node record (informational)")
-	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address for /metrics and /healthz")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address for /metrics and /healthz; the default serves loopback only: give an address of the network your Prometheus server scrapes from (e.g. 10.0.0.11:9540) to serve it there")
 	f.BoolVar(&cfg.EmbeddedEtcd, "embedded-etcd", false, "run etcd inside the daemon: a single member (one server, nothing else to install), or one member of --embedded-etcd-initial-cluster")
 	f.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory for what must outlive a restart without etcd: the fences this node's NVMe/TCP target applies")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "data directory of the embedded etcd (on a local disk that is not a tidecache volume)")

@@ -442,21 +442,25 @@ func (f *fakeSSDs) SSDs(context.Context) ([]SSDHealth, error) { return f.ssds, f
 func intp(v int) *int { return &v }
 
 const ssdExposition = `
+# HELP tidecache_ssd_info 1 for each SSD of a pool whose health is read, with its model and serial number.
+# TYPE tidecache_ssd_info gauge
+tidecache_ssd_info{device="/dev/nvme0n1",model="Samsung SSD 980 PRO 2TB",serial="S6B0NL0T123456"} 1
+tidecache_ssd_info{device="/dev/sdc",model="TIDESATA",serial="SATA0001"} 1
 # HELP tidecache_ssd_wear_ratio Share of the SSD's rated endurance used (NVMe percentage used / 100); may exceed 1. Absent when the SSD does not report it.
 # TYPE tidecache_ssd_wear_ratio gauge
-tidecache_ssd_wear_ratio{device="/dev/nvme0n1",model="Samsung SSD 980 PRO 2TB",serial="S6B0NL0T123456"} 0.03
+tidecache_ssd_wear_ratio{device="/dev/nvme0n1"} 0.03
 # HELP tidecache_ssd_media_errors_total Unrecovered data-integrity errors over the SSD's life (NVMe media errors; ATA attribute 187).
 # TYPE tidecache_ssd_media_errors_total counter
-tidecache_ssd_media_errors_total{device="/dev/nvme0n1",model="Samsung SSD 980 PRO 2TB",serial="S6B0NL0T123456"} 0
-tidecache_ssd_media_errors_total{device="/dev/sdc",model="TIDESATA",serial="SATA0001"} 7
+tidecache_ssd_media_errors_total{device="/dev/nvme0n1"} 0
+tidecache_ssd_media_errors_total{device="/dev/sdc"} 7
 # HELP tidecache_ssd_error_log_entries_total Entries of the SSD's error log over its life (NVMe num_err_log_entries; ATA SMART error log count).
 # TYPE tidecache_ssd_error_log_entries_total counter
-tidecache_ssd_error_log_entries_total{device="/dev/nvme0n1",model="Samsung SSD 980 PRO 2TB",serial="S6B0NL0T123456"} 2
-tidecache_ssd_error_log_entries_total{device="/dev/sdc",model="TIDESATA",serial="SATA0001"} 3
+tidecache_ssd_error_log_entries_total{device="/dev/nvme0n1"} 2
+tidecache_ssd_error_log_entries_total{device="/dev/sdc"} 3
 # HELP tidecache_ssd_critical_warning 1 if the SSD raises a critical warning (NVMe critical warning not 0, or ATA SMART status failed).
 # TYPE tidecache_ssd_critical_warning gauge
-tidecache_ssd_critical_warning{device="/dev/nvme0n1",model="Samsung SSD 980 PRO 2TB",serial="S6B0NL0T123456"} 0
-tidecache_ssd_critical_warning{device="/dev/sdc",model="TIDESATA",serial="SATA0001"} 1
+tidecache_ssd_critical_warning{device="/dev/nvme0n1"} 0
+tidecache_ssd_critical_warning{device="/dev/sdc"} 1
 # HELP tidecache_scrape_collector_success 1 if the source of this collector answered during the scrape, 0 if it failed (the daemon logs why).
 # TYPE tidecache_scrape_collector_success gauge
 tidecache_scrape_collector_success{collector="ssd"} 0
@@ -475,7 +479,7 @@ func TestSSDMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"tidecache_ssd_wear_ratio", "tidecache_ssd_media_errors_total",
+	names := []string{"tidecache_ssd_info", "tidecache_ssd_wear_ratio", "tidecache_ssd_media_errors_total",
 		"tidecache_ssd_error_log_entries_total", "tidecache_ssd_critical_warning"}
 	// Only the ssd collector's success: the volume one is 1 here.
 	exp := strings.Replace(ssdExposition, `tidecache_scrape_collector_success{collector="ssd"} 0`,

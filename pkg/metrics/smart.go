@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/command"
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -36,7 +39,7 @@ type SSDHealth struct {
 }
 
 // SSDSource reports the health of the node's SSDs. It is called once per
-// scrape. An SSD whose health cannot be read because no tool for it is
+// scrape (a SmartSource answers from what it read within MaxAge). An SSD whose health cannot be read because no tool for it is
 // installed is left out, not an error; a partial list comes with an error
 // naming the SSDs that failed.
 type SSDSource interface {
@@ -52,12 +55,38 @@ type Runner interface {
 
 // SmartSource reads SSD health with nvme-cli (NVMe devices, when
 // installed) or smartctl (any device, when installed).
+//
+// It reads each device at most once per MaxAge and answers from that
+// reading in between: health logs change over hours, and a scrape (which
+// anyone who reaches the metrics port can send) or an inventory round must
+// not start a tool per SSD each time. Concurrent calls wait for one
+// reading. Use a SmartSource by pointer; its zero value is ready.
 type SmartSource struct {
 	// Runner runs the tools; nil means command.Runner{}.
 	Runner Runner
 	// Devices lists the SSDs to read, e.g. the members of the node's
 	// pools ("/dev/nvme0n1").
 	Devices func(ctx context.Context) ([]string, error)
+	// MaxAge is how old a reading may be before the device is read
+	// again; 0 means DefaultSmartMaxAge, a negative value reads every
+	// time.
+	MaxAge time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	last map[string]smartReading
+}
+
+// DefaultSmartMaxAge is how often a SmartSource reads an SSD's health log
+// at most.
+const DefaultSmartMaxAge = 5 * time.Minute
+
+// smartReading is one device's last health reading.
+type smartReading struct {
+	health SSDHealth
+	err    error
+	at     time.Time
 }
 
 // errUnsupported: no installed tool can read this device's health.
@@ -78,16 +107,42 @@ func (s *SmartSource) SSDs(ctx context.Context) ([]SSDHealth, error) {
 // Read reads the health of the devices given, skipping those no
 // installed tool can read.
 func (s *SmartSource) Read(ctx context.Context, devs []string) ([]SSDHealth, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	maxAge := s.MaxAge
+	if maxAge == 0 {
+		maxAge = DefaultSmartMaxAge
+	}
+	if s.last == nil {
+		s.last = map[string]smartReading{}
+	}
 	var out []SSDHealth
 	var errs []error
 	for _, dev := range devs {
-		h, err := s.read(ctx, dev)
+		r, ok := s.last[dev]
+		if !ok || maxAge < 0 || now().Sub(r.at) >= maxAge {
+			r.health, r.err = s.read(ctx, dev)
+			r.at = now()
+			if ctx.Err() == nil { // a reading cut short is not kept
+				s.last[dev] = r
+			}
+		}
+		h, err := r.health, r.err
 		switch {
 		case errors.Is(err, errUnsupported):
 		case err != nil:
 			errs = append(errs, fmt.Errorf("SSD %s: %w", dev, err))
 		default:
 			out = append(out, h)
+		}
+	}
+	for dev := range s.last {
+		if !slices.Contains(devs, dev) {
+			delete(s.last, dev) // no longer a pool's SSD
 		}
 	}
 	return out, errors.Join(errs...)

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/command"
 )
@@ -189,7 +190,7 @@ func TestSmartSource(t *testing.T) {
 		out:     map[string][]byte{"smartctl --json -a /dev/nvme0n1": fixture(t, "smartctl-7.3-nvme.json")},
 		missing: map[string]bool{"nvme": true},
 	}
-	src = &SmartSource{Runner: r2, Devices: func(context.Context) ([]string, error) { return []string{"/dev/nvme0n1"}, nil }}
+	src = &SmartSource{Runner: r2, Devices: func(context.Context) ([]string, error) { return []string{"/dev/nvme0n1"}, nil }, MaxAge: -1}
 	if got, err := src.SSDs(ctx); err != nil || len(got) != 1 || got[0].Serial != "TIDE0001" || got[0].Path != "/dev/nvme0n1" {
 		t.Errorf("smartctl fallback: %+v, %v", got, err)
 	}
@@ -204,5 +205,51 @@ func TestSmartSource(t *testing.T) {
 	fail := &SmartSource{Runner: r, Devices: func(context.Context) ([]string, error) { return nil, errors.New("no pools") }}
 	if _, err := fail.SSDs(ctx); err == nil || !strings.Contains(err.Error(), "no pools") {
 		t.Errorf("device list fails: %v", err)
+	}
+}
+
+// TestSmartSourceMaxAge: a device's health is read once per MaxAge, its
+// failure too; scrapes and inventory rounds in between are answered from
+// that reading, so no caller can make the node run a tool per SSD at will.
+func TestSmartSourceMaxAge(t *testing.T) {
+	ctx := context.Background()
+	r := &fakeRunner{
+		out: map[string][]byte{
+			"nvme smart-log -o json /dev/nvme0n1": fixture(t, "nvme-cli-2.3-smart-log-worn.json"),
+			"nvme id-ctrl -o json /dev/nvme0n1":   fixture(t, "nvme-cli-2.3-id-ctrl.json"),
+		},
+		err: map[string]error{"nvme smart-log -o json /dev/nvme1n1": &command.ExitError{Cmd: "nvme smart-log", Code: 1}},
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	devs := []string{"/dev/nvme0n1", "/dev/nvme1n1"}
+	src := &SmartSource{Runner: r, Devices: func(context.Context) ([]string, error) { return devs, nil }, Now: func() time.Time { return now }}
+	read := func() ([]SSDHealth, error) {
+		t.Helper()
+		return src.SSDs(ctx)
+	}
+	first, err1 := read()
+	ran := len(r.ran)
+	if len(first) != 1 || err1 == nil || ran != 3 {
+		t.Fatalf("first reading: %d SSDs, err %v, %d commands; want 1, the failure of nvme1n1, 3", len(first), err1, ran)
+	}
+	for range 100 { // scrapes within MaxAge
+		now = now.Add(2 * time.Second)
+		got, err := read()
+		if !reflect.DeepEqual(got, first) || err == nil {
+			t.Fatalf("cached reading %+v, %v; want the first", got, err)
+		}
+	}
+	if len(r.ran) != ran {
+		t.Fatalf("%d commands ran within MaxAge (%v), want none", len(r.ran)-ran, DefaultSmartMaxAge)
+	}
+	now = now.Add(DefaultSmartMaxAge)
+	if _, err := read(); err == nil || len(r.ran) != 2*ran {
+		t.Fatalf("after MaxAge: %d commands, want %d", len(r.ran)-ran, ran)
+	}
+	// An SSD that left the pools is forgotten.
+	devs = devs[:1]
+	read()
+	if _, ok := src.last["/dev/nvme1n1"]; ok {
+		t.Error("reading of an SSD no longer listed kept")
 	}
 }

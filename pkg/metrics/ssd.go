@@ -8,9 +8,15 @@ import (
 
 // Per-SSD health metrics, from the SSDSource (SMART / NVMe health log).
 
-var ssdLabels = []string{"device", "model", "serial"}
+// ssdLabels label every per-SSD series but the info series: the model
+// and serial number are on tidecache_ssd_info alone, one series per SSD
+// (join on device for them), not repeated on each.
+var ssdLabels = []string{"device"}
 
 var (
+	ssdInfoDesc = prometheus.NewDesc(namespace+"_ssd_info",
+		"1 for each SSD of a pool whose health is read, with its model and serial number.",
+		[]string{"device", "model", "serial"}, nil)
 	ssdWearDesc = prometheus.NewDesc(namespace+"_ssd_wear_ratio",
 		"Share of the SSD's rated endurance used (NVMe percentage used / 100); may exceed 1. Absent when the SSD does not report it.",
 		ssdLabels, nil)
@@ -26,7 +32,7 @@ var (
 )
 
 func describeSSD(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ssdWearDesc, ssdMediaErrorsDesc, ssdErrorLogDesc, ssdCriticalDesc} {
+	for _, d := range []*prometheus.Desc{ssdInfoDesc, ssdWearDesc, ssdMediaErrorsDesc, ssdErrorLogDesc, ssdCriticalDesc} {
 		ch <- d
 	}
 }
@@ -37,7 +43,8 @@ func (c *collector) collectSSDs(ctx context.Context, ch chan<- prometheus.Metric
 	read func(context.Context) ([]SSDHealth, error)) error {
 	ssds, err := read(ctx)
 	for _, s := range ssds {
-		l := []string{s.Path, s.Model, s.Serial}
+		gauge(ch, ssdInfoDesc, 1, s.Path, s.Model, s.Serial)
+		l := []string{s.Path}
 		if s.WearPercent != nil {
 			gauge(ch, ssdWearDesc, float64(*s.WearPercent)/100, l...)
 		}
