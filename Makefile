@@ -70,6 +70,7 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 		install -m 0644 $(SHARE)/completion/fish/$$b $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/$$b.fish; \
 	done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/tidecache/
+	install -m 0644 deploy/debian/copyright $(DESTDIR)$(PREFIX)/share/doc/tidecache/copyright
 	install -m 0644 deploy/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/
 	cd deploy/prometheus && find scrape -type f -exec install -D -m 0644 {} $(abspath $(DESTDIR))$(PREFIX)/share/tidecache/prometheus/{} \;
 	install -m 0644 deploy/grafana/*.json $(DESTDIR)$(PREFIX)/share/tidecache/grafana/
@@ -81,6 +82,8 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 deb: ## Build build/tidecache_<version>_<arch>.deb (dpkg-deb): everything `make install` installs, plus maintainer scripts.
 	rm -rf $(DEBROOT) && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEBROOT)) PREFIX=/usr
 	install -d $(DEBROOT)/DEBIAN $(DEB_OUT)
+	date=$$(git log -1 --format=%aD 2>/dev/null || date -R); \
+	sed -e 's/@VERSION@/$(DEB_VERSION)/' -e "s/@DATE@/$$date/" deploy/debian/changelog.in | gzip -9n > $(DEBROOT)/usr/share/doc/tidecache/changelog.gz
 	size=$$(du -sk --exclude=DEBIAN $(DEBROOT) | cut -f1); \
 	sed -e 's/@VERSION@/$(DEB_VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' -e "s/@SIZE@/$$size/" deploy/debian/control.in > $(DEBROOT)/DEBIAN/control
 	install -m 0644 deploy/debian/conffiles $(DEBROOT)/DEBIAN/conffiles

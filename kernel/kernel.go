@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kernel owns what tidecache requires from the Linux kernel: the
 // modules it loads (modules.txt) and the configuration options it relies on
 // (config.fragment). Both files are embedded, so every binary and test that

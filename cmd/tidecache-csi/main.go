@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command tidecache-csi is tidecache's Kubernetes CSI driver (package
 // csi): the controller service in a Deployment, the node service in a
 // DaemonSet, or both in one process. See docs/csi.md.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command tidectl: see `tidectl --help`.
 package main
 

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api holds the one definition of every record that crosses
 // packages: the volume spec and status, the node and its inventories, the
 // node spec and the policy, with the values their fields take (volume

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package blockdev inspects block devices before tidecache touches them.
 //
 // tidecache builds md arrays and device-mapper tables on disks a user hands

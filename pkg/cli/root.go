@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cli holds the tidectl command tree and what every tidecache
 // command tree shares: the common flags, output formats, exit codes and
 // progress display.

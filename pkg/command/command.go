@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package command runs external programs for tidecache.
 //
 // It owns the one exec helper of the project (STYLE.md, rule 3): every

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package csi is tidecache's Kubernetes CSI driver: the Identity,
 // Controller and Node services of the Container Storage Interface.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemon wires tidecached together: the single-node engine, the
 // cluster store (an embedded etcd or an external cluster), node
 // registration with inventory, leader election and placement, the

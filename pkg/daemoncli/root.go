@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package daemoncli holds tidecached's command tree: boot assembly
 // (assemble), the node daemon (run) and the embeddable etcd (etcd). It is
 // a package of its own so that tidectl, which shares pkg/cli's flags,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dm is tidecache's device-mapper client. It is the only package in
 // tidecache that issues device-mapper ioctls, and it owns everything that
 // turns dm text into Go values and back:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package dm
 
 // FUAFlushTarget is the target type of tidecache's own dm target

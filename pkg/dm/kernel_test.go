@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build linux && vmguest
 
 // Tests against a real device-mapper: they run as root inside the test VM

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package engine is tidecache's single-node data-path manager: it creates
 // pools from SSDs and an HDD array, carves volumes, builds their
 // device-mapper stacks, changes cache modes live, flushes, deletes, and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package etcdserver runs etcd inside tidecached: either a single member,
 // so that one server needs nothing else (`tidecached run --embedded-etcd`),
 // or one member of a multi-member cluster, typically three tidecached

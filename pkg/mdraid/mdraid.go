@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mdraid creates, inspects, assembles and stops Linux md RAID arrays
 // through mdadm.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package metrics owns tidecache's Prometheus metrics: the per-volume
 // cache metrics read from the kernel at scrape time, the per-volume latency
 // histograms kept by dm-stats, the per-SSD health read with nvme-cli or

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvmeof carries one block device from a node to another over
 // NVMe/TCP with the kernel's own target and initiator, for the peer leg
 // of a mirrored write cache: the peer exports a slice of its SSD, the

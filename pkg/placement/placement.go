@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package placement decides which node hosts a new volume when its spec
 // names none. Only the elected leader runs it, so two nodes never claim
 // the same volume; the choice is pure (inventory in, node out) and the

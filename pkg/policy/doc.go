@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package policy owns the decisions tidecached takes for a volume from its
 // desired state and what it observes: which cache mode the volume must run
 // in right now, which alerts it raises, and whether a scheduled flush is

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pool owns the layout of a tidecache pool: which extents of the
 // origin (the HDD RAID10 array) and of the SSD members belong to which
 // volume, the rules a layout must obey, and the allocator that carves new

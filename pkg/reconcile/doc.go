@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reconcile owns tidecached's control loop: it keeps this node's
 // volumes as the cluster store's specs, policies and node spec ask, and
 // writes each volume's observed status back. Decisions (which mode, which

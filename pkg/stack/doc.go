@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package stack turns the desired state of one cached volume into the
 // device-mapper devices that implement it. It owns the naming of every
 // device tidecache creates and the dm UUID that marks tidecache ownership,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package store is tidecache's cluster state in etcd. It is the only
 // package that imports the etcd client, and it owns everything about the
 // keys under the cluster's prefix: their layout, the versioned JSON records

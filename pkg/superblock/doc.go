@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package superblock owns the on-disk record that lets a node rebuild every
 // volume of a pool from its disks alone: the encoding of a pool.Layout into
 // a checksummed, versioned slot image, and the two-slot protocol that

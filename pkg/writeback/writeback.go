@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package writeback decides how hard a volume's write tier may push its
 // write-back onto the origin (the HDD array), from what sysfs says about
 // that array.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench is `make bench`: in one VM run (tests/testbed), on the
 // same disk images, it sets up and measures
 //

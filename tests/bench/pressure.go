@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -154,8 +156,8 @@ type schedRun struct {
 	db        map[string]*pressureDBRun
 	// dbErr is why the database part failed: the fio figures are still
 	// published, and the run then fails.
-	dbErr error
-	elapsed   time.Duration
+	dbErr   error
+	elapsed time.Duration
 }
 
 // pressureReport is the whole pressure run.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command demo is `make demo`: tidecache's job in a few minutes, on any
 // Linux host with qemu. It boots a VM (tests/testbed) with four emulated
 // 7,200 rpm HDDs and one SSD, lets tidecache build an md RAID10 over the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package deploy_test
 
 import (
@@ -76,6 +78,7 @@ func TestDebianPackage(t *testing.T) {
 		"/usr/share/bash-completion/completions/tidectl", "/usr/share/zsh/vendor-completions/_tidectl",
 		"/usr/share/fish/vendor_completions.d/tidectl.fish",
 		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
+		"/usr/share/doc/tidecache/copyright", "/usr/share/doc/tidecache/changelog.gz",
 	}
 	// Every file:// documentation link of the units must be shipped.
 	units, _ := filepath.Glob("../../deploy/systemd/*.service")

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy_test checks the files shipped under deploy/ with the
 // tools that consume them.
 package deploy_test

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testbed is the emulated machine that `make demo` (tests/demo) and
 // `make bench` (tests/bench) measure: one qemu VM (tests/vm) with four
 // "HDDs" and one or two "SSDs", tidectl and tidecached built for it, fio to

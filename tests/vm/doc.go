@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vm holds tidecache's real-kernel scenarios: external tests
 // (package vm_test, build tag vm) that build tidectl, tidecached and the
 // test tools, boot qemu VMs running the Debian kernel through

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gendocs writes the man pages and shell completion scripts of
 // tidectl and tidecached from their command trees, so `make install` and
 // `make deb` ship documentation that cannot drift from the flags.

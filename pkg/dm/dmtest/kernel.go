@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build linux
 
 // Package dmtest is a fake device-mapper for host tests: a Kernel that

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package etcdtest makes throwaway TLS material for tests of the embedded
 // etcd: a certificate authority and certificates it signs, written as PEM
 // files the way an operator would give them to tidecached. Test use only;

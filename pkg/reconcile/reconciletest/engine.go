@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package reconciletest provides an in-memory engine for tests and
 // benchmarks of the reconcile controller and the metrics collectors: the
 // reconcile package's tests and tests/bench/controlplane use the same one.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package etcdlog turns the zap logs of the etcd client and of the embedded
 // etcd server into records of the daemon's log/slog logger.
 //

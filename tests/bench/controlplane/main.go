@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command controlplane measures tidecached's control plane on the host, no
 // VM: a real embedded etcd (pkg/etcdserver, port 0, data in a temporary
 // directory), a real pkg/store and a real pkg/reconcile Controller, in one

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # What a durable O_DSYNC write costs on tidecache's write tier, against the
 # cheapest durable alternative without fuaflush. Runs in a test VM with two
 # scratch disks, an SSD (/dev/vda) and an origin (/dev/vdb):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # What protecting the write cache costs: a write tier on one SSD slice,
 # against the same on a dm-raid raid1 of two SSDs (--protect local), and on
 # a raid1 whose second leg comes over NVMe/TCP (the peer leg; here the

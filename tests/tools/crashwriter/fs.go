@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The fs workload: files in a directory of a mounted filesystem, changed by

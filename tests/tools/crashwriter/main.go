@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command crashwriter runs write workloads inside a test VM, acknowledging
 // each operation on a side channel only after the syscalls that make it
 // durable have returned, and, after a power cut and a reboot, verifies that

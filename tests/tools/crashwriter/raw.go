@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The legacy raw workload (TestPowerCut): 4 KiB records written with
 // O_DIRECT at block index = sequence number, never overwritten within a
 // cycle, in batches of 1-16 followed by fdatasync, each batch acknowledged

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The raw-aio workload: the raw-dsync records written through Linux

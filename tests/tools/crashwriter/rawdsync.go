@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The raw-dsync workload: one O_DIRECT|O_DSYNC pwrite at a time (QD1) of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // Records of the raw-dsync and raw-aio workloads, and their shared verify.

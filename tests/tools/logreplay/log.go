@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 // The on-disk format of a dm-log-writes log (drivers/md/dm-log-writes.c,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command logreplay reads a dm-log-writes log and writes the state of the
 // logged device at one of its marks onto another device, to model a drive
 // that lost its volatile write cache at that moment.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command peerleg drives package nvmeof from a test VM: it exports a block
 // device to one host over NVMe/TCP, or attaches such an export, with the
 // timeouts tidecache uses for the peer leg of a mirror. It exists for the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command testdigest prints, for each test that failed in a `go test -v`
 // log, the start and the end of what it printed, without the daemons'
 // INFO logs. The VM suite logs tens of thousands of lines; a plain tail

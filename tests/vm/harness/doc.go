@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness boots real-kernel test VMs: qemu (TCG) running the host's
 // Debian kernel from a generated busybox initramfs, whose /init mounts the
 // host's root read-only over virtio-9p under a tmpfs overlay, chroots in and

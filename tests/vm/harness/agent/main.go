@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command agent is the guest half of the tidecache VM harness (tests/vm/harness).
 //
 // The initramfs /init mounts the host's root read-only over virtio-9p with a

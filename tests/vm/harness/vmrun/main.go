@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command vmrun boots a test VM (tests/vm/harness), runs shell commands in it and
 // prints their output: a quick way to try something against the real
 // kernel, or to see why a VM does not boot.

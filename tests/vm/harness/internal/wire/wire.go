@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package wire owns the protocol between the VM harness (tests/vm/harness, on
 // the host) and its guest agent (tests/vm/harness/agent): newline-delimited JSON over a
 // virtio-serial port, and the kernel command-line parameters the harness
