@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubernetes holds the driver's Kubernetes manifests; its test
 // checks them.
 //
