@@ -417,6 +417,18 @@ func checkMonitoring(t *testing.T, byKind map[string][]object) {
 				continue
 			}
 			found = true
+			// The Prometheus Operator names the job after the Service,
+			// or after the value of the Service's label that jobLabel
+			// names; the alert rules select job="tidecache".
+			job := svc.Name
+			if v, ok := svc.Labels[sm.Spec.JobLabel]; sm.Spec.JobLabel != "" && ok {
+				job = v
+			}
+			for _, want := range alertJobs(t) {
+				if job != want {
+					t.Errorf("%s: scrapes %s as job %q, but the alert rules select job=%q", o, so, job, want)
+				}
+			}
 			for _, ep := range sm.Spec.Endpoints {
 				if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
 					t.Errorf("%s: endpoint port %q is not a port of %s", o, ep.Port, so)
@@ -526,4 +538,24 @@ func TestContainerfile(t *testing.T) {
 			t.Errorf("Containerfile lacks %s", f)
 		}
 	}
+}
+
+// alertJobs returns the job names the alert rules select (job="..."),
+// each once.
+func alertJobs(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	for _, m := range regexp.MustCompile(`job="([^"]*)"`).FindAllStringSubmatch(string(b), -1) {
+		if !slices.Contains(jobs, m[1]) {
+			jobs = append(jobs, m[1])
+		}
+	}
+	if len(jobs) == 0 {
+		t.Fatalf("%s selects no job: the TargetDown and TargetAbsent rules should", alertsFile)
+	}
+	return jobs
 }
