@@ -100,6 +100,10 @@ type Config struct {
 	FlushOnShutdown bool
 	// ShutdownTimeout bounds the whole ordered shutdown.
 	ShutdownTimeout time.Duration
+	// InsecureEtcd lets the embedded etcd serve a non-loopback client or
+	// peer URL without TLS client authentication (etcdserver.Config's
+	// Insecure); refused otherwise.
+	InsecureEtcd bool
 	// StateDir keeps what must survive a restart without etcd: the
 	// fences the target applies (fencestate.go). The unit's
 	// StateDirectory.
@@ -246,7 +250,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	eng := n.eng
 	if cfg.EmbeddedEtcd {
 		srv, err := etcdserver.Start(ctx, etcdserver.Config{
-			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, PeerURL: cfg.EtcdPeerURL, Logger: log,
+			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, PeerURL: cfg.EtcdPeerURL,
+			Insecure: cfg.InsecureEtcd, Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)

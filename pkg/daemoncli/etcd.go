@@ -42,7 +42,7 @@ clients without one. tidectl and tidecached connect with --etcd-cert,
 		Example: `  tidecached etcd
   tidecached etcd --client-url https://10.0.0.1:2389 --cert-file /etc/tidecache/etcd.crt \
       --key-file /etc/tidecache/etcd.key --client-ca-file /etc/tidecache/ca.crt
-  tidecached etcd --name e1 --client-url http://10.0.0.1:2389 \
+  tidecached etcd --name e1 --insecure-etcd --client-url http://10.0.0.1:2389 \
       --initial-cluster e1=http://10.0.0.1:2390,e2=http://10.0.0.2:2390,e3=http://10.0.0.3:2390`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -81,6 +81,7 @@ clients without one. tidectl and tidecached connect with --etcd-cert,
 	f.StringVar(&cfg.CertFile, "cert-file", "", "server certificate (PEM): serve clients over TLS")
 	f.StringVar(&cfg.KeyFile, "key-file", "", "server key (PEM)")
 	f.StringVar(&cfg.CAFile, "client-ca-file", "", "CA (PEM) client certificates must be signed by: require them (mutual TLS)")
+	f.BoolVar(&cfg.Insecure, "insecure-etcd", false, "serve a non-loopback --client-url without client certificates (--client-ca-file), or peers without peer TLS (refused otherwise): anyone who reaches it can change every volume")
 	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd
 }

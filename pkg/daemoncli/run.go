@@ -75,7 +75,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
       --embedded-etcd-cert /etc/tidecache/etcd.crt --embedded-etcd-key /etc/tidecache/etcd.key \
       --embedded-etcd-client-ca /etc/tidecache/ca.crt \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt
-  tidecached run --node db1 --embedded-etcd --etcd-client-url http://10.0.0.1:2389 \
+  tidecached run --node db1 --embedded-etcd --insecure-etcd --etcd-client-url http://10.0.0.1:2389 \
       --embedded-etcd-initial-cluster db1=http://10.0.0.1:2390,db2=http://10.0.0.2:2390,db3=http://10.0.0.3:2390
   tidecached run --node db1 --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
       --etcd-cert /etc/tidecache/db1.crt --etcd-key /etc/tidecache/db1.key --etcd-ca /etc/tidecache/ca.crt`,
@@ -129,6 +129,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&cfg.Address, "address", "", "address published in the node record (informational)")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP address for /metrics and /healthz; the default serves loopback only: give an address of the network your Prometheus server scrapes from (e.g. 10.0.0.11:9540) to serve it there")
 	f.BoolVar(&cfg.EmbeddedEtcd, "embedded-etcd", false, "run etcd inside the daemon: a single member (one server, nothing else to install), or one member of --embedded-etcd-initial-cluster")
+	f.BoolVar(&cfg.InsecureEtcd, "insecure-etcd", false, "let the embedded etcd serve a non-loopback --etcd-client-url without TLS client certificates, or its peers without peer TLS (refused otherwise): anyone who reaches it can change every volume")
 	f.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "directory for what must outlive a restart without etcd: the fences this node's NVMe/TCP target applies")
 	f.StringVar(&cfg.EtcdDataDir, "etcd-data-dir", cfg.EtcdDataDir, "data directory of the embedded etcd (on a local disk that is not a tidecache volume)")
 	f.StringVar(&cfg.EtcdClientURL, "etcd-client-url", cfg.EtcdClientURL, "client URL the embedded etcd serves (https:// with --embedded-etcd-cert)")
@@ -180,6 +181,7 @@ func startEmbedded(ctx context.Context, cfg *daemon.Config, member etcdserver.Co
 		return nil, err
 	}
 	member.DataDir, member.ClientURL, member.Logger = cfg.EtcdDataDir, cfg.EtcdClientURL, cfg.Logger
+	member.Insecure = cfg.InsecureEtcd
 	if member.Name == "" {
 		member.Name = cfg.Node
 	}

@@ -139,7 +139,7 @@ type Config struct {
 	// port (tests); Endpoints reports the port taken. A host other than
 	// loopback exposes the store to the network; without client
 	// certificates (CAFile) anyone who can reach the port can change every
-	// volume, so Start logs a warning.
+	// volume, so Start refuses it unless Insecure is set.
 	ClientURL string
 	// PeerURL is where the other members connect, listened on and
 	// advertised. A single member is never dialled, but etcd listens
@@ -178,6 +178,12 @@ type Config struct {
 	// both there, the election timeout at least five heartbeats and the
 	// same on every member. Only with InitialCluster.
 	HeartbeatInterval, ElectionTimeout time.Duration
+	// Insecure lets the member serve the network without authentication:
+	// clients on a non-loopback ClientURL without TLS client certificates
+	// (CertFile, KeyFile, CAFile), or peers on a non-loopback PeerURL
+	// without peer TLS. Start refuses those unless it is set, and then
+	// logs a warning for each (tidecached --insecure-etcd).
+	Insecure bool
 	// Logger receives etcd's warnings and errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -303,6 +309,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	curl, _ := parseURL("ClientURL", cfg.ClientURL, cfg.CertFile != "")
 	purl, _ := parseURL("PeerURL", cfg.PeerURL, cfg.peerTLS())
+	if exposed := exposures(cfg, curl, purl); len(exposed) > 0 && !cfg.Insecure {
+		return nil, fmt.Errorf("etcdserver: %s; anyone who reaches it could change every volume's desired state, fence nodes or fail volumes over: "+
+			"set up TLS (docs/runbook.md, \"Serve the embedded etcd over mutual TLS\"), or accept it on a network you trust with --insecure-etcd",
+			strings.Join(exposed, "; "))
+	}
 	warnExposed(log, cfg, curl, purl)
 	// embed creates the directory 0700 itself but only warns about a
 	// looser existing one; refuse nothing, create it right if missing.
@@ -440,27 +451,35 @@ func embedConfig(cfg Config, log *slog.Logger, curl, purl *url.URL) (*embed.Conf
 	return ec, nil
 }
 
-// warnExposed logs a warning for each URL that lets the network change
-// desired state unchecked: clients served without TLS or without client
+// exposures says how the member would let the network change desired
+// state unchecked: clients served without TLS or without client
 // certificates, and plaintext peers, on an address other than loopback.
-func warnExposed(log *slog.Logger, cfg Config, curl, purl *url.URL) {
+func exposures(cfg Config, curl, purl *url.URL) []string {
+	var out []string
 	if !isLoopback(curl) {
 		switch {
 		case cfg.CertFile == "":
-			log.Warn("embedded etcd serves clients without TLS on a non-loopback address: anyone who reaches it can change desired state",
-				"url", cfg.ClientURL)
+			out = append(out, fmt.Sprintf("client URL %s on a non-loopback address without TLS", cfg.ClientURL))
 		case cfg.CAFile == "":
-			log.Warn("embedded etcd serves TLS without requiring client certificates on a non-loopback address: anyone who reaches it can change desired state",
-				"url", cfg.ClientURL)
+			out = append(out, fmt.Sprintf("client URL %s on a non-loopback address without client certificates (no CA)", cfg.ClientURL))
 		}
+	}
+	if !isLoopback(purl) && !cfg.peerTLS() {
+		out = append(out, fmt.Sprintf("peer URL %s on a non-loopback address without peer TLS (anyone who reaches it can pose as a member)", cfg.PeerURL))
+	}
+	return out
+}
+
+// warnExposed logs a warning for each exposure Start was told to accept
+// (Config.Insecure), and for a cluster member that other nodes cannot
+// reach.
+func warnExposed(log *slog.Logger, cfg Config, curl, purl *url.URL) {
+	for _, e := range exposures(cfg, curl, purl) {
+		log.Warn("embedded etcd accepts the network without authentication (--insecure-etcd): anyone who reaches it can change desired state", "exposure", e)
 	}
 	if cfg.clusterMode() && isLoopback(curl) && !isLoopback(purl) {
 		log.Warn("embedded etcd cluster member serves clients on loopback only: daemons and tidectl on other nodes cannot use it; give a client URL on this host's address",
 			"url", cfg.ClientURL)
-	}
-	if !isLoopback(purl) && !cfg.peerTLS() {
-		log.Warn("embedded etcd peer URL without TLS on a non-loopback address: replication crosses the network in clear and anyone who reaches it can pose as a member; keep it on a trusted network or set peer certificates",
-			"url", cfg.PeerURL)
 	}
 }
 

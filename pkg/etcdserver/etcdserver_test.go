@@ -129,3 +129,51 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		t.Fatal("started with a bad ClientURL")
 	}
 }
+
+// TestStartRefusesUnauthenticatedNetwork: a member that would let the
+// network change desired state without authentication (clients without
+// TLS client certificates, or peers without TLS, on an address other than
+// loopback) does not start unless told to accept it (Insecure,
+// --insecure-etcd); loopback needs no opt-in (issue 22, finding 8).
+func TestStartRefusesUnauthenticatedNetwork(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cfg  etcdserver.Config
+		want string
+	}{
+		{"clients in clear on the network", etcdserver.Config{ClientURL: "http://192.0.2.10:2389"},
+			"client URL http://192.0.2.10:2389 on a non-loopback address without TLS"},
+		{"TLS without client certificates", etcdserver.Config{ClientURL: "https://192.0.2.10:2389", CertFile: "/nonexistent/s.crt", KeyFile: "/nonexistent/s.key"},
+			"without client certificates"},
+		{"peers in clear on the network", etcdserver.Config{Name: "e1", InitialCluster: "e1=http://192.0.2.10:2390,e2=http://192.0.2.11:2390,e3=http://192.0.2.12:2390"},
+			"peer URL http://192.0.2.10:2390 on a non-loopback address without peer TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.DataDir = filepath.Join(t.TempDir(), "etcd")
+			srv, err := etcdserver.Start(ctx, tc.cfg)
+			if err == nil {
+				srv.Close()
+				t.Fatal("started")
+			}
+			for _, want := range []string{tc.want, "--insecure-etcd"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+	// Loopback is not the network; the opt-in starts a member that
+	// listens on every address.
+	for _, cfg := range []etcdserver.Config{
+		{ClientURL: "http://127.0.0.1:0"},
+		{ClientURL: "http://0.0.0.0:0", Insecure: true},
+	} {
+		cfg.DataDir = filepath.Join(t.TempDir(), "etcd")
+		srv, err := etcdserver.Start(ctx, cfg)
+		if err != nil {
+			t.Fatalf("%s (insecure %v): %v", cfg.ClientURL, cfg.Insecure, err)
+		}
+		srv.Close()
+	}
+}

@@ -152,7 +152,7 @@ func writeZeroImage(path string, size int64) error {
 func startCluster(ctx context.Context, bed *testbed.Bed, peer *peerVM) error {
 	bin := filepath.Join(bed.Dir(), "bin")
 	daemon := bin + "/tidecached run --listen 127.0.0.1:9540 --leg-retry 1s --etcd-endpoints " + replicaEtcd
-	if _, err := bed.Run(ctx, "sh", "-c", "mkdir -p /run/etcd && "+bin+"/tidecached etcd --client-url "+replicaEtcd+
+	if _, err := bed.Run(ctx, "sh", "-c", "mkdir -p /run/etcd && "+bin+"/tidecached etcd --insecure-etcd --client-url "+replicaEtcd+
 		" --data-dir /run/etcd/data >/run/etcd.log 2>&1 &"); err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}

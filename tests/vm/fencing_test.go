@@ -49,7 +49,7 @@ func TestFencingExportCutsHost(t *testing.T) {
 	c.b = c.boot("b", c.bSpec, "10.77.0.2", false)
 	defer c.dumpLogs()
 	san, b := c.a, c.b
-	san.mustSh("mkdir -p /run/etcd && tidecached etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
+	san.mustSh("mkdir -p /run/etcd && tidecached etcd --insecure-etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
 	san.eventually(60*time.Second, "tidectl --etcd-endpoints "+c.etcd+" node list", "NODE")
 	c.startDaemon(san, "--replica-address "+sanAddr+" --export san="+san.hdds()[0])
 	c.startDaemon(b, "")

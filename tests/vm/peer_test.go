@@ -67,7 +67,7 @@ func (c *peerCluster) startEtcd(format bool) {
 	if format {
 		c.a.mustSh("mkfs.ext4 -q " + c.a.spares()[0])
 	}
-	c.a.mustSh("mkdir -p /run/etcd && mount " + c.a.spares()[0] + " /run/etcd && tidecached etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
+	c.a.mustSh("mkdir -p /run/etcd && mount " + c.a.spares()[0] + " /run/etcd && tidecached etcd --insecure-etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
 	c.a.eventually(60*time.Second, "tidectl --etcd-endpoints "+c.etcd+" node list", "NODE")
 }
 
