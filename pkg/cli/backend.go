@@ -44,7 +44,7 @@ func (g *Globals) backend(ctx context.Context) (backend, error) {
 // devices only; with --etcd-endpoints it refuses, saying what to run
 // instead. The caller closes it.
 func (g *Globals) local(what, instead string) (*localBackend, error) {
-	if g.cluster() {
+	if g.clusterExplicit() {
 		return nil, usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: %s", what, instead)
 	}
 	return g.openLocal()

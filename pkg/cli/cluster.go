@@ -28,6 +28,9 @@ type clusterFlags struct {
 	timeout               time.Duration
 	// replicaNode is volume create's --replica-node.
 	replicaNode string
+	// source says where endpoints came from: --etcd-endpoints, an
+	// environment variable or the config file (clusterconfig.go).
+	source string
 }
 
 func (g *Globals) cluster() bool { return g.cl.endpoints != "" }
@@ -46,7 +49,7 @@ func (g *Globals) store(ctx context.Context) (*store.Store, error) {
 	}
 	if err := st.Healthy(ctx); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("etcd at %s: %w", g.cl.endpoints, err)
+		return nil, fmt.Errorf("etcd at %s: %w (is the daemon's etcd up and reachable from here? `tidectl` without cluster settings works on this node's devices)", g.describeEndpoints(), err)
 	}
 	return st, nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"reflect"
 	"slices"
@@ -500,5 +501,72 @@ func TestNodeListFences(t *testing.T) {
 	r = tidectl(t, nil, append(c.flags, "-o", "json", "node", "list")...)
 	if r.code != ExitOK || !strings.Contains(r.stdout, `"node": "node-a"`) || !strings.Contains(r.stdout, `"fences"`) {
 		t.Fatalf("node list -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// tidectlEnv runs tidectl with env as its whole environment.
+func tidectlEnv(t *testing.T, node *fakeNode, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	g := &Globals{Stdout: &out, Stderr: &errb, getenv: func(k string) string { return env[k] }}
+	g.openNode = func() (nodeEngine, error) { return node, nil }
+	cmd := newTidectl(g)
+	cmd.SetArgs(args)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	code := Execute(ctx, cmd, &errb)
+	return result{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// TestClusterSettings: tidectl finds the cluster in TIDECACHE_ETCD_*
+// variables and in its config file as well as in flags (a flag wins over
+// the environment, the environment over the file); configured endpoints
+// leave the node-only commands local; a failed connection names the
+// endpoints and where they came from; a bad config file is a usage error.
+func TestClusterSettings(t *testing.T) {
+	c := newCluster(t)
+	prefix := c.flags[3]
+	if _, err := c.st.PutPolicy(t.Context(), api.Policy{Name: "default"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, fmt.Sprintf("tidectl-%d.yaml", prefixSeq.Add(1)))
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume()}}
+	good := file("etcdEndpoints: [" + etcdEndpoint + "]\netcdPrefix: " + prefix + "\n")
+	dead := "http://127.0.0.1:9" // discard: nothing answers
+
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string // in stdout, or in stderr when code is set
+		code int
+	}{
+		{"environment", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": etcdEndpoint, "TIDECACHE_ETCD_PREFIX": prefix}, []string{"policy", "list"}, "default", 0},
+		{"config file", map[string]string{ConfigFileEnv: good}, []string{"policy", "list"}, "default", 0},
+		{"environment over file", map[string]string{ConfigFileEnv: file("etcdEndpoints: [" + dead + "]\n"), "TIDECACHE_ETCD_ENDPOINTS": etcdEndpoint, "TIDECACHE_ETCD_PREFIX": prefix},
+			[]string{"policy", "list"}, "default", 0},
+		{"flag over environment", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": dead}, append([]string{"policy", "list"}, c.flags...), "default", 0},
+		{"configured endpoints leave node commands local", map[string]string{ConfigFileEnv: good}, []string{"volume", "check", "db"}, "matches", 0},
+		{"unreachable, named with its source", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": dead}, []string{"policy", "list"}, dead + " (from TIDECACHE_ETCD_ENDPOINTS)", 1},
+		{"unknown key", map[string]string{ConfigFileEnv: file("etcdEndpoint: [x]\n")}, []string{"policy", "list"}, "unknown field", 2},
+		{"named file missing", map[string]string{ConfigFileEnv: filepath.Join(dir, "none.yaml")}, []string{"policy", "list"}, "none.yaml", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectlEnv(t, node, tc.env, tc.args...)
+			got := r.stdout
+			if tc.code != 0 {
+				got = r.stderr
+			}
+			if r.code != tc.code || !strings.Contains(got, tc.want) {
+				t.Errorf("exit %d (want %d), output lacks %q:\nstdout: %s\nstderr: %s", r.code, tc.code, tc.want, r.stdout, r.stderr)
+			}
+		})
 	}
 }

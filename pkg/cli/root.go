@@ -38,6 +38,8 @@ type Globals struct {
 	Stdout, Stderr io.Writer
 
 	cl clusterFlags
+	// getenv reads the environment; nil means os.Getenv (tests set it).
+	getenv func(string) string
 	// openNode opens the local backend's engine; nil means Engine. Host
 	// tests set it to run local-mode commands without device-mapper.
 	openNode func() (nodeEngine, error)
@@ -132,12 +134,25 @@ applies them, and --wait follows its progress. 'tidectl node' and
 commands that act on one node's devices (flush, check, repair, tune)
 work locally only, and say so when given --etcd-endpoints.
 
+Without --etcd-endpoints, the cluster may also come from the environment
+(TIDECACHE_ETCD_ENDPOINTS, TIDECACHE_ETCD_CERT, _KEY, _CA, _PREFIX) or the
+config file (TIDECACHE_CONFIG, default /etc/tidecache/tidectl.yaml: keys
+etcdEndpoints, etcdCert, etcdKey, etcdCA, etcdPrefix); a flag wins over
+the environment, the environment over the file (docs/cli.md).
+
 Exit status: 0 success, 1 error, 2 usage error (bad flag or argument,
 nothing was touched), 3 'volume check' found drift.
 
 Shell completion (volume, pool, node and policy names, modes):
   source <(tidectl completion bash)`)
 	addClusterFlags(root, g)
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := pre(cmd, args); err != nil {
+			return err
+		}
+		return g.resolveCluster(cmd.Flags())
+	}
 	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g), newPolicyCmd(g))
 	MarkUsageErrors(root)
 	return root
