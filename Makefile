@@ -121,7 +121,7 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 # its budget (docs/testing.md): the harness's boot and network self-tests
 # (every scenario boots VMs; the peer and re-protection scenarios network
 # three) and TestPowerCut (the crash suite cuts the power under the same
-# fdatasync-acknowledged writes, flushes and drains, 10 times per
+# fdatasync-acknowledged writes, flushes and drains, 6 times per
 # workload). test-vm-all runs everything.
 VM_CI_SKIP := ^(TestHarnessBoot|TestHarnessNetwork|TestPowerCut)$$
 test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-tests, then the scenarios, one package at a time (prints each test and its result; full log in .cache/test-vm.log).

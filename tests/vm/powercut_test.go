@@ -19,10 +19,10 @@ import (
 )
 
 var (
-	crashCycles = flag.Int("crash-cycles", 10, "power-cut cycles TestCrashSuite runs (make test-crash N=100)")
+	crashCycles = flag.Int("crash-cycles", 6, "power-cut cycles TestCrashSuite runs (make test-crash N=100)")
 	// TestPowerCut's fdatasync'd raw records are also written, with
 	// O_DSYNC and AIO besides, by TestCrashSuite's raw workloads, which CI
-	// runs for 10 cycles; CI runs this older test for a few cycles only to
+	// runs for 6 cycles; CI runs this older test for a few cycles only to
 	// keep its time budget, and make test-crash runs it for N.
 	powerCutCycles = flag.Int("powercut-cycles", 4, "power-cut cycles TestPowerCut runs (make test-crash N=100)")
 )
