@@ -126,6 +126,11 @@ func TestDebianPackage(t *testing.T) {
 		if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
 			t.Errorf("sh -n %s: %v\n%s", script, err, out)
 		}
+		// An upgrade restarts a running daemon on the new binary, and
+		// never starts a stopped one.
+		if script == "postinst" && !regexp.MustCompile(`(?s)if \[ -n "\$2" \].*systemctl try-restart tidecached\.service`).Match(text) {
+			t.Errorf("postinst does not try-restart tidecached on upgrade:\n%s", text)
+		}
 	}
 }
 
