@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/tidecache/tidecache/pkg/atomicfile"
 )
 
 // The fences a node's target applies are kept on its local disk too, so
@@ -53,9 +55,8 @@ func loadFences(dir string) (map[string]int64, error) {
 	return st.Fenced, nil
 }
 
-// saveFences replaces the saved fences in dir with fenced, durably: a
-// temporary file written and synced, renamed over the old one, and the
-// directory synced.
+// saveFences replaces the saved fences in dir with fenced, durably
+// (atomicfile.Write).
 func saveFences(dir string, fenced map[string]int64) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save fences: %w", err)
@@ -64,36 +65,10 @@ func saveFences(dir string, fenced map[string]int64) error {
 	if err != nil {
 		return fmt.Errorf("save fences: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, fencesFile+".*")
-	if err != nil {
-		return fmt.Errorf("save fences: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, fencesFile))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, fencesFile), b, 0o600); err != nil {
 		return fmt.Errorf("save fences in %s: %w", dir, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // restoreFences puts the fences saved by the last run in place before the

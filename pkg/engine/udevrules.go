@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tidecache/tidecache/pkg/atomicfile"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -175,7 +176,7 @@ func (e *Engine) syncAdoptedRules(ctx context.Context, layouts []*pool.Layout, d
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("udev rules for adopted devices: %w", err)
 		}
-	} else if err := writeFileAtomic(path, want); err != nil {
+	} else if err := writeRules(path, want); err != nil {
 		return fmt.Errorf("udev rules for adopted devices: %w", err)
 	}
 	e.log.Info("udev rules for adopted devices written", "path", path, "removed", want == nil)
@@ -196,30 +197,11 @@ func (e *Engine) syncAdoptedRules(ctx context.Context, layouts []*pool.Layout, d
 	return nil
 }
 
-// writeFileAtomic replaces path with data: a reader sees the old file or
-// the new one, never a part.
-func writeFileAtomic(path string, data []byte) error {
+// writeRules replaces the rules file at path whole (atomicfile.Write),
+// creating its directory if needed.
+func writeRules(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, 0o644)
 }
