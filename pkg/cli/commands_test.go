@@ -114,8 +114,18 @@ type result struct {
 // for this node's engine.
 func tidectl(t *testing.T, node *fakeNode, args ...string) result {
 	t.Helper()
+	return tidectlEnv(t, node, nil, args...)
+}
+
+// tidectlEnv is tidectl with env as its whole environment; nil: the
+// process's.
+func tidectlEnv(t *testing.T, node *fakeNode, env map[string]string, args ...string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	g := &Globals{Stdout: &out, Stderr: &errb}
+	if env != nil {
+		g.getenv = func(k string) string { return env[k] }
+	}
 	if node != nil {
 		g.openNode = func() (nodeEngine, error) { return node, nil }
 	} else {
@@ -502,20 +512,6 @@ func TestNodeListFences(t *testing.T) {
 	if r.code != ExitOK || !strings.Contains(r.stdout, `"node": "node-a"`) || !strings.Contains(r.stdout, `"fences"`) {
 		t.Fatalf("node list -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-}
-
-// tidectlEnv runs tidectl with env as its whole environment.
-func tidectlEnv(t *testing.T, node *fakeNode, env map[string]string, args ...string) result {
-	t.Helper()
-	var out, errb bytes.Buffer
-	g := &Globals{Stdout: &out, Stderr: &errb, getenv: func(k string) string { return env[k] }}
-	g.openNode = func() (nodeEngine, error) { return node, nil }
-	cmd := newTidectl(g)
-	cmd.SetArgs(args)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	code := Execute(ctx, cmd, &errb)
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
 // TestClusterSettings: tidectl finds the cluster in TIDECACHE_ETCD_*
