@@ -209,22 +209,8 @@ func TestCheck(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(sys)
 			}
-			proc := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte(tt.mountinfo), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if tt.swaps != "" {
-				if err := os.WriteFile(filepath.Join(proc, "swaps"), []byte(tt.swaps), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			node := filepath.Join(t.TempDir(), "vdx")
-			if err := os.WriteFile(node, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			proc := fakeProcRoot(t, tt.mountinfo, tt.swaps)
+			node := fakeDevNode(t)
 			for _, p := range tt.procs {
 				p.write(t, proc, node)
 			}
@@ -257,13 +243,7 @@ func TestCheck(t *testing.T) {
 func TestCheckCancelled(t *testing.T) {
 	sys := newFakeSys(t)
 	sys.disk("vdx", "254:16")
-	proc := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	proc := fakeProcRoot(t, "", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := Checker{SysRoot: sys.root, ProcRoot: proc}.check(ctx, "/dev/vdx", "/dev/vdx", "vdx", devNum{254, 16})
@@ -425,17 +405,7 @@ func TestCheckNvmetAllowed(t *testing.T) {
 	sys := newFakeSys(t)
 	sys.disk("vdx", "254:16")
 	sys.write("kernel/config/nvmet/subsystems/nqn.own:n2/namespaces/1/device_path", "/dev/vdx\n")
-	proc := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	node := filepath.Join(t.TempDir(), "vdx")
-	if err := os.WriteFile(node, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	proc, node := fakeProcRoot(t, "", ""), fakeDevNode(t)
 	c := Checker{SysRoot: sys.root, ProcRoot: proc, NvmetAllowed: func(nqn string) bool { return strings.HasPrefix(nqn, "nqn.own:") }}
 	if err := c.check(context.Background(), "/dev/vdx", node, "vdx", devNum{254, 16}); err != nil {
 		t.Fatalf("own export: %v, want nil", err)
@@ -444,4 +414,33 @@ func TestCheckNvmetAllowed(t *testing.T) {
 	if err := c.check(context.Background(), "/dev/vdx", node, "vdx", devNum{254, 16}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "nqn.other") {
 		t.Fatalf("another subsystem's export: %v, want in use by nqn.other", err)
 	}
+}
+
+// fakeProcRoot returns a procfs root whose self/mountinfo holds mountinfo
+// and whose swaps file, unless swaps is empty, holds swaps.
+func fakeProcRoot(t *testing.T, mountinfo, swaps string) string {
+	t.Helper()
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte(mountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if swaps != "" {
+		if err := os.WriteFile(filepath.Join(proc, "swaps"), []byte(swaps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return proc
+}
+
+// fakeDevNode returns a file standing for the /dev node of vdx.
+func fakeDevNode(t *testing.T) string {
+	t.Helper()
+	node := filepath.Join(t.TempDir(), "vdx")
+	if err := os.WriteFile(node, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return node
 }
