@@ -31,7 +31,7 @@ func TestFailover(t *testing.T) {
 	r := start(t, cfg)
 	st := openStore(t, []string{r.cfg.EtcdClientURL})
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
+	d := storeDaemon(st, Config{PlacementInterval: 5 * time.Second})
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	const noStatus = "(no status)"
 	cases := []struct {
@@ -168,11 +168,10 @@ func (f *fakeReleaser) ReleaseVolume(_ context.Context, name string) error {
 // out of the fence; then the node reports the fence released, and the
 // leader lifts it.
 func TestReleaseFenced(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	st := clusterStore(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
-	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader"}}
+	d := storeDaemon(st, Config{Node: "a"})
+	leader := storeDaemon(st, Config{Node: "leader"})
 	rel := &fakeReleaser{have: map[string]bool{"moved": true, "kept": true, "other": true}}
 	if rev := d.releaseFenced(ctx, rel); rev != 0 || len(rel.released) != 0 {
 		t.Fatalf("not fenced: released %v, revision %d", rel.released, rev)
@@ -235,11 +234,10 @@ func TestReleaseFenced(t *testing.T) {
 // origin exported to it again would take its stale blocks. The fence is
 // lifted only after it released the volume that moved.
 func TestFenceNotLiftedBeforeRelease(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	st := clusterStore(t)
 	ctx := context.Background()
-	owner := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
-	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader"}}
+	owner := storeDaemon(st, Config{Node: "a"})
+	leader := storeDaemon(st, Config{Node: "leader"})
 	rel := &fakeReleaser{have: map[string]bool{"db": true}}
 	spec := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
 		SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
@@ -283,10 +281,9 @@ func TestFenceNotLiftedBeforeRelease(t *testing.T) {
 // node when the node is back before the failover, deleting the fence when
 // nothing is left in it; a volume that moved keeps its fence.
 func TestUnfenceOwnerBack(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	st := clusterStore(t)
 	ctx := context.Background()
-	leader := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "leader", PlacementInterval: time.Second}}
+	leader := storeDaemon(st, Config{Node: "leader", PlacementInterval: time.Second})
 	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	back := api.VolumeSpec{Name: "back", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast", SharedOrigin: shared}
 	moved := api.VolumeSpec{Name: "moved", Node: "b", Pool: "fast", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"}
@@ -343,10 +340,9 @@ func (f *fakeGuard) FailPeerLeg(_ context.Context, leg engine.PeerLeg) error {
 // volume failed over to the replica's node; the mark is cleared once the
 // leg is back in sync.
 func TestGoOnWithoutPeer(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	st := clusterStore(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	d := storeDaemon(st, Config{Node: "a"})
 	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	for _, s := range []api.VolumeSpec{
 		{Name: "mine", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared},
@@ -387,10 +383,9 @@ func TestGoOnWithoutPeer(t *testing.T) {
 // is attached and in sync; a leg dm-raid failed by itself is marked at
 // once and not failed again.
 func TestGuardRounds(t *testing.T) {
-	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	st := clusterStore(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{Node: "a"}}
+	d := storeDaemon(st, Config{Node: "a"})
 	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	for _, name := range []string{"db", "logs"} {
 		if _, err := st.CreateVolumeSpec(ctx, api.VolumeSpec{Name: name, Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared}); err != nil {
@@ -431,4 +426,18 @@ func TestGuardRounds(t *testing.T) {
 	if !marked("logs") || len(g.failed) != 1 {
 		t.Fatalf("leg failed by dm-raid: marked %v, legs failed %v", marked("logs"), g.failed)
 	}
+}
+
+// clusterStore runs a daemon with its embedded etcd (node n1) and returns
+// a store on that etcd, for tests that drive the daemon's loops by hand.
+func clusterStore(t *testing.T) *store.Store {
+	t.Helper()
+	r := start(t, testConfig(t, filepath.Join(t.TempDir(), "etcd")))
+	return openStore(t, []string{r.cfg.EtcdClientURL})
+}
+
+// storeDaemon is a daemon with just a store and cfg, whose rounds a test
+// calls one by one.
+func storeDaemon(st *store.Store, cfg Config) *daemon {
+	return &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: cfg}
 }
