@@ -297,7 +297,7 @@ func TestUnfenceOwnerBack(t *testing.T) {
 	if _, err := st.PutFence(ctx, api.Fence{Node: "a", Volumes: []string{"back", "moved"}, CreatedAt: time.Now()}, 0); err != nil {
 		t.Fatal(err)
 	}
-	view := nodeView{nodes: []api.Node{{Name: "a"}, {Name: "b"}, {Name: "san"}}, drained: map[string]bool{}}
+	view := nodeView{nodes: []api.Node{{Name: "a"}, {Name: "b"}, {Name: "san"}}, drained: map[string]bool{}, fenced: map[string]bool{"a": true}}
 	var pols []api.Policy
 	leader.failover(ctx, store.Item[api.VolumeSpec]{Value: back, Meta: bmeta}, view, &pols, map[string]time.Time{}, time.Now())
 	f, _, err := st.GetFence(ctx, "a")
