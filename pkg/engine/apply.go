@@ -178,5 +178,14 @@ func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table,
 	if err != nil {
 		return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
 	}
+	if !same && d.Role == stack.RoleWriteTier && e.flushRunning(d.Name) {
+		// A flush running without the node lock (see Flush) wants its
+		// flushing table: it is not drift while the flush lives.
+		if flushing, ferr := flushingTable(d.Table); ferr == nil {
+			if same, err = flushing.Equivalent(got, e.disks.devNumber); err != nil {
+				return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
+			}
+		}
+	}
 	return same, got, nil
 }

@@ -188,10 +188,21 @@ func (e *Engine) DM() *dm.Client { return e.dm }
 
 // lock takes the node-wide change lock. The returned function releases it.
 func (e *Engine) lock(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(e.cfg.LockPath), 0o755); err != nil {
+	// A flush or drain holds it for as long as the HDDs take: say what
+	// a command waits for instead of hanging silently.
+	return e.lockFile(ctx, e.cfg.LockPath, "the node lock: another tidectl or tidecached is changing a pool")
+}
+
+// lockFile takes an exclusive flock on path, waiting until ctx ends and
+// saying on the log, after a second and then every half minute, what it
+// waits for (what) and who holds it. The holder's pid and command line go
+// into the file for those who wait. The returned function releases it; so
+// does the process's exit, however it ends.
+func (e *Engine) lockFile(ctx context.Context, path, what string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	f, err := os.OpenFile(e.cfg.LockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
@@ -208,25 +219,36 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 		}
 		if err != syscall.EWOULDBLOCK {
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", e.cfg.LockPath, err)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		if now := time.Now(); now.After(nextSay) {
-			// A flush or drain holds the lock for as long as the HDDs
-			// take: say what this command waits for instead of hanging
-			// silently.
-			holder, _ := os.ReadFile(e.cfg.LockPath)
-			e.log.Warn("waiting for the node lock: another tidectl or tidecached is changing a pool",
-				"holder", strings.TrimSpace(string(holder)), "waited", now.Sub(start).Round(time.Second))
+			holder, _ := os.ReadFile(path)
+			e.log.Warn("waiting for "+what, "holder", strings.TrimSpace(string(holder)), "waited", now.Sub(start).Round(time.Second))
 			nextSay = now.Add(lockWaitRepeat)
 		}
 		select {
 		case <-ctx.Done():
-			holder, _ := os.ReadFile(e.cfg.LockPath)
+			holder, _ := os.ReadFile(path)
 			f.Close()
-			return nil, fmt.Errorf("wait for lock %s (held by %s): %w", e.cfg.LockPath, cmp.Or(strings.TrimSpace(string(holder)), "another tidectl or tidecached"), ctx.Err())
+			return nil, fmt.Errorf("wait for lock %s (held by %s): %w", path, cmp.Or(strings.TrimSpace(string(holder)), "another tidectl or tidecached"), ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// heldByOther reports whether another open file holds a flock on path: a
+// process, alive, that took it with lockFile. A missing file is not held.
+func heldByOther(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return err == syscall.EWOULDBLOCK
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
 
 // When a command waiting for the node lock first says so, and how often

@@ -10,16 +10,19 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/dm/dmtest"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
@@ -282,6 +285,125 @@ func TestHostFlush(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostFlushWithoutNodeLock: while a flush waits for the HDDs it holds
+// neither the node lock (other commands and other volumes' flushes do not
+// queue behind it) nor leaves its flushing table open to a drift repair;
+// a command that changes the write tier meanwhile has the last word and
+// ends the flush early; a flushing table with no flush alive (one killed)
+// is drift again.
+func TestHostFlushWithoutNodeLock(t *testing.T) {
+	wtier := stack.DeviceName("db", stack.RoleWriteTier)
+	flushing := func(q dmtest.StatusQuery) bool {
+		return strings.Contains(q.Live.String(), "high_watermark 0 low_watermark 0")
+	}
+	for _, c := range []struct {
+		name string
+		// meanwhile runs while the flush waits, with the dirty count
+		// held at 10; it returns the table the write tier must end with
+		// (nil: the normal one).
+		meanwhile func(t *testing.T, hp *hostPool, normal dm.Table) dm.Table
+		wantText  string
+	}{
+		{name: "node lock free, no drift", meanwhile: func(t *testing.T, hp *hostPool, normal dm.Table) dm.Table {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			unlock, err := hp.e.lock(ctx)
+			if err != nil {
+				t.Fatalf("node lock while a flush waits: %v", err)
+			}
+			unlock()
+			if err := hp.e.CheckVolume(ctx, "db"); err != nil {
+				t.Errorf("drift check while a flush runs: %v, want none (the flushing table is wanted)", err)
+			}
+			return nil
+		}},
+		{name: "a tune meanwhile wins", meanwhile: func(t *testing.T, hp *hostPool, normal dm.Table) dm.Table {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			unlock, err := hp.e.lock(ctx)
+			if err != nil {
+				t.Fatalf("node lock while a flush waits: %v", err)
+			}
+			defer unlock()
+			p, err := dm.ParseWritecacheParams(normal[0].Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := uint64(7)
+			p.WritebackJobs = &jobs
+			tuned := dm.Table{p.Target(normal[0].Start, normal[0].Length)}
+			if err := hp.e.reload(ctx, wtier, tuned, nil); err != nil {
+				t.Fatal(err)
+			}
+			return tuned
+		}, wantText: "flush ended early: another command"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hp := newHostPool(t)
+			normal, _ := hp.build(t, pool.ModeWriteback).Find(stack.RoleWriteTier)
+			var done atomic.Bool
+			waiting := make(chan struct{}, 1)
+			hp.k.SetStatusFunc(wtier, func(q dmtest.StatusQuery) (string, error) {
+				dirty := 10
+				if flushing(q) {
+					if done.Load() {
+						dirty = 0
+					} else {
+						select {
+						case waiting <- struct{}{}:
+						default:
+						}
+					}
+				}
+				return fmt.Sprintf("0 1000 %d 0 0 0 0 0 0 0 0 0 0 0", 1000-dirty), nil
+			})
+			hp.k.ResetCalls()
+			ended := make(chan error, 1)
+			go func() {
+				_, err := hp.e.Flush(context.Background(), "db", nil)
+				ended <- err
+			}()
+			select {
+			case <-waiting:
+			case err := <-ended:
+				t.Fatalf("flush ended before it waited: %v", err)
+			}
+			want := c.meanwhile(t, hp, normal.Table)
+			done.Store(true)
+			err := <-ended
+			checkErr(t, err, nil, c.wantText)
+			if want == nil {
+				want = normal.Table
+			}
+			assertResumed(t, hp.k, wtier, want)
+		})
+	}
+
+	t.Run("a flushing table with no flush alive is drift", func(t *testing.T) {
+		ctx := context.Background()
+		hp := newHostPool(t)
+		normal, _ := hp.build(t, pool.ModeWriteback).Find(stack.RoleWriteTier)
+		f, err := flushingTable(normal.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp.k.SetStatus(wtier, "0 1000 990 0 0 0 0 0 0 0 0 0 0 0")
+		if err := hp.e.reload(ctx, wtier, f, nil); err != nil {
+			t.Fatal(err)
+		}
+		// A flush killed: its lock file is left, its flock gone.
+		release, err := hp.e.lockFile(ctx, hp.e.flushLockPath(wtier), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		var drift *DriftError
+		if err := hp.e.CheckVolume(ctx, "db"); !errors.As(err, &drift) || drift.Device != wtier {
+			t.Fatalf("drift check of a flushing table left by a dead flush: %v, want drift of %s", err, wtier)
+		}
+	})
 }
 
 // TestHostCreateWipesOriginEnds checks that a volume carved where an older

@@ -3,9 +3,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/dm"
@@ -374,59 +376,136 @@ func (e *Engine) writeTierFailed(ctx context.Context, v pool.Volume, wtier strin
 // absorbs writes throughout: dm-writecache reads its metadata back on
 // load, so a reload drops nothing. Write-back stays bounded by the same
 // writeback_jobs as always, so reads still get through.
+//
+// The node lock is held for the two reloads only, not while the HDDs
+// write back: flushes of several volumes run side by side, and other
+// commands do not wait for them. The volume's flush lock (flushLockPath)
+// says meanwhile that the flushing table is wanted, so that a drift check
+// or repair leaves it alone; a command that changes the write tier
+// meanwhile (a mode change, tune) wins, and the flush ends early.
 func (e *Engine) Flush(ctx context.Context, name string, progress ProgressFunc) (left uint64, err error) {
-	unlock, p, v, err := e.lockVolume(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	defer unlock()
-	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleTop)); err != nil {
-		return 0, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
-	}
-	_, wc, ok, err := e.writeTier(ctx, name)
-	if err != nil || !ok || v.Mode != pool.ModeWriteback {
-		// No write tier in this mode: nothing is dirty, nothing to do.
-		return 0, err
-	}
-	if wc.Error != 0 {
-		return 0, fmt.Errorf("volume %s: flush: write cache in error state (%d): the SSD failed; dirty data cannot be written back", name, wc.Error)
-	}
-	if wc.DirtyBlocks() == 0 {
-		return 0, nil
-	}
-	origin, err := e.resolveOrigin(ctx, p.Layout)
-	if err != nil {
-		return 0, err
-	}
-	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := e.upgradeStack(ctx, p, *v, st, progress); err != nil {
-		return 0, fmt.Errorf("volume %s: flush: %w", name, err)
-	}
-	wtier, ok := st.Find(stack.RoleWriteTier)
-	if !ok {
-		return 0, fmt.Errorf("volume %s: writeback stack without a write tier", name)
-	}
-	flushing, err := flushingTable(wtier.Table)
+	wtier := stack.DeviceName(name, stack.RoleWriteTier)
+	release, err := e.lockFile(ctx, e.flushLockPath(wtier), "the flush of volume "+name+" already running")
 	if err != nil {
 		return 0, fmt.Errorf("volume %s: flush: %w", name, err)
 	}
-	if err := e.reload(ctx, wtier.Name, flushing, nil); err != nil {
-		return 0, fmt.Errorf("volume %s: start flush: %w", name, err)
+	defer release()
+	v, flushing, err := e.startFlush(ctx, name, wtier, progress)
+	if err != nil || flushing == nil {
+		return 0, err
 	}
 	defer func() {
 		// The normal table again, even when ctx was cancelled: the cache
 		// goes on absorbing writes with its usual watermarks.
-		if e.writeTierFailed(ctx, *v, wtier.Name) != nil {
-			return // never reload a failed write tier (see drain)
-		}
-		if rerr := e.reload(context.WithoutCancel(ctx), wtier.Name, wtier.Table, nil); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("volume %s: end flush (normal write tier table): %w", name, rerr))
+		if eerr := e.endFlush(ctx, name, wtier, flushing); eerr != nil {
+			err = errors.Join(err, eerr)
 		}
 	}()
-	return e.waitFlushed(ctx, *v, wtier.Name, progress)
+	return e.waitFlushed(ctx, v, wtier, flushing, progress)
+}
+
+// flushLockPath is the lock file a flush of the write tier wtier holds
+// while it runs, beside the node lock.
+func (e *Engine) flushLockPath(wtier string) string {
+	return filepath.Join(filepath.Dir(e.cfg.LockPath), "flush", wtier+".lock")
+}
+
+// flushRunning reports whether a live flush (this process or another)
+// wants the flushing table on the write tier wtier.
+func (e *Engine) flushRunning(wtier string) bool {
+	return heldByOther(e.flushLockPath(wtier))
+}
+
+// startFlush loads the flushing table on the write tier of volume name,
+// under the node lock, and returns it with the volume; a nil table when
+// there is nothing to flush.
+func (e *Engine) startFlush(ctx context.Context, name, wtier string, progress ProgressFunc) (pool.Volume, dm.Table, error) {
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return pool.Volume{}, nil, err
+	}
+	defer unlock()
+	if _, err := e.dm.Info(ctx, stack.DeviceName(name, stack.RoleTop)); err != nil {
+		return *v, nil, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
+	}
+	_, wc, ok, err := e.writeTier(ctx, name)
+	if err != nil || !ok || v.Mode != pool.ModeWriteback {
+		// No write tier in this mode: nothing is dirty, nothing to do.
+		return *v, nil, err
+	}
+	if wc.Error != 0 {
+		return *v, nil, fmt.Errorf("volume %s: flush: write cache in error state (%d): the SSD failed; dirty data cannot be written back", name, wc.Error)
+	}
+	if wc.DirtyBlocks() == 0 {
+		return *v, nil, nil
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return *v, nil, err
+	}
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
+	if err != nil {
+		return *v, nil, err
+	}
+	if _, err := e.upgradeStack(ctx, p, *v, st, progress); err != nil {
+		return *v, nil, fmt.Errorf("volume %s: flush: %w", name, err)
+	}
+	d, ok := st.Find(stack.RoleWriteTier)
+	if !ok || d.Name != wtier {
+		return *v, nil, fmt.Errorf("volume %s: writeback stack without a write tier %s", name, wtier)
+	}
+	flushing, err := flushingTable(d.Table)
+	if err != nil {
+		return *v, nil, fmt.Errorf("volume %s: flush: %w", name, err)
+	}
+	if err := e.reload(ctx, wtier, flushing, nil); err != nil {
+		return *v, nil, fmt.Errorf("volume %s: start flush: %w", name, err)
+	}
+	return *v, flushing, nil
+}
+
+// flushEndWait bounds how long the end of a flush waits for the node lock
+// to load the normal table again.
+const flushEndWait = 2 * time.Minute
+
+// endFlush loads the normal write tier table again, under the node lock,
+// if the flushing table is still the one running: a command that changed
+// the write tier while the flush waited has the last word. The normal
+// table is built from the layout as it is now (a tune meanwhile holds).
+func (e *Engine) endFlush(ctx context.Context, name, wtier string, flushing dm.Table) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushEndWait)
+	defer cancel()
+	unlock, p, v, err := e.lockVolume(ctx, name)
+	if err != nil {
+		return fmt.Errorf("volume %s: end flush: %w (its write tier keeps the flushing table until tidectl volume repair %s, or tidecached's drift check, loads the normal one)", name, err, name)
+	}
+	defer unlock()
+	live, err := e.dm.Table(ctx, wtier)
+	if err != nil {
+		return nil // the write tier is gone: a mode change removed it
+	}
+	if same, err := flushing.Equivalent(live, e.disks.devNumber); err != nil || !same {
+		return err
+	}
+	if e.writeTierFailed(ctx, *v, wtier) != nil {
+		return nil // never reload a failed write tier (see drain)
+	}
+	origin, err := e.resolveOrigin(ctx, p.Layout)
+	if err != nil {
+		return fmt.Errorf("volume %s: end flush: %w", name, err)
+	}
+	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
+	if err != nil {
+		return fmt.Errorf("volume %s: end flush: %w", name, err)
+	}
+	normal, ok := st.Find(stack.RoleWriteTier)
+	if !ok {
+		return nil
+	}
+	if err := e.reload(ctx, wtier, normal.Table, nil); err != nil {
+		return fmt.Errorf("volume %s: end flush (normal write tier table): %w", name, err)
+	}
+	return nil
 }
 
 // flushingTable is the write tier table t with every block due for
@@ -459,7 +538,7 @@ const flushMaxAge = 1600 * time.Millisecond
 // was loaded - dirty now; its counters start at 0) reach the count dirty at
 // the start. Write-back takes the oldest blocks first, so by then those
 // are the ones written. It returns the dirty blocks left.
-func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, progress ProgressFunc) (uint64, error) {
+func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, flushing dm.Table, progress ProgressFunc) (uint64, error) {
 	start := time.Now()
 	var first uint64
 	rate := 0.0
@@ -473,7 +552,7 @@ func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, p
 		case err != nil:
 			return 0, fmt.Errorf("volume %s: flush: %w", v.Name, err)
 		case !ok:
-			return 0, fmt.Errorf("volume %s: flush: write tier vanished", v.Name)
+			return 0, fmt.Errorf("volume %s: flush: its write tier was removed while the flush ran (a mode change, which writes every block back first)", v.Name)
 		case wc.Error != 0:
 			return 0, fmt.Errorf("volume %s: flush: write cache in error state (%d): the SSD failed; dirty data cannot be written back", v.Name, wc.Error)
 		}
@@ -481,10 +560,14 @@ func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, p
 		if n == 0 {
 			first = dirty
 		}
-		var written uint64
-		if first+wc.WritesAllocate > dirty {
-			written = first + wc.WritesAllocate - dirty
+		if live, err := e.dm.Table(context.WithoutCancel(ctx), wtier); err != nil {
+			return 0, fmt.Errorf("volume %s: flush: %w", v.Name, err)
+		} else if same, err := flushing.Equivalent(live, e.disks.devNumber); err != nil || !same {
+			// Without the flushing table, write-back stops at the low
+			// watermark: waiting on would wait for nothing.
+			return dirty, cmp.Or(err, fmt.Errorf("volume %s: flush ended early: another command (a mode change, tune or repair) changed the write tier while it ran, with %d of %d blocks still to write back", v.Name, first-min(first, flushedSoFar(first, wc.WritesAllocate, dirty)), first))
 		}
+		written := flushedSoFar(first, wc.WritesAllocate, dirty)
 		now := time.Now()
 		if dt := now.Sub(lastAt).Seconds(); n > 0 && dt > 0 && written >= lastWritten {
 			inst := float64(written-lastWritten) / dt
@@ -512,6 +595,16 @@ func (e *Engine) waitFlushed(ctx context.Context, v pool.Volume, wtier string, p
 		case <-tick.C:
 		}
 	}
+}
+
+// flushedSoFar is how many blocks a flush has written back: those dirty at
+// its start, plus those allocated since its table was loaded (its
+// counters start at 0), less those dirty now.
+func flushedSoFar(first, allocated, dirty uint64) uint64 {
+	if first+allocated > dirty {
+		return first + allocated - dirty
+	}
+	return 0
 }
 
 // drainStallPolls is how many polls in a row a drain sees dirty blocks

@@ -289,6 +289,21 @@ func pressureInterrupted(t *testing.T, n *node, args, says string, seed int, pro
 	if _, err := pressureSh(n, 60*time.Second, "while ! grep -q '"+phase+"' /run/cmd.out && ! test -e /run/cmd.rc; do sleep 0.1; done"); err != nil {
 		t.Fatalf("tidectl %s did not report its progress (%q) within 60 s: %v\n%s", args, phase, err, n.sh("cat /run/cmd.out").Stdout)
 	}
+	if strings.HasPrefix(args, "volume flush") {
+		// The flush holds the node lock for its reloads only: a repair
+		// meanwhile takes the lock at once and leaves the flushing
+		// table alone (it is not drift while the flush lives).
+		began := time.Now()
+		res := n.sh("timeout 20 tidectl volume repair db")
+		took := time.Since(began)
+		if res.ExitCode != 0 {
+			t.Errorf("tidectl volume repair db during a flush: exit %d after %v\n%s%s", res.ExitCode, took.Round(100*time.Millisecond), res.Stdout, res.Stderr)
+		}
+		if live := n.mustSh("dmsetup table tc-db-wtier"); !strings.Contains(live, "high_watermark 0 low_watermark 0") {
+			t.Errorf("a repair during the flush replaced its flushing table: %s", live)
+		}
+		t.Logf("volume repair during the flush: exit %d in %v", res.ExitCode, took.Round(100*time.Millisecond))
+	}
 	time.Sleep(3 * time.Second)
 	if n.sh("test -e /run/cmd.rc").ExitCode == 0 {
 		t.Fatalf("tidectl %s ended within 3 s, nothing to interrupt (exit %s):\n%s", args, n.mustSh("cat /run/cmd.rc"), n.mustSh("cat /run/cmd.out"))
