@@ -126,14 +126,14 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 VM_CI_SKIP := ^(TestHarnessBoot|TestHarnessNetwork|TestPowerCut)$$
 test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-tests, then the scenarios, one package at a time (prints each test and its result; full log in .cache/test-vm.log).
 	@mkdir -p .cache
-	@set -o pipefail; $(GO) test -p 1 -count=1 -tags vm -timeout 80m -v -skip '$(VM_CI_SKIP)' ./tests/vm/harness/ ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
+	@set -o pipefail; $(GO) test -p 1 -parallel 2 -count=1 -tags vm -timeout 80m -v -skip '$(VM_CI_SKIP)' ./tests/vm/harness/ ./tests/vm/ 2>&1 | tee .cache/test-vm.log \
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
 	if [ $$rc != 0 ]; then echo "--- what each failed test printed (start and end; the whole log is .cache/test-vm.log) ---"; \
 		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm.log; fi; exit $$rc
 
 .PHONY: test-vm-all
 test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 3 minutes more).
-	$(GO) test -p 1 -count=1 -tags vm -timeout 90m -v ./tests/vm/harness/ ./tests/vm/
+	$(GO) test -p 1 -parallel 2 -count=1 -tags vm -timeout 90m -v ./tests/vm/harness/ ./tests/vm/
 
 .PHONY: test-harness
 test-harness: ## Self-tests of the VM harness only (tests/vm/harness: boot, power cut, network, plus its host unit tests).

@@ -65,6 +65,7 @@ done`
 //   - detach: drained, devices gone, and on the bare array again the
 //     filesystem passes fsck and every table has the same checksum.
 func TestAdoptDetach(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (doc.go)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

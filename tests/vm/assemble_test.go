@@ -35,6 +35,7 @@ func bootWithout(t *testing.T, dir, bin string, spec nodeSpec, missing ...int) *
 // one or all SSDs missing it refuses the pool, names what is missing, and
 // creates no device, so no origin is ever exposed without its cache.
 func TestAssembleAfterPowerCut(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (doc.go)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

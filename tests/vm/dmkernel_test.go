@@ -34,6 +34,7 @@ var dmGoldenFiles = []string{
 // that the golden dmsetup lines in pkg/dm/testdata have the shape of what
 // the kernel prints today. With -update-dm-golden it replaces them.
 func TestDMKernel(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (doc.go)
 	if err := harness.Available(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,4 +11,12 @@
 // `make test-vm` runs them after the harness's own self-tests
 // (tests/vm/harness), one package at a time; docs/testing.md describes
 // each scenario. The package has no code of its own.
+//
+// A VM under emulation keeps about one and a half of CI's two cores busy,
+// so most scenarios run alone: those that time something (a failover, a
+// read under a write burst, a watchdog, a power cut at a random moment)
+// must not share the CPU. Scenarios that time nothing, whose waits are
+// all generous polls (bad input, adopt and detach, lifecycles, resize,
+// assembly), call t.Parallel: go test runs them after the others, two at
+// a time (-parallel 2), which saves CI about a third of their time.
 package vm

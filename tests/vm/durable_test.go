@@ -108,6 +108,7 @@ func TestFUAFlushRequired(t *testing.T) {
 // filesystem stays mounted, the writer keeps writing, every file reads back
 // with its checksum, and fsck is clean.
 func TestLegacyStackMigration(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (doc.go)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")

@@ -51,38 +51,62 @@ func main() {
 
 // digest copies to w the output of every failed (or unfinished) top-level
 // test in the go test -v log r, at most head lines from its start and tail
-// from its end, and returns how many tests it printed.
+// from its end, and returns how many tests it printed. Tests that run in
+// parallel interleave their output; the log's "=== CONT" and "=== NAME"
+// lines say whose lines follow.
 func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	tests := map[string]*testOutput{}
+	var order []string
 	var cur *testOutput
 	printed := 0
 	for sc.Scan() {
 		line := sc.Text()
-		if name, ok := topLevelRun(line); ok {
-			if cur != nil && cur.name != name {
-				// A test whose result line never came (the package's
-				// binary died): the next one starts.
-				cur.print(w, "did not finish", head, tail)
-				printed++
+		if kind, name, ok := marker(line); ok {
+			top, _, sub := strings.Cut(name, "/")
+			t := tests[top]
+			if kind == "RUN" && !sub && t == nil {
+				// A new top-level test: one still running that was
+				// not paused for parallel running never finished (the
+				// package's binary died).
+				for _, n := range order {
+					if o := tests[n]; !o.done && !o.paused {
+						o.done = true
+						o.print(w, "did not finish", head, tail)
+						printed++
+					}
+				}
 			}
-			if cur == nil || cur.name != name {
-				cur = &testOutput{name: name}
+			if t == nil {
+				t = &testOutput{name: top}
+				tests[top] = t
+				order = append(order, top)
+			}
+			switch {
+			case kind == "PAUSE" && !sub:
+				t.paused = true
+			case kind == "CONT" && !sub:
+				t.paused = false
+			}
+			cur = t
+			if sub && kind == "RUN" {
+				t.lines = append(t.lines, line)
 			}
 			continue
 		}
-		if cur == nil {
-			continue
-		}
-		if name, result, ok := topLevelResult(line); ok && name == cur.name {
-			if result != "PASS" && result != "SKIP" {
-				cur.print(w, line, head, tail)
-				printed++
+		if name, result, ok := topLevelResult(line); ok {
+			if t := tests[name]; t != nil && !t.done {
+				t.done = true
+				if result != "PASS" && result != "SKIP" {
+					t.print(w, line, head, tail)
+					printed++
+				}
 			}
 			cur = nil
 			continue
 		}
-		if isInfoLog(line) {
+		if cur == nil || cur.done || isInfoLog(line) {
 			continue
 		}
 		cur.lines = append(cur.lines, line)
@@ -90,17 +114,21 @@ func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 	if err := sc.Err(); err != nil {
 		return printed, err
 	}
-	if cur != nil {
-		cur.print(w, "did not finish (the log ends)", head, tail)
-		printed++
+	for _, n := range order {
+		if t := tests[n]; !t.done {
+			t.print(w, "did not finish (the log ends)", head, tail)
+			printed++
+		}
 	}
 	return printed, nil
 }
 
 // testOutput is what one top-level test printed so far.
 type testOutput struct {
-	name  string
-	lines []string
+	name   string
+	lines  []string
+	paused bool // waiting to run in parallel (=== PAUSE, no CONT yet)
+	done   bool // its result line came, or it was printed unfinished
 }
 
 // print writes the test's header and its first head and last tail lines,
@@ -122,14 +150,19 @@ func (t *testOutput) print(w io.Writer, result string, head, tail int) {
 	}
 }
 
-// topLevelRun reports the test a "=== RUN   TestX" line starts; subtests
-// (TestX/sub) belong to their parent and are not reported.
-func topLevelRun(line string) (string, bool) {
-	name, ok := strings.CutPrefix(line, "=== RUN   ")
-	if !ok || strings.Contains(name, "/") {
-		return "", false
+// marker parses the lines go test -v writes before a test's output: RUN,
+// PAUSE, CONT or NAME (whose output follows), and the test's name, which
+// is a subtest's when it has a slash.
+func marker(line string) (kind, name string, ok bool) {
+	rest, ok := strings.CutPrefix(line, "=== ")
+	if !ok {
+		return "", "", false
 	}
-	return name, true
+	kind, name, ok = strings.Cut(rest, " ")
+	if !ok || (kind != "RUN" && kind != "PAUSE" && kind != "CONT" && kind != "NAME") {
+		return "", "", false
+	}
+	return kind, strings.TrimSpace(name), true
 }
 
 // topLevelResult parses a top-level result line, "--- FAIL: TestX (1.23s)";

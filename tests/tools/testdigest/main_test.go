@@ -80,6 +80,32 @@ func TestDigest(t *testing.T) {
 			wantCount: 1,
 		},
 		{
+			name: "parallel tests interleave their output",
+			log: []string{
+				"=== RUN   TestSeq", "--- PASS: TestSeq (1.00s)",
+				"=== RUN   TestA", "=== PAUSE TestA",
+				"=== RUN   TestB", "=== PAUSE TestB",
+				"=== CONT  TestA", "=== CONT  TestB",
+				"    b_test.go:3: b started",
+				"=== NAME  TestA", "    a_test.go:3: a started",
+				"=== RUN   TestB/sub",
+				"    b_test.go:9: wrong answer",
+				"    --- FAIL: TestB/sub (2.00s)",
+				"=== NAME  TestA", "    a_test.go:5: a done",
+				"--- PASS: TestA (5.00s)",
+				"--- FAIL: TestB (6.00s)",
+			},
+			head: 5, tail: 5,
+			want: []string{
+				"=== TestB: --- FAIL: TestB (6.00s)",
+				"    b_test.go:3: b started",
+				"=== RUN   TestB/sub",
+				"    b_test.go:9: wrong answer",
+				"    --- FAIL: TestB/sub (2.00s)",
+			},
+			wantCount: 1,
+		},
+		{
 			name: "a binary that died before its result line",
 			log: []string{
 				"=== RUN   TestDied", "    died_test.go:3: started",
