@@ -118,6 +118,47 @@ type targetState struct {
 	// blockdev.Checker's CheckUnused (tests replace it: their devices are
 	// files).
 	checkUnused func(ctx context.Context, path string, ownNvmet func(nqn string) bool) error
+	// refused and warned are the target round's own (serveTarget: one
+	// goroutine), unguarded.
+	//
+	// refused holds, by export, why its device was last found in use and
+	// when to look again: a device in use is checked again after a
+	// growing wait (exportRecheck), not with a scan of /proc every round.
+	refused map[string]exportRefusal
+	// warned is, by export, the error last logged and when: the same
+	// error is repeated on the log at most every exportWarnRepeat.
+	warned map[string]exportWarning
+	// now is the clock; nil is time.Now.
+	now func() time.Time
+}
+
+// exportRefusal is why an export's device was refused, and when it is
+// checked again.
+type exportRefusal struct {
+	err  error
+	wait time.Duration
+	next time.Time
+}
+
+// exportWarning is the last error logged for an export, and when.
+type exportWarning struct {
+	text string
+	at   time.Time
+}
+
+// How long a device found in use waits before it is checked again: the
+// first wait, doubled each time up to the last.
+const (
+	exportRecheckFirst = 5 * time.Second
+	exportRecheckMax   = time.Minute
+	exportWarnRepeat   = 10 * time.Minute
+)
+
+func (s *targetState) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 func (s *targetState) nvmet() nvmeof.Target {
@@ -346,8 +387,8 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 		inv.Hosts = slices.Sorted(maps.Keys(served))
 		if err := errors.Join(errs...); err != nil {
 			inv.Error = err.Error()
-			d.log.Warn("export not fully served", "export", e.Name, "err", err)
 		}
+		d.warnExport(e.Name, inv.Error)
 		out = append(out, inv)
 	}
 	return out, cut
@@ -364,10 +405,43 @@ func (d *daemon) exportFree(ctx context.Context, e Export) error {
 			return blockdev.Checker{NvmetAllowed: own}.CheckUnused(ctx, path)
 		}
 	}
-	if err := check(ctx, e.Device, func(nqn string) bool { return strings.HasPrefix(nqn, prefix) }); err != nil {
-		return fmt.Errorf("export %s: not exported: %w", e.Name, err)
+	now := d.tgt.clock()
+	r, wasRefused := d.tgt.refused[e.Name]
+	if wasRefused && now.Before(r.next) {
+		return r.err
 	}
+	if err := check(ctx, e.Device, func(nqn string) bool { return strings.HasPrefix(nqn, prefix) }); err != nil {
+		r.err = fmt.Errorf("export %s: not exported: %w", e.Name, err)
+		r.wait = min(max(2*r.wait, exportRecheckFirst), exportRecheckMax)
+		r.next = now.Add(r.wait)
+		if d.tgt.refused == nil {
+			d.tgt.refused = map[string]exportRefusal{}
+		}
+		d.tgt.refused[e.Name] = r
+		return r.err
+	}
+	delete(d.tgt.refused, e.Name)
 	return nil
+}
+
+// warnExport logs why an export is not fully served: when the reason
+// changes, and then at most every exportWarnRepeat (the node record and
+// tidectl show it meanwhile); once more when it is served again.
+func (d *daemon) warnExport(name, text string) {
+	now := d.tgt.clock()
+	w, ok := d.tgt.warned[name]
+	switch {
+	case text == "" && ok:
+		delete(d.tgt.warned, name)
+		d.log.Info("export served again", "export", name)
+	case text == "":
+	case !ok || w.text != text || now.Sub(w.at) >= exportWarnRepeat:
+		if d.tgt.warned == nil {
+			d.tgt.warned = map[string]exportWarning{}
+		}
+		d.tgt.warned[name] = exportWarning{text: text, at: now}
+		d.log.Warn("export not fully served", "export", name, "err", text)
+	}
 }
 
 // fenceExports removes every export subsystem on the target that allows

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -367,10 +368,38 @@ func TestExportRefusesDeviceInUse(t *testing.T) {
 	if len(exports) != 1 || !strings.Contains(exports[0].Error, "held by dm-3 (tc-fast-ssd0)") || len(exports[0].Hosts) != 0 {
 		t.Fatalf("node record's export %+v, want the reason and no host", exports)
 	}
+	// Still in use: checked again only once its wait is over, 5 s and
+	// then twice as long each time, and the reason is logged once.
+	start := time.Now()
+	now := start
+	x.d.tgt.now = func() time.Time { return now }
+	var logs strings.Builder
+	x.d.log = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, c := range []struct {
+		at    time.Duration
+		check bool
+	}{{0, false}, {4 * time.Second, false}, {5 * time.Second, true}, {14 * time.Second, false}, {15 * time.Second, true}, {34 * time.Second, false}, {35 * time.Second, true}} {
+		now = start.Add(c.at)
+		n := len(checked)
+		x.d.targetRound(ctx)
+		if got := len(checked) > n; got != c.check {
+			t.Errorf("round at %v: device checked %v, want %v", c.at, got, c.check)
+		}
+		if got := x.hosts(t); len(got) != 0 {
+			t.Fatalf("device in use exported to %v", got)
+		}
+	}
+	if n := strings.Count(logs.String(), "export not fully served"); n != 0 {
+		t.Errorf("the same refusal logged %d more times, want 0 (once, at the first round):\n%s", n, logs.String())
+	}
 	inUse = false
+	now = now.Add(time.Minute)
 	x.d.targetRound(ctx)
 	if got := x.hosts(t); !slices.Equal(got, []string{"a", "n1"}) {
 		t.Fatalf("free device exported to %v, want [a n1]", got)
+	}
+	if !strings.Contains(logs.String(), "export served again") {
+		t.Errorf("no log line says the export is served again:\n%s", logs.String())
 	}
 	inUse = true
 	n := len(checked)
