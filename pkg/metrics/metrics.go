@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -134,6 +135,10 @@ type collector struct {
 	// (fill.go); now is when a scrape read them (time.Now but in tests).
 	fill *fillTracker
 	now  func() time.Time
+	// observing shares one Observe among the scrapes that ask for it at
+	// the same time: scrapers hammering /metrics cost one scan of the
+	// superblocks at a time, not one each.
+	observing singleflight.Group
 }
 
 func newCollector(src Source, opts Options) (*collector, error) {
@@ -231,7 +236,10 @@ func (c *collector) newScrape(ctx context.Context) scrape {
 	if c.observer == nil {
 		return s
 	}
-	obs, err := c.observer.Observe(ctx, engine.ObserveRequest{})
+	v, err, _ := c.observing.Do("observe", func() (any, error) {
+		return c.observer.Observe(ctx, engine.ObserveRequest{})
+	})
+	obs, _ := v.(engine.Observation)
 	s.volumes = func(context.Context) ([]engine.VolumeInfo, error) { return obs.VolumeInfos(), err }
 	if c.poolsObserved {
 		s.pools = func(context.Context) ([]engine.PoolInfo, error) { return obs.Pools, err }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,6 +22,8 @@ import (
 type observingSource struct {
 	obs engine.Observation
 	err error
+	// gate, when set, holds every Observe until it is closed.
+	gate chan struct{}
 
 	mu                       sync.Mutex
 	observes, volumes, pools int
@@ -28,8 +31,14 @@ type observingSource struct {
 
 func (s *observingSource) Observe(_ context.Context, req engine.ObserveRequest) (engine.Observation, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.observes++
+	gate := s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if req.Volumes != nil || req.Drift {
 		return engine.Observation{}, errors.New("a scrape asked for a subset or for drift")
 	}
@@ -112,6 +121,55 @@ func TestScrapeObservesOnce(t *testing.T) {
 	}
 	if src.volumes != 0 || src.pools != 0 {
 		t.Errorf("after a failed Observe: %d Volumes, %d Pools; want none", src.volumes, src.pools)
+	}
+}
+
+// TestConcurrentScrapesShareOneObserve: scrapes that arrive while one
+// reads the node wait for that reading instead of starting their own, so
+// a client hammering /metrics costs one scan of the superblocks at a time.
+func TestConcurrentScrapesShareOneObserve(t *testing.T) {
+	src := &observingSource{gate: make(chan struct{})}
+	for _, v := range testVolumes(t) {
+		src.obs.Volumes = append(src.obs.Volumes, engine.VolumeObservation{Info: v})
+	}
+	c, err := newCollector(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.knameOf = testKname
+	const scrapes = 5
+	counts := make(chan int, scrapes)
+	var wg sync.WaitGroup
+	for range scrapes {
+		wg.Go(func() { counts <- testutil.CollectAndCount(c, "tidecache_volume_size_bytes") })
+	}
+	// Once one scrape reads the node, the others have a moment to
+	// arrive; then the reading is answered.
+	for {
+		src.mu.Lock()
+		n := src.observes
+		src.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(src.gate)
+	wg.Wait()
+	close(counts)
+	for n := range counts {
+		if n == 0 {
+			t.Error("a scrape that waited for another's reading got no volume series")
+		}
+	}
+	if src.observes != 1 {
+		t.Errorf("%d scrapes at once read the node %d times, want 1", scrapes, src.observes)
+	}
+	// A scrape after them reads the node again: nothing is cached.
+	testutil.CollectAndCount(c, "tidecache_volume_size_bytes")
+	if src.observes != 2 {
+		t.Errorf("a later scrape: %d reads of the node in all, want 2", src.observes)
 	}
 }
 
