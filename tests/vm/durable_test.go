@@ -32,6 +32,7 @@ func bootNodeWithout(t *testing.T, spec nodeSpec) *node {
 // that a write tier is refused on a mode change too; and that once the
 // module is loaded the same commands work.
 func TestFUAFlushRequired(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (doc.go)
 	n := bootNodeWithout(t, smallNode)
 	if out := n.mustSh("dmsetup targets"); strings.Contains(out, "fuaflush") {
 		t.Fatalf("the VM was booted without dm-fuaflush but has the target:\n%s", out)
