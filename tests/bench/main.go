@@ -71,6 +71,10 @@ type options struct {
 	pressure      bool     // the pressure run (pressure.go) instead
 	press         pressureProfile
 	pressTargeted bool // flags that make bench does not give: the report names them
+	// writecacheKO is a dm-writecache module to load in the guest in
+	// place of the kernel's (pressure run): a proposed kernel change
+	// measured on the same model (docs/upstream).
+	writecacheKO  string
 	out           string
 	charts        string
 	keep          bool
@@ -148,6 +152,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
+	fs.StringVar(&f.writecacheKO, "writecache-ko", "", "pressure run: a dm-writecache.ko built for the guest kernel, loaded in place of the kernel's, to measure a proposed change (docs/upstream/writeback-pause-on-reads.md)")
 	fs.StringVar(&f.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&f.charts, "charts", "", "write the PNG charts to this directory (default: bench/ beside -out)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the disk images (under .cache/vm/bench) after the run")
@@ -159,6 +164,19 @@ func parseFlags(args []string) (options, error) {
 	o := defaults(f.quick)
 	o.out, o.charts, o.keep, o.hddWriteCache, o.ssdWriteCache = f.out, f.charts, f.keep, f.hddWriteCache, f.ssdWriteCache
 	o.skipFio, o.dbLinear, o.replica, o.pressure = f.skipFio, f.dbLinear, f.replica, f.pressure
+	if f.writecacheKO != "" {
+		if !o.pressure {
+			return options{}, fmt.Errorf("-writecache-ko belongs to the pressure run: give -pressure too")
+		}
+		ko, err := filepath.Abs(f.writecacheKO)
+		if err != nil {
+			return options{}, err
+		}
+		if _, err := os.Stat(ko); err != nil {
+			return options{}, fmt.Errorf("-writecache-ko: %w", err)
+		}
+		o.writecacheKO = ko
+	}
 	o.press = pressureDefaults(o.quick)
 	if o.pressure && o.replica {
 		return options{}, fmt.Errorf("-pressure and -replica are two runs: give one")
@@ -198,7 +216,7 @@ func parseFlags(args []string) (options, error) {
 		case "schedulers":
 			o.press.schedulers = strings.Split(*scheds, ",")
 			o.pressTargeted = true
-		case "phase-scale", "only", "pressure-db-rows":
+		case "phase-scale", "only", "pressure-db-rows", "writecache-ko":
 			o.pressTargeted = true
 		case "pressure-db":
 			o.pressTargeted = true

@@ -168,8 +168,11 @@ type pressureReport struct {
 	elapsed           time.Duration
 	kernel, fio, host string
 	qemu              string
-	database          string
-	scheds            []*schedRun
+	// writecache says which dm-writecache ran: the kernel's, or the
+	// module given with -writecache-ko (its path and a hash of it).
+	writecache string
+	database   string
+	scheds     []*schedRun
 	// targeted is a run with flags make bench does not give (-only,
 	// -phase-scale, -schedulers…); args are its flags, for the report.
 	targeted bool
@@ -219,6 +222,18 @@ func runPressureSched(ctx context.Context, o options, rep *pressureReport, sched
 			return nil, err
 		}
 		rep.fio = strings.TrimSpace(out)
+	}
+	if o.writecacheKO != "" {
+		// Before any system exists: nothing holds the kernel's module.
+		// An out-of-tree module taints the kernel with O: the one loaded
+		// is this one, not the kernel's.
+		out, err := bed.Run(ctx, "sh", "-c", "modprobe -r dm-writecache 2>/dev/null; insmod "+o.writecacheKO+
+			" && grep -q O /sys/module/dm_writecache/taint && sha256sum "+o.writecacheKO+" | cut -c1-16")
+		if err != nil {
+			return nil, fmt.Errorf("load %s in the guest: %w", o.writecacheKO, err)
+		}
+		rep.writecache = fmt.Sprintf("`%s` (sha256 %s…), loaded in place of the kernel's", o.writecacheKO, strings.TrimSpace(out))
+		p.Step("dm-writecache: %s", rep.writecache)
 	}
 	if sr.queue, err = bed.HDDQueue(ctx); err != nil {
 		return nil, err

@@ -101,6 +101,9 @@ func (r *pressureReport) writeSetup(b *strings.Builder) {
 	pp := r.prof
 	pf("## Set-up\n\n")
 	pf("- **Host:** %s; %s. **Guest:** Debian kernel %s, 2 vCPUs, 3072 MiB; %s.\n", r.host, r.qemu, r.kernel, r.fio)
+	if r.writecache != "" {
+		pf("- **dm-writecache: a patched build**, %s. Every dm-writecache below (tidecache's and lvm's) is that one.\n", r.writecache)
+	}
 	if len(r.scheds) > 0 {
 		sr := r.scheds[0]
 		pf("- **HDDs:** %d × %s, %s each (sparse images), in md RAID10 (near-2, 512 KiB chunks, `--assume-clean`),\n"+
