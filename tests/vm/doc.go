@@ -18,5 +18,5 @@
 // must not share the CPU. Scenarios that time nothing, whose waits are
 // all generous polls (bad input, adopt and detach, lifecycles, resize,
 // assembly), call t.Parallel: go test runs them after the others, two at
-// a time (-parallel 2), which saves CI about a third of their time.
+// a time (-parallel 2), to keep .ci/run within its budget.
 package vm
