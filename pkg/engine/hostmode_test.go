@@ -210,15 +210,18 @@ func TestHostSetModeRollback(t *testing.T) {
 	}
 }
 
+// flushingLoaded reports whether a status read finds the flushing table
+// (watermarks 0) live on the write tier.
+func flushingLoaded(q dmtest.StatusQuery) bool {
+	return strings.Contains(q.Live.String(), "high_watermark 0 low_watermark 0")
+}
+
 // TestHostFlush: a flush reloads the write tier with the flushing table
 // (watermarks 0), waits until the blocks dirty at its start are written
 // back, and loads the normal table again, also when it fails or is
 // interrupted: the volume stays in writeback with its usual table.
 func TestHostFlush(t *testing.T) {
 	wtier := stack.DeviceName("db", stack.RoleWriteTier)
-	flushing := func(q dmtest.StatusQuery) bool {
-		return strings.Contains(q.Live.String(), "high_watermark 0 low_watermark 0")
-	}
 	for _, c := range []struct {
 		name string
 		// status of the write tier: dirty blocks and allocations since the
@@ -231,13 +234,13 @@ func TestHostFlush(t *testing.T) {
 		wantLeft uint64
 	}{
 		{name: "written back", status: func(n int, q dmtest.StatusQuery) (uint64, uint64) {
-			if flushing(q) {
+			if flushingLoaded(q) {
 				return uint64(max(10-4*n, 0)), 0
 			}
 			return 10, 0
 		}},
 		{name: "new writes keep coming: done when the first 10 are written", status: func(n int, q dmtest.StatusQuery) (uint64, uint64) {
-			if flushing(q) {
+			if flushingLoaded(q) {
 				// 3 new blocks per poll, 7 written back: 10 written by the
 				// second poll, with 6 new ones dirty.
 				return uint64(max(10-4*n, 6)), uint64(3 * n)
@@ -256,7 +259,7 @@ func TestHostFlush(t *testing.T) {
 			defer cancel()
 			reads := 0
 			hp.k.SetStatusFunc(wtier, func(q dmtest.StatusQuery) (string, error) {
-				if flushing(q) {
+				if flushingLoaded(q) {
 					reads++
 					if c.cancel && reads == 2 {
 						cancel()
@@ -295,9 +298,6 @@ func TestHostFlush(t *testing.T) {
 // is drift again.
 func TestHostFlushWithoutNodeLock(t *testing.T) {
 	wtier := stack.DeviceName("db", stack.RoleWriteTier)
-	flushing := func(q dmtest.StatusQuery) bool {
-		return strings.Contains(q.Live.String(), "high_watermark 0 low_watermark 0")
-	}
 	for _, c := range []struct {
 		name string
 		// meanwhile runs while the flush waits, with the dirty count
@@ -347,7 +347,7 @@ func TestHostFlushWithoutNodeLock(t *testing.T) {
 			waiting := make(chan struct{}, 1)
 			hp.k.SetStatusFunc(wtier, func(q dmtest.StatusQuery) (string, error) {
 				dirty := 10
-				if flushing(q) {
+				if flushingLoaded(q) {
 					if done.Load() {
 						dirty = 0
 					} else {
