@@ -65,7 +65,7 @@ done`
 //   - detach: drained, devices gone, and on the bare array again the
 //     filesystem passes fsck and every table has the same checksum.
 func TestAdoptDetach(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
@@ -118,10 +118,15 @@ func TestAdoptDetach(t *testing.T) {
 	head := "dd if=/dev/md/data bs=1M count=4 status=none | sha256sum"
 	uuid := "mdadm --detail /dev/md/data | grep -E '^ *UUID'"
 	before, arrayUUID := n.mustSh(head), n.mustSh(uuid)
+	// The refused commands above opened the array: udev's watch turns
+	// each close into a change event, which rebuilds the array's links.
+	// Wait for those events to end before looking at the links.
+	n.mustSh("udevadm settle")
 	fsUUID := strings.TrimSpace(n.mustSh("blkid -s UUID -o value /dev/md/data"))
 	byUUID := "/dev/disk/by-uuid/" + fsUUID
 	if got, want := n.devNum(byUUID), n.devNum("/dev/md/data"); got != want {
-		t.Fatalf("before adoption %s is device %s, want the array's %s", byUUID, got, want)
+		t.Fatalf("before adoption %s is device %s, want the array's %s\n%s", byUUID, got, want,
+			n.sh("ls -l /dev/disk/by-uuid; udevadm info /dev/md/data").Stdout)
 	}
 	res := n.tidectl("volume adopt db --device /dev/md/data --write-cache 48M")
 	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "Caches:       /dev/md/data (md uuid") || !strings.Contains(res.Stderr, "1024-byte blocks") {
