@@ -26,7 +26,7 @@ func bootWithout(t *testing.T, dir, bin string, spec nodeSpec, missing ...int) *
 		d.Path = filepath.Join(dir, "blank"+filepath.Base(d.Path))
 		d.Size = spec.SSDs[i]
 	}
-	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: disks, MemoryMiB: spec.MemoryMB})
+	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: disks, MemoryMiB: spec.MemoryMB, CPUs: vmCPUs(t)})
 	return &node{VM: v, t: t, bin: bin, dir: dir, spec: spec}
 }
 
@@ -35,7 +35,7 @@ func bootWithout(t *testing.T, dir, bin string, spec nodeSpec, missing ...int) *
 // one or all SSDs missing it refuses the pool, names what is missing, and
 // creates no device, so no origin is ever exposed without its cache.
 func TestAssembleAfterPowerCut(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ sync; blockdev --rereadpt %[2]s`, entry, dev)
 }
 
 func TestBadInputPoolCreate(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNode(t, badInputNode)
 	ssd := n.ssds()[0]
 	sp := n.spares()
@@ -288,7 +288,7 @@ func TestBadInputPoolCreate(t *testing.T) {
 var volumeNode = nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, MemoryMB: 1024}
 
 func TestBadInputVolume(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNode(t, volumeNode)
 	n.createPool("tank")
 	var pools []struct {
@@ -453,7 +453,7 @@ func removeVolumeDevices(vol string) string {
 }
 
 func TestBadInputCorruptSuperblock(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
@@ -634,7 +634,7 @@ var deviceSafetyNode = nodeSpec{
 // dirty data) even with --force, and a foreign dm table on a pool's SSD
 // at the moment tidecache writes to it.
 func TestBadInputDeviceSafety(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNode(t, deviceSafetyNode)
 	ssd := n.ssds()[0]
 	hdds := n.hdds()

@@ -34,7 +34,7 @@ var dmGoldenFiles = []string{
 // that the golden dmsetup lines in pkg/dm/testdata have the shape of what
 // the kernel prints today. With -update-dm-golden it replaces them.
 func TestDMKernel(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	if err := harness.Available(); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestDMKernel(t *testing.T) {
 	}
 	t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
 
-	v := harness.MustBoot(t, harness.Config{Name: "dmkernel", Dir: dir, MemoryMiB: 1024,
+	v := harness.MustBoot(t, harness.Config{Name: "dmkernel", Dir: dir, MemoryMiB: 1024, CPUs: vmCPUs(t),
 		Disks: []harness.Disk{{Path: filepath.Join(dir, "disk.img"), Size: 256 << 20}}})
 	const goldenDir = "/root/dm-golden"
 	start = time.Now()

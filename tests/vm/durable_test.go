@@ -22,7 +22,7 @@ func bootNodeWithout(t *testing.T, spec nodeSpec) *node {
 		t.Fatalf("build binaries: %v", err)
 	}
 	dir := harness.TestDir(t)
-	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, NoFUAFlushModule: true})
+	v := harness.MustBoot(t, harness.Config{Name: "node", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, NoFUAFlushModule: true, CPUs: vmCPUs(t)})
 	return &node{VM: v, t: t, bin: bin, dir: dir, spec: spec}
 }
 
@@ -32,7 +32,7 @@ func bootNodeWithout(t *testing.T, spec nodeSpec) *node {
 // that a write tier is refused on a mode change too; and that once the
 // module is loaded the same commands work.
 func TestFUAFlushRequired(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNodeWithout(t, smallNode)
 	if out := n.mustSh("dmsetup targets"); strings.Contains(out, "fuaflush") {
 		t.Fatalf("the VM was booted without dm-fuaflush but has the target:\n%s", out)
@@ -109,7 +109,7 @@ func TestFUAFlushRequired(t *testing.T) {
 // filesystem stays mounted, the writer keeps writing, every file reads back
 // with its checksum, and fsck is clean.
 func TestLegacyStackMigration(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")

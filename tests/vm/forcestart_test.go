@@ -23,7 +23,7 @@ const startArrays = "mdadm --assemble --scan >/dev/null 2>&1; cat /proc/mdstat |
 // writeback one with what had been flushed, its loss recorded. After
 // another power cut a plain assembly starts the pool.
 func TestForceStart(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // (its slot B position), must be found once, on the partition, by create,
 // by every later command, and by assembly after a power cut.
 func TestPoolOnPartitions(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

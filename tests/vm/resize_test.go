@@ -36,7 +36,7 @@ sync`
 //   - after the power cut, assembly brings the volume up at its new size,
 //     in passthrough, and every file verifies.
 func TestResizeAndUncache(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

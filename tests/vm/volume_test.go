@@ -110,7 +110,7 @@ func fioErrors(report string) string {
 // the data reached the origin by verifying the origin extent directly, then
 // deletes and recreates the volume, then deletes the pool.
 func TestVolumeLifecycle(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (doc.go)
+	besideAnother(t)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")

@@ -34,11 +34,18 @@ type launch struct {
 // qemuArgs builds the qemu-system-x86_64 arguments. -nodefaults keeps qemu
 // from adding its default NIC (user-mode networking would give the guest a
 // way out of this machine) and monitor; stdio is not used.
+//
+// The CPU model is qemu64, not max: with max the guest's glibc, Go runtime
+// and kernel pick AVX2 code paths, which TCG emulates slowly. Measured in
+// one VM, qemu64 ran tidectl 1.3 to 1.5 times faster (pool create 1.8 s
+// against 2.5 s, volume create 0.8 s against 1.2 s, md5sum 2.2 times).
+// Nothing the tests run needs more than the x86-64 baseline Debian builds
+// for.
 func (l launch) qemuArgs() []string {
 	args := []string{
 		"-name", "tc-" + l.name,
 		"-nodefaults", "-no-user-config", "-display", "none",
-		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-accel", "tcg,thread=multi", "-cpu", "qemu64",
 		"-smp", strconv.Itoa(l.cpus), "-m", strconv.Itoa(l.memoryMiB),
 		"-no-reboot",
 		"-kernel", l.kernel, "-initrd", l.initrd, "-append", l.appendLine,
