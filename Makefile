@@ -54,7 +54,7 @@ DEB_ARCH   ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source under $(DESTDIR)$(PREFIX).
 	rm -rf $(SHARE) && $(GO) run ./internal/cmd/gendocs -out $(SHARE)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/udev/rules.d \
-		$(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d \
 		$(DESTDIR)$(PREFIX)/share/doc/tidecache $(DESTDIR)$(PREFIX)/share/tidecache/prometheus $(DESTDIR)$(PREFIX)/share/tidecache/grafana \
 		$(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d \
@@ -63,7 +63,8 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 	install -m 0644 deploy/systemd/tidecached.service deploy/systemd/tidecache-assemble.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 deploy/systemd/mariadb.service.d/tidecache.conf $(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d/
 	install -m 0644 deploy/udev/12-tidecache.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
-	for f in $(SHARE)/man/man8/*.8; do gzip -9n < $$f > $(DESTDIR)$(PREFIX)/share/man/man8/$$(basename $$f).gz; done
+	for f in $(SHARE)/man/man8/*.8 deploy/man/*.8; do gzip -9n < $$f > $(DESTDIR)$(PREFIX)/share/man/man8/$$(basename $$f).gz; done
+	for f in deploy/man/*.7; do gzip -9n < $$f > $(DESTDIR)$(PREFIX)/share/man/man7/$$(basename $$f).gz; done
 	for b in tidectl tidecached; do \
 		install -m 0644 $(SHARE)/completion/bash/$$b $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$b; \
 		install -m 0644 $(SHARE)/completion/zsh/$$b $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_$$b; \

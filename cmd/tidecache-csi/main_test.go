@@ -3,11 +3,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +104,29 @@ func TestServeAndShutdown(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "stopped") {
 		t.Errorf("log lacks the stop:\n%s", stderr.String())
+	}
+}
+
+// The man page is written by hand: each flag the binary takes must be
+// described there (as .BI \-name or .B \-name), so adding a flag without
+// documenting it fails here.
+func TestManPageNamesEveryFlag(t *testing.T) {
+	page, err := os.ReadFile("../../deploy/man/tidecache-csi.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usage bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	flags := regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(usage.String(), -1)
+	if len(flags) < 10 {
+		t.Fatalf("found %d flags in the usage, want the driver's dozen:\n%s", len(flags), usage.String())
+	}
+	for _, f := range flags {
+		entry := regexp.MustCompile(`(?m)^\.BI? \\-` + strings.ReplaceAll(regexp.QuoteMeta(f[1]), "-", `\\-`) + `( |$)`)
+		if !entry.Match(page) {
+			t.Errorf("deploy/man/tidecache-csi.8 does not describe -%s", f[1])
+		}
 	}
 }

@@ -79,6 +79,8 @@ func TestDebianPackage(t *testing.T) {
 		"/usr/share/fish/vendor_completions.d/tidectl.fish",
 		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
 		"/usr/share/doc/tidecache/copyright", "/usr/share/doc/tidecache/changelog.gz",
+		// The hand-written pages: the system, and the CSI driver.
+		"/usr/share/man/man7/tidecache.7.gz", "/usr/share/man/man8/tidecache-csi.8.gz",
 	}
 	// Every file:// documentation link of the units must be shipped.
 	units, _ := filepath.Glob("../../deploy/systemd/*.service")
