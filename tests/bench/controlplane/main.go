@@ -3,7 +3,7 @@
 // Command controlplane measures tidecached's control plane on the host, no
 // VM: a real embedded etcd (pkg/etcdserver, port 0, data in a temporary
 // directory), a real pkg/store and a real pkg/reconcile Controller, in one
-// process as `tidecached --embedded-etcd` runs them. Only the engine, the
+// process as `tidecached run --embedded-etcd` runs them. Only the engine, the
 // part that would load device-mapper tables, is faked in memory
 // (pkg/reconcile/reconciletest, as in the reconcile tests); its CreateVolume can wait a configurable "device ready"
 // delay, 0 by default, so the figures are the control plane's own cost.

@@ -15,7 +15,7 @@ func (r *report) markdown() string {
 	p("## Control plane (host, faked device-mapper)\n\n")
 	p("`go run ./tests/bench/controlplane -volumes %d -creates %d -scrape-volumes %d -ready-delay %s`, %s, %s, %d CPUs, on the host (no VM).\n\n",
 		r.o.volumes, r.o.creates, r.o.scrapeVolumes, r.o.readyDelay, r.date.Format("2006-01-02 15:04 UTC"), r.goVersion, r.cpus)
-	p("One process runs what `tidecached --embedded-etcd` runs: an embedded etcd member (data in a temporary\n")
+	p("One process runs what `tidecached run --embedded-etcd` runs: an embedded etcd member (data in a temporary\n")
 	p("directory), `pkg/store` and the `pkg/reconcile` controller with its default configuration (8 volumes\n")
 	p("reconciled at once). Only the engine is faked: an in-memory `reconcile.Engine` whose CreateVolume\n")
 	if r.o.readyDelay == 0 {
