@@ -58,6 +58,9 @@ type Config struct {
 	DeviceDir string
 	// Runner runs blkid, mkfs, mount and umount.
 	Runner command.Runner
+	// Tidectl is the tidectl the node service runs to read a volume's
+	// health for NodeGetVolumeStats (`tidectl -o json volume show`).
+	Tidectl string
 	// Log receives one record per call: debug for successes, info for
 	// requests refused as the caller's mistake, warn for other failures.
 	// Nil discards.
@@ -72,6 +75,7 @@ func Default() Config {
 		DefaultVolumeBytes: 1 << 30,
 		DeviceTimeout:      2 * time.Minute,
 		DeviceDir:          "/dev/mapper",
+		Tidectl:            "tidectl",
 	}
 }
 
@@ -119,6 +123,9 @@ func New(cfg Config) (*Driver, error) {
 	}
 	if cfg.DeviceDir == "" {
 		cfg.DeviceDir = def.DeviceDir
+	}
+	if cfg.Tidectl == "" {
+		cfg.Tidectl = def.Tidectl
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

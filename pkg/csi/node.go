@@ -44,6 +44,7 @@ func (n *node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{
 		rpc(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
 		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
+		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
 	}}, nil
 }
 

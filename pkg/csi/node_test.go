@@ -26,8 +26,9 @@ func TestNodeRequests(t *testing.T) {
 	}
 	caps, err := c.node.NodeGetCapabilities(testCtx(t), &csi.NodeGetCapabilitiesRequest{})
 	wantCode(t, err, codes.OK)
-	if len(caps.GetCapabilities()) != 2 || caps.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME ||
-		caps.GetCapabilities()[1].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_STATS {
+	if len(caps.GetCapabilities()) != 3 || caps.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME ||
+		caps.GetCapabilities()[1].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_STATS ||
+		caps.GetCapabilities()[2].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH {
 		t.Fatalf("node capabilities %v", caps)
 	}
 	pcaps, err := c.id.GetPluginCapabilities(testCtx(t), &csi.GetPluginCapabilitiesRequest{})
@@ -106,6 +107,14 @@ func TestNodeRequests(t *testing.T) {
 		}, codes.InvalidArgument},
 		{"stats of an unknown volume", func() error {
 			_, err := c.node.NodeGetVolumeStats(testCtx(t), &csi.NodeGetVolumeStatsRequest{VolumeId: "v", VolumePath: dir})
+			return err
+		}, codes.NotFound},
+		{"health without ID", func() error {
+			_, err := c.node.NodeGetVolumeHealth(testCtx(t), &csi.NodeGetVolumeHealthRequest{})
+			return err
+		}, codes.InvalidArgument},
+		{"health of an unknown volume", func() error {
+			_, err := c.node.NodeGetVolumeHealth(testCtx(t), &csi.NodeGetVolumeHealthRequest{VolumeId: "v"})
 			return err
 		}, codes.NotFound},
 	} {

@@ -36,8 +36,8 @@ var csiNode = nodeSpec{SSDs: []int64{512 << 20}, Spares: []int64{1 << 30}}
 // (controller and node services in one process) in one VM on the real
 // kernel: tidecached with its embedded etcd builds each volume the
 // controller writes a spec for, and the node service stages (mkfs ext4,
-// mount), publishes (bind mount), reports stats, unpublishes and unstages
-// it. The suite must pass; the specs it skips must each be for a
+// mount), publishes (bind mount), reports stats and health, unpublishes
+// and unstages it. The suite must pass; the specs it skips must each be for a
 // capability the driver does not advertise.
 func TestCSISanity(t *testing.T) {
 	if err := csiBinaries(); err != nil {
@@ -166,7 +166,9 @@ func ginkgoFailures(out string) string {
 
 // notAdvertised are csi-sanity's skip messages for what tidecache-csi
 // leaves out: controller publish, listing, snapshots, clones, expansion,
-// modification, health, group snapshots, multi-writer, attach limits.
+// modification, controller and storage health, group snapshots,
+// multi-writer, attach limits. The node service reports volume health
+// (NodeGetVolumeHealth): its specs must run.
 // A skip such as "Required bytes not supported", "capacity of the volume
 // is unknown" or "NodeStageVolume not supported" would be the driver's
 // failing, and is not here.
@@ -175,7 +177,7 @@ var notAdvertised = []string{
 	"ControllerUnpublishVolume not supported", "ControllerPublishVolume.readonly field not supported",
 	"ListVolumes not supported", "ControllerExpandVolume not supported", "NodeExpandVolume not supported",
 	"ControllerGetVolumeHealth not supported", "ControllerListVolumeHealth not supported",
-	"NodeGetVolumeHealth not supported", "NodeGetStorageHealth not supported",
+	"NodeGetStorageHealth not supported",
 	"ControllerModifyVolume not supported", "Modify Volume not supported", "Modify volume not supported",
 	"Snapshot not supported", "CreateSnapshot not supported", "DeleteSnapshot not supported", "GetSnapshot not supported",
 	"ListSnapshots not supported", "SNAPSHOT_ACCESSIBILITY_CONSTRAINTS not supported", "Volume Cloning not supported",
