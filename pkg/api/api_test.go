@@ -45,6 +45,8 @@ func TestVolumeSpecValidate(t *testing.T) {
 		{"shared origin without a write cache", func(v *api.VolumeSpec) { sharedOrigin(v); v.WriteCacheBytes, v.Mode = 0, "writethrough" }, "sharedOrigin needs writeCacheBytes"},
 		{"shared origin export name", func(v *api.VolumeSpec) { sharedOrigin(v); v.SharedOrigin.Export = "Lun/0" }, "sharedOrigin.export"},
 		{"failed over without a shared origin", func(v *api.VolumeSpec) { v.FailedOverFrom = "node-a" }, "failedOverFrom needs sharedOrigin"},
+		{"claim of another name form", func(v *api.VolumeSpec) { v.Claim = &api.Claim{Namespace: "shop", Name: "Data_0"} }, `claim name "Data_0"`},
+		{"claim without a namespace", func(v *api.VolumeSpec) { v.Claim = &api.Claim{Name: "data-0"} }, `claim namespace ""`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -123,6 +124,33 @@ type VolumeSpec struct {
 	// replica's node: the node it ran on, now fenced. The new node runs
 	// the volume on that replica, one copy of its write cache.
 	FailedOverFrom string `json:"failedOverFrom,omitempty"`
+	// Claim is the Kubernetes PersistentVolumeClaim the volume was made
+	// for, when the CSI driver made it: the daemon exports it as
+	// tidecache_volume_claim_info, so dashboards show a claim's cache.
+	Claim *Claim `json:"claim,omitempty"`
+}
+
+// Claim names a PersistentVolumeClaim.
+type Claim struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// kubernetesName is a DNS-1123 subdomain: what Kubernetes allows for a
+// claim's name (a namespace is a stricter DNS-1123 label, which it also
+// matches).
+var kubernetesName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// Validate checks both names are ones Kubernetes allows.
+func (c Claim) Validate() error {
+	var errs []error
+	if !kubernetesName.MatchString(c.Namespace) {
+		errs = append(errs, fmt.Errorf("claim namespace %q: want a Kubernetes name (lowercase letters, digits, '-' and '.')", c.Namespace))
+	}
+	if !kubernetesName.MatchString(c.Name) {
+		errs = append(errs, fmt.Errorf("claim name %q: want a Kubernetes name (lowercase letters, digits, '-' and '.')", c.Name))
+	}
+	return errors.Join(errs...)
 }
 
 // SharedOrigin names a device one node exports to the others.
@@ -180,6 +208,11 @@ func (v VolumeSpec) Validate() error {
 		}
 		if v.SharedOrigin == nil {
 			add(errors.New("failedOverFrom needs sharedOrigin: only a volume on a shared origin fails over"))
+		}
+	}
+	if v.Claim != nil {
+		if err := v.Claim.Validate(); err != nil {
+			add(err)
 		}
 	}
 	if v.Mode != "" {

@@ -4,6 +4,7 @@ package csi_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,11 +41,11 @@ func TestCreateVolume(t *testing.T) {
 		}, want: api.VolumeSpec{Name: "v", Node: "n1", Pool: "tank", SizeBytes: gi, WriteCacheBytes: 512 * mi, Mode: "writeback"}},
 		{name: "all parameters", modify: func(r *csi.CreateVolumeRequest) {
 			r.Parameters = map[string]string{"writeCache": "32M", "readCache": "64Mi", "readBlockSize": "128Ki", "mode": "writethrough",
-				"protect": "local", "fsType": "xfs", "csi.storage.k8s.io/pvc/name": "data"}
+				"protect": "local", "fsType": "xfs", "csi.storage.k8s.io/pvc/name": "data", "csi.storage.k8s.io/pvc/namespace": "shop"}
 			r.CapacityRange = &csi.CapacityRange{RequiredBytes: 100<<20 + 1}
 			r.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: onNode("n1")}
 		}, want: api.VolumeSpec{Name: "v", Node: "n1", Pool: "tank", SizeBytes: 101 * mi, WriteCacheBytes: 32 * mi, ReadCacheBytes: 64 * mi,
-			ReadBlockSize: 128 << 10, Mode: "writethrough", Protect: "local"}},
+			ReadBlockSize: 128 << 10, Mode: "writethrough", Protect: "local", Claim: &api.Claim{Namespace: "shop", Name: "data"}}},
 		{name: "no room on the requisite node", modify: func(r *csi.CreateVolumeRequest) {
 			r.Parameters["writeCache"] = "512Mi"
 			r.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: onNode("n2")}
@@ -106,7 +107,7 @@ func TestCreateVolume(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.want.Name = csiName
-			if spec != tt.want {
+			if !reflect.DeepEqual(spec, tt.want) {
 				t.Fatalf("spec in etcd:\n%+v\nwant\n%+v", spec, tt.want)
 			}
 			if inst := v.GetVolumeContext()["csi.tidecache.io/instance"]; inst == "" || inst == "0" {

@@ -51,6 +51,13 @@ const contextInstance = "csi.tidecache.io/instance"
 // with --extra-create-metadata): they are not tidecache's to refuse.
 const kubernetesPrefix = "csi.storage.k8s.io/"
 
+// The claim's namespace and name, which the external-provisioner adds
+// with --extra-create-metadata (deploy/kubernetes/controller.yaml).
+const (
+	paramClaimName      = kubernetesPrefix + "pvc/name"
+	paramClaimNamespace = kubernetesPrefix + "pvc/namespace"
+)
+
 // Filesystems NodeStageVolume makes.
 const (
 	fsExt4 = "ext4"
@@ -70,6 +77,9 @@ type Parameters struct {
 	Protect         string
 	// FSType is empty when the parameters name none.
 	FSType string
+	// Claim is the PersistentVolumeClaim the volume is made for; nil
+	// when the provisioner passed no claim metadata.
+	Claim *api.Claim
 }
 
 // ParseParameters checks a StorageClass's parameters and reports every
@@ -132,6 +142,11 @@ func ParseParameters(in map[string]string) (Parameters, error) {
 					ParamWriteCache, ParamReadCache, ParamReadBlockSize, ParamMode, ParamProtect, ParamFSType)
 			}
 		}
+	}
+	// The claim is metadata for dashboards, not a request: a volume is
+	// made without it when the provisioner passed it incomplete.
+	if c := (api.Claim{Namespace: in[paramClaimNamespace], Name: in[paramClaimName]}); c.Validate() == nil {
+		p.Claim = &c
 	}
 	if p.ReadBlockSize != 0 && p.ReadCacheBytes == 0 {
 		bad("%s needs %s", ParamReadBlockSize, ParamReadCache)
@@ -206,7 +221,7 @@ func (p Parameters) spec(name string, size uint64) api.VolumeSpec {
 	return api.VolumeSpec{
 		Name: name, SizeBytes: size,
 		WriteCacheBytes: p.WriteCacheBytes, ReadCacheBytes: p.ReadCacheBytes, ReadBlockSize: p.ReadBlockSize,
-		Mode: p.Mode, Protect: p.Protect,
+		Mode: p.Mode, Protect: p.Protect, Claim: p.Claim,
 	}
 }
 

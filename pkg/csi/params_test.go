@@ -3,9 +3,11 @@
 package csi_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/csi"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
@@ -23,6 +25,9 @@ func TestParseParameters(t *testing.T) {
 		{name: "plain bytes", in: map[string]string{"writeCache": "16777216"}, want: csi.Parameters{WriteCacheBytes: 16 << 20}},
 		{name: "zero cache", in: map[string]string{"writeCache": "0", "mode": "writethrough"}, want: csi.Parameters{Mode: "writethrough"}},
 		{name: "kubernetes keys pass", in: map[string]string{"csi.storage.k8s.io/fstype": "ext4", "csi.storage.k8s.io/pvc/name": "x"}},
+		{name: "the claim, from the provisioner's metadata", in: map[string]string{"csi.storage.k8s.io/pvc/name": "data-mysql-0", "csi.storage.k8s.io/pvc/namespace": "shop"},
+			want: csi.Parameters{Claim: &api.Claim{Namespace: "shop", Name: "data-mysql-0"}}},
+		{name: "a claim that cannot be one is left out", in: map[string]string{"csi.storage.k8s.io/pvc/name": "Data", "csi.storage.k8s.io/pvc/namespace": "shop"}},
 		{name: "unknown key", in: map[string]string{"writecache": "1G"}, err: []string{`unknown parameter "writecache"`}},
 		{name: "size", in: map[string]string{"writeCache": "1.5G"}, err: []string{`writeCache "1.5G"`}},
 		{name: "unit", in: map[string]string{"readCache": "1Q"}, err: []string{`readCache "1Q"`}},
@@ -39,7 +44,7 @@ func TestParseParameters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := csi.ParseParameters(tt.in)
 			if len(tt.err) == 0 {
-				if err != nil || got != tt.want {
+				if err != nil || !reflect.DeepEqual(got, tt.want) {
 					t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
 				}
 				return

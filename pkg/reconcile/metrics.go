@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tidecache/tidecache/pkg/api"
 )
 
 // Reconcile outcomes, the values of the result label.
@@ -33,6 +35,7 @@ type Metrics struct {
 	unmanaged  prometheus.Gauge
 	invalid    prometheus.Counter
 	drift      *prometheus.CounterVec
+	claims     *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -64,6 +67,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "tidecache_drift_total",
 			Help: "Volumes found with device tables differing from their layout, by action taken (repaired, reported).",
 		}, []string{"action"}),
+		// The labels are kube-state-metrics' names for a claim, so that a
+		// query joins it with the claim's other series.
+		claims: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tidecache_volume_claim_info",
+			Help: "The Kubernetes PersistentVolumeClaim a volume of this node was made for (always 1); join on volume for a claim's cache metrics.",
+		}, []string{"volume", "namespace", "persistentvolumeclaim"}),
 	}
 	for _, r := range []string{ResultSuccess, ResultRequeueAfter, ResultError, ResultTerminalError} {
 		m.reconciles.WithLabelValues(r)
@@ -71,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, a := range []string{DriftRepaired, DriftReported} {
 		m.drift.WithLabelValues(a)
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.errors, m.unmanaged, m.invalid, m.drift} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.errors, m.unmanaged, m.invalid, m.drift, m.claims} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register reconcile metrics: %w", err)
 		}
@@ -94,6 +103,19 @@ func (m *Metrics) observe(result string, seconds float64) {
 func (m *Metrics) setUnmanaged(n int) {
 	if m != nil {
 		m.unmanaged.Set(float64(n))
+	}
+}
+
+// setClaim records the claim a volume this node runs was made for; nil
+// (no claim, or the volume is not this node's) removes the volume's
+// series.
+func (m *Metrics) setClaim(volume string, claim *api.Claim) {
+	if m == nil {
+		return
+	}
+	m.claims.DeletePartialMatch(prometheus.Labels{"volume": volume})
+	if claim != nil {
+		m.claims.WithLabelValues(volume, claim.Namespace, claim.Name).Set(1)
 	}
 }
 

@@ -189,6 +189,7 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 	cancel()
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		c.cfg.Metrics.setClaim(name, nil)
 		return spec, 0, c.reconcileDeleted(ctx, name), false
 	case errors.Is(err, store.ErrInvalidRecord):
 		// A malformed spec: leave the volume as it is and say why, if it
@@ -215,12 +216,14 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 				"volume", name, "spec_node", spec.Node)
 		}
 		c.forget(name)
+		c.cfg.Metrics.setClaim(name, nil)
 		return spec, 0, c.reconcileReplica(ctx, spec), false
 	}
 	c.mu.Lock()
 	c.owned[name] = meta.ModRevision
 	c.known[name] = spec.Node
 	c.mu.Unlock()
+	c.cfg.Metrics.setClaim(name, spec.Claim)
 	return spec, meta.ModRevision, outcome{}, true
 }
 

@@ -985,3 +985,29 @@ func TestMirrorDegradedDrains(t *testing.T) {
 		t.Fatalf("engine calls = %q: want writethrough, then writeback", calls)
 	}
 }
+
+// A volume made for a Kubernetes claim carries it in its spec; the node
+// running it exports the claim, and drops the series with the spec.
+func TestClaimInfo(t *testing.T) {
+	e := newEnv(t, nil).start()
+	s := spec("pvc-1")
+	s.Claim = &api.Claim{Namespace: "shop", Name: "data-mysql-0"}
+	m := e.createSpec(s)
+	e.createSpec(spec("plain"))
+	e.waitStatus("pvc-1", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
+	e.waitStatus("plain", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
+	claim := map[string]string{"volume": "pvc-1", "namespace": "shop", "persistentvolumeclaim": "data-mysql-0"}
+	if n := e.metric("tidecache_volume_claim_info", claim); n != 1 {
+		t.Errorf("tidecache_volume_claim_info%v = %v, want 1", claim, n)
+	}
+	if n := e.metric("tidecache_volume_claim_info", map[string]string{"volume": "plain"}); n != 0 {
+		t.Errorf("a volume without a claim has claim info %v", n)
+	}
+	if err := e.st.DeleteVolumeSpec(e.ctx(), "pvc-1", m.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "pvc-1 deleted", func() bool { return !e.eng.Exists("pvc-1") })
+	if n := e.metric("tidecache_volume_claim_info", nil); n != 0 {
+		t.Errorf("claim info after the spec was deleted: %v, want no series", n)
+	}
+}
