@@ -124,7 +124,7 @@ func TestProgressPrinter(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2:\n%s", len(lines), b.String())
 	}
-	if !strings.Contains(lines[0], "1000 dirty blocks (3.906MiB) left, 0% written back") || !strings.Contains(lines[0], "ETA unknown") {
+	if !strings.Contains(lines[0], "1000 dirty blocks (4000 KiB) left, 0% written back") || !strings.Contains(lines[0], "ETA unknown") {
 		t.Errorf("first line: %s", lines[0])
 	}
 	if !strings.Contains(lines[1], "0 dirty blocks") || !strings.Contains(lines[1], "100% written back") || !strings.Contains(lines[1], "done") {
@@ -250,7 +250,7 @@ func TestPrintVolume(t *testing.T) {
 	}{
 		{"tuned with read tier", tuned, []string{
 			"  tuning:     high watermark 30%, autocommit 100 ms (others: node defaults)\n",
-			"Read cache:   512MiB, block size 256KiB\n",
+			"Read cache:   512 MiB, block size 256 KiB\n",
 		}, nil},
 		{"node defaults, no read tier", plain, []string{"  tuning:     node defaults\n",
 			"  write-back: at most 16 blocks in flight to the HDDs (origin: md127 is raid10 of 4 rotating disks)\n"}, []string{"Read cache"}},

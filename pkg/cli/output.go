@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	units "github.com/docker/go-units"
 	"sigs.k8s.io/yaml"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
 // PrintJSON writes v as indented JSON.
@@ -46,8 +46,9 @@ func newTable(w io.Writer, header ...string) *table {
 func (t *table) row(cols ...string) { fmt.Fprintln(t.tw, strings.Join(cols, "\t")) }
 func (t *table) flush() error       { return t.tw.Flush() }
 
-// size prints a byte count in binary units ("1.5GiB").
-func size(n uint64) string { return units.BytesSize(float64(n)) }
+// size prints a byte count in binary units: the one formatter tidecache
+// uses everywhere (pool.FormatBytes: "64 MiB", "1536 MiB", "3.9 MiB").
+func size(n uint64) string { return pool.FormatBytes(n) }
 
 func percent(r float64) string { return fmt.Sprintf("%.1f%%", r*100) }
 

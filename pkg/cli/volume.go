@@ -13,7 +13,7 @@ import (
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -592,8 +592,7 @@ func isTerminal(w any) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // checkResult is what `volume check -o json` prints.
