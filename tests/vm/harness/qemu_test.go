@@ -24,7 +24,7 @@ func TestQemuArgs(t *testing.T) {
 	args := l.qemuArgs()
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
-		"-nodefaults", "-accel tcg,thread=multi", "-cpu qemu64", "-smp 2", "-m 1024", "-no-reboot",
+		"-nodefaults", "-accel tcg,thread=multi", "-cpu Westmere", "-smp 2", "-m 1024", "-no-reboot",
 		"-kernel /k", "-initrd /i", "-append console=ttyS0",
 		"-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 		"-chardev file,id=console,path=/s/console.log -serial chardev:console",
