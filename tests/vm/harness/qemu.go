@@ -36,14 +36,16 @@ type launch struct {
 // way out of this machine) and monitor; stdio is not used.
 //
 // The CPU model is Westmere, not max: with max the guests take code paths
-// (AVX2 and more) that TCG emulates slowly. Measured in one VM, back to
-// back: pool create 2.1 s against 3.6 s, volume create 0.9 s against 1.5
-// s, md5sum 3 times faster; turning AVX off in max gains only half of
-// that. Not qemu64 either, though as fast: it lacks CMPXCHG16B, and one
-// guest of a CI run under it spun in blkid for 20 minutes (soft lockup)
-// where the kernel falls back to bit spinlocks. Westmere has CX16, SSE4.2
-// and POPCNT, and is as fast. Nothing the tests run needs more than the
-// x86-64 baseline Debian builds for.
+// (AVX2 and more) that TCG emulates slowly. Measured in one VM, three
+// models one after the other: pool create 2.0 s under Westmere, 1.8 s
+// under qemu64, 2.5 s under max; volume create 0.9, 0.8 and 1.2 s; md5sum
+// of 64 MiB 0.5, 0.5 and 1.2 s. Turning AVX off in max gains only part of
+// that. Not qemu64, though a little faster: one guest of a CI run under it
+// spun in blkid for 20 minutes (soft lockup). qemu64 lacks CMPXCHG16B,
+// without which the kernel takes other locking paths (SLUB's bit spinlock
+// among them): the likely cause. Westmere has CX16, SSE4.2 and POPCNT.
+// Nothing the tests run needs more than the x86-64 baseline Debian builds
+// for.
 func (l launch) qemuArgs() []string {
 	args := []string{
 		"-name", "tc-" + l.name,
