@@ -146,21 +146,31 @@ const MaxNodeNameLen = 253
 // already are; the daemon lowercases the host name. No '/' can appear, so a
 // name is always one etcd key segment.
 func ValidateNodeName(name string) error {
-	bad := func(why string) error { return fmt.Errorf("invalid node name %q: %s", name, why) }
+	if why := dnsNameProblem(name); why != "" {
+		return fmt.Errorf("invalid node name %q: %s", name, why)
+	}
+	return nil
+}
+
+// dnsNameProblem says why name is not a lowercase DNS name of 1 to
+// MaxNodeNameLen characters from a-z, 0-9, '-' and '.', starting and
+// ending with a letter or digit; "" when it is one. Node names and the
+// names of Kubernetes objects (a claim and its namespace) are such names.
+func dnsNameProblem(name string) string {
 	if name == "" {
-		return bad("empty")
+		return "empty"
 	}
 	if len(name) > MaxNodeNameLen {
-		return bad(fmt.Sprintf("longer than %d characters", MaxNodeNameLen))
+		return fmt.Sprintf("longer than %d characters", MaxNodeNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return bad("only a-z, 0-9, '-' and '.' allowed")
+			return "only a-z, 0-9, '-' and '.' allowed"
 		}
 	}
 	if first, last := name[0], name[len(name)-1]; first == '-' || first == '.' || last == '-' || last == '.' {
-		return bad("must start and end with a letter or digit")
+		return "must start and end with a letter or digit"
 	}
-	return nil
+	return ""
 }

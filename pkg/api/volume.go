@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -136,19 +135,16 @@ type Claim struct {
 	Name      string `json:"name"`
 }
 
-// kubernetesName is a DNS-1123 subdomain: what Kubernetes allows for a
-// claim's name (a namespace is a stricter DNS-1123 label, which it also
-// matches).
-var kubernetesName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-
-// Validate checks both names are ones Kubernetes allows.
+// Validate checks both names are DNS names, as Kubernetes makes a claim's
+// name (a DNS-1123 subdomain) and its namespace (a DNS-1123 label, which
+// is one too).
 func (c Claim) Validate() error {
 	var errs []error
-	if !kubernetesName.MatchString(c.Namespace) {
-		errs = append(errs, fmt.Errorf("claim namespace %q: want a Kubernetes name (lowercase letters, digits, '-' and '.')", c.Namespace))
+	if why := dnsNameProblem(c.Namespace); why != "" {
+		errs = append(errs, fmt.Errorf("claim namespace %q: %s", c.Namespace, why))
 	}
-	if !kubernetesName.MatchString(c.Name) {
-		errs = append(errs, fmt.Errorf("claim name %q: want a Kubernetes name (lowercase letters, digits, '-' and '.')", c.Name))
+	if why := dnsNameProblem(c.Name); why != "" {
+		errs = append(errs, fmt.Errorf("claim name %q: %s", c.Name, why))
 	}
 	return errors.Join(errs...)
 }
