@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/daemoncli"
@@ -151,28 +152,11 @@ func checkInvocation(roots map[string]*cobra.Command, words []string) error {
 		}
 		if strings.HasPrefix(w, "-") && w != "-" {
 			name, _, hasValue := strings.Cut(strings.TrimLeft(w, "-"), "=")
-			var fl interface{ Type() string }
-			if strings.HasPrefix(w, "--") {
-				if f := c.Flags().Lookup(name); f != nil {
-					fl = f.Value
-				} else if f := c.PersistentFlags().Lookup(name); f != nil {
-					fl = f.Value
-				} else if f := c.InheritedFlags().Lookup(name); f != nil {
-					fl = f.Value
-				}
-			} else if len(name) == 1 {
-				if f := c.Flags().ShorthandLookup(name); f != nil {
-					fl = f.Value
-				} else if f := c.PersistentFlags().ShorthandLookup(name); f != nil {
-					fl = f.Value
-				} else if f := c.InheritedFlags().ShorthandLookup(name); f != nil {
-					fl = f.Value
-				}
-			}
+			fl := lookupFlag(c, name, !strings.HasPrefix(w, "--"))
 			if fl == nil {
 				return fmt.Errorf("%s has no flag %s", c.CommandPath(), w)
 			}
-			if !hasValue && fl.Type() != "bool" {
+			if !hasValue && fl.Value.Type() != "bool" {
 				i++ // its value
 			}
 			continue
@@ -185,6 +169,25 @@ func checkInvocation(roots map[string]*cobra.Command, words []string) error {
 			case c.ValidateArgs([]string{w}) != nil:
 				// A group (volume, pool): its words are subcommands.
 				return fmt.Errorf("%s has no subcommand %q", c.CommandPath(), w)
+			}
+		}
+	}
+	return nil
+}
+
+// lookupFlag finds a flag of c by its long name, or by its one-letter
+// shorthand: among c's own flags, its persistent ones (not merged into
+// Flags until cobra executes) and those it inherits.
+func lookupFlag(c *cobra.Command, name string, short bool) *pflag.Flag {
+	for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags(), c.InheritedFlags()} {
+		switch {
+		case !short:
+			if f := fs.Lookup(name); f != nil {
+				return f
+			}
+		case len(name) == 1:
+			if f := fs.ShorthandLookup(name); f != nil {
+				return f
 			}
 		}
 	}
