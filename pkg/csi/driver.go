@@ -59,7 +59,7 @@ type Config struct {
 	// Runner runs blkid, mkfs, mount and umount.
 	Runner command.Runner
 	// Tidectl is the tidectl the node service runs to read a volume's
-	// health for NodeGetVolumeStats (`tidectl -o json volume show`).
+	// health for NodeGetVolumeHealth (`tidectl -o json volume show`).
 	Tidectl string
 	// Log receives one record per call: debug for successes, info for
 	// requests refused as the caller's mistake, warn for other failures.
