@@ -6,12 +6,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
 
-// ResizeVolume grows a volume to size bytes, live: its origin extent grows
-// in place (pool.Layout.GrowVolume: the space right after it must be
-// free), the new size is recorded, then every device of its stack is
+// ResizeVolume grows a volume to size bytes, live: its last origin extent
+// grows in place, or the volume gets further extents where the origin has
+// room (pool.Layout.GrowVolume; data never moves), the new size is
+// recorded, then every device of its stack is
 // reloaded bottom-up with the longer tables (each suspended for a moment;
 // caches keep their contents). The filesystem on it is the user's to grow
 // (resize2fs, xfs_growfs), online.
@@ -52,6 +54,6 @@ func (e *Engine) ResizeVolume(ctx context.Context, name string, size uint64) (Vo
 			return VolumeInfo{}, fmt.Errorf("volume %s recorded at its new size, but %s: %w (tidectl volume repair %s)", name, d.Name, err, name)
 		}
 	}
-	e.log.Info("volume grown", "volume", name, "pool", p.Layout.Name, "from_bytes", v.Origin.Length*512, "to_bytes", grown.Origin.Length*512)
+	e.log.Info("volume grown", "volume", name, "pool", p.Layout.Name, "from_bytes", v.SizeSectors()*pool.SectorSize, "to_bytes", grown.SizeSectors()*pool.SectorSize, "origin_extents", len(grown.OriginTail)+1)
 	return e.volumeInfo(ctx, p, *grown), nil
 }

@@ -143,7 +143,7 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 	top := stack.DeviceName(v.Name, stack.RoleTop)
 	info := VolumeInfo{
 		Name: v.Name, UUID: v.UUID, Pool: p.Layout.Name, Mode: v.Mode,
-		Device: dm.DevicePath(top), SizeBytes: v.Origin.Length * pool.SectorSize,
+		Device: dm.DevicePath(top), SizeBytes: v.SizeSectors() * pool.SectorSize,
 		BlockSize: blockSize(v), Tuning: v.Tuning, FUAWindow: v.FUAWindow,
 		Protection: v.Protection(),
 	}

@@ -112,6 +112,7 @@ func TestValidateAdopted(t *testing.T) {
 	}{
 		{"origin not the whole device", func(v *Volume) { v.Origin.Length -= mib }, "mapped whole"},
 		{"origin on a member", func(v *Volume) { v.Origin.Member = "m1" }, "mapped whole"},
+		{"further origin extents", func(v *Volume) { v.OriginTail = []Extent{{Offset: ReservedSectors, Length: mib}} }, "no further origin extents"},
 		{"identifier lost", func(v *Volume) { v.Adopted.MDUUID = "" }, "no stable identifier"},
 		{"device of size 0", func(v *Volume) { v.Adopted.SizeSectors = 0 }, "size 0"},
 		{"not adopted in a pool without origin", func(v *Volume) { v.Adopted = nil }, "must adopt a device"},

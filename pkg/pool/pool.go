@@ -42,6 +42,13 @@ const (
 	MinReadMetaBytes = 8 << 20
 )
 
+// MaxOriginExtents bounds the extents of one volume on the origin (Origin
+// and OriginTail). Every growth past a neighbour adds one; the bound keeps
+// a volume's dm-linear table and its share of the superblock small, and a
+// volume that reaches it is better copied to a fresh volume than split
+// further. Validate enforces it, so it can only be raised.
+const MaxOriginExtents = 64
+
 // ReadMetaBaseBytes, ReadMetaBytesPerBlock and ReadMetaBlockSectors define
 // the size of a read tier's metadata slice. dm-cache needs about 4 MiB plus
 // 16 bytes per cache block (kernel documentation, admin-guide/device-mapper/
@@ -179,10 +186,16 @@ type Volume struct {
 	Name string
 	UUID string
 	Mode Mode
-	// Origin is the volume's extent of the origin; Origin.Member is "".
-	// For an adopted volume it is the whole of the Adopted device
+	// Origin is the volume's first extent of the origin; Origin.Member is
+	// "". For an adopted volume it is the whole of the Adopted device
 	// instead ([0, AdoptedSectors)), not an extent of the pool's origin.
 	Origin Extent
+	// OriginTail are the further extents of the origin a volume got when
+	// it grew and the space right after its last extent was taken: the
+	// volume's sectors map onto Origin, then onto each of these in order,
+	// as the lines of one dm-linear table (LVM's segments). Empty for a
+	// volume that never grew past a neighbour, and for adopted volumes.
+	OriginTail []Extent
 	// Adopted, when set, is the device the volume caches: one that held
 	// data before (tidectl volume adopt), which the pool does not own.
 	Adopted *Adopted
@@ -331,6 +344,21 @@ func (t *Tuning) clone() *Tuning {
 	return &c
 }
 
+// OriginExtents returns the extents the volume's sectors map onto, in
+// order: Origin, then OriginTail.
+func (v *Volume) OriginExtents() []Extent {
+	return append([]Extent{v.Origin}, v.OriginTail...)
+}
+
+// SizeSectors is the size of the volume: the sum of its origin extents.
+func (v *Volume) SizeSectors() uint64 {
+	n := v.Origin.Length
+	for _, e := range v.OriginTail {
+		n += e.Length
+	}
+	return n
+}
+
 // HasReadTier reports whether the volume has read-tier slices.
 func (v *Volume) HasReadTier() bool { return v.ReadCache != nil && v.ReadMeta != nil }
 
@@ -343,7 +371,9 @@ func (v *Volume) HasReadTier() bool { return v.ReadCache != nil && v.ReadMeta !=
 func (v *Volume) Extents() []RoleExtent {
 	var out []RoleExtent
 	if v.Adopted == nil {
-		out = append(out, RoleExtent{"origin extent", v.Origin})
+		for _, e := range v.OriginExtents() {
+			out = append(out, RoleExtent{"origin extent", e})
+		}
 	}
 	if v.WriteCache != nil {
 		out = append(out, RoleExtent{"write cache", *v.WriteCache})
@@ -371,6 +401,7 @@ type RoleExtent struct {
 
 func (v Volume) clone() Volume {
 	c := v
+	c.OriginTail = slices.Clone(v.OriginTail)
 	c.WriteCache = cloneExtent(v.WriteCache)
 	if v.WriteMirror != nil {
 		m := *v.WriteMirror

@@ -189,6 +189,12 @@ func (l *Layout) Validate() error {
 		if (v.ReadCache == nil) != (v.ReadMeta == nil) {
 			add("%s: read tier needs both a read cache and a read meta slice", who)
 		}
+		switch {
+		case len(v.OriginTail) > 0 && v.Adopted != nil:
+			add("%s: an adopted device is mapped whole, it has no further origin extents", who)
+		case len(v.OriginTail)+1 > MaxOriginExtents:
+			add("%s: %d origin extents, at most %d", who, len(v.OriginTail)+1, MaxOriginExtents)
+		}
 		for _, re := range v.Extents() {
 			onSSD := re.Role != "origin extent"
 			switch {

@@ -143,7 +143,7 @@ func Build(v pool.Volume, devs Devices, t Tuning) (Stack, error) {
 // used to compute the target of a live mode change.
 func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, error) {
 	s := Stack{Volume: v.Name}
-	length := v.Origin.Length
+	length := v.SizeSectors()
 	if length == 0 {
 		return Stack{}, fmt.Errorf("volume %s: empty origin extent", v.Name)
 	}
@@ -161,6 +161,22 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 		return add(role, dm.Table{lp.Target(0, e.Length)}), nil
 	}
 
+	// concat maps extents one after the other, one dm-linear line each:
+	// a volume that grew past a neighbour has several on the origin.
+	concat := func(role Role, extents []pool.Extent) (Device, error) {
+		var table dm.Table
+		var start uint64
+		for _, e := range extents {
+			p, err := devs.path(e)
+			if err != nil {
+				return Device{}, fmt.Errorf("volume %s %s slice: %w", v.Name, role, err)
+			}
+			table = append(table, dm.LinearParams{Device: p, Offset: e.Offset}.Target(start, e.Length))
+			start += e.Length
+		}
+		return add(role, table), nil
+	}
+
 	var origin Device
 	var err error
 	if a := v.Adopted; a != nil {
@@ -171,7 +187,7 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 			return Stack{}, fmt.Errorf("volume %s: adopted device %s not found on this node", v.Name, a)
 		}
 		origin = add(RoleOrigin, dm.Table{dm.LinearParams{Device: p}.Target(0, v.Origin.Length)})
-	} else if origin, err = slice(RoleOrigin, v.Origin); err != nil {
+	} else if origin, err = concat(RoleOrigin, v.OriginExtents()); err != nil {
 		return Stack{}, err
 	}
 	lower := origin

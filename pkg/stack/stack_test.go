@@ -71,6 +71,8 @@ func TestBuildGolden(t *testing.T) {
 		Leg:     pool.Extent{Member: "ssd-b", Offset: 532480, Length: 262144},
 		LegMeta: pool.Extent{Member: "ssd-b", Offset: 794624, Length: 2048},
 	}
+	grown := testVolume()
+	grown.OriginTail = []pool.Extent{{Offset: 6299648, Length: 1048576}, {Offset: 4202496, Length: 524288}}
 	adopted := noRead
 	adopted.Adopted = &pool.Adopted{Path: "/dev/md0", MDUUID: "3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b", SizeSectors: 2097159}
 	adopted.Origin = pool.Extent{Length: pool.AdoptedSectors(adopted.Adopted.SizeSectors)}
@@ -107,6 +109,11 @@ func TestBuildGolden(t *testing.T) {
 		// down to 4 KiB), the rest is the usual stack.
 		{"writeback-adopted", adopted, pool.ModeWriteback, DefaultTuning()},
 		{"passthrough-adopted", adopted, pool.ModePassthrough, DefaultTuning()},
+		// A volume grown past its neighbours: the origin device maps its
+		// three extents one after the other, every tier above sees the
+		// sum (1.75 GiB).
+		{"writeback-grown", grown, pool.ModeWriteback, DefaultTuning()},
+		{"passthrough-grown", grown, pool.ModePassthrough, DefaultTuning()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {

@@ -18,13 +18,16 @@ import (
 const (
 	// Magic starts every slot image.
 	Magic = "TIDECACH"
-	// FormatVersion is the version this build writes and the newest it
-	// reads.
-	FormatVersion = 1
+	// FormatVersion is the newest version this build reads and writes.
+	// Version 2 is version 1 plus volumes of several origin extents
+	// (origin_tail); Encode writes it only for a layout that has such a
+	// volume, and version 1 for every other, so a release that reads
+	// version 1 only keeps reading every pool that does not need more.
+	FormatVersion = 2
 	// SlotSize is the size in bytes of each of the two slots: slot A at
 	// byte 0, slot B at byte SlotSize.
 	SlotSize = 1 << 20
-	// HeaderSize is the length of a version 1 header.
+	// HeaderSize is the length of a version 1 and 2 header.
 	HeaderSize = 64
 	// ImageAlign is the granularity of a slot image: Encode pads to it so
 	// every write covers whole 4 KiB blocks.
@@ -134,7 +137,7 @@ func Encode(sb Superblock) ([]byte, error) {
 	img := make([]byte, (n+ImageAlign-1)/ImageAlign*ImageAlign)
 	le := binary.LittleEndian
 	copy(img[offMagic:], Magic)
-	le.PutUint32(img[offVersion:], FormatVersion)
+	le.PutUint32(img[offVersion:], formatFor(&sb.Layout))
 	le.PutUint32(img[offHeaderLen:], HeaderSize)
 	le.PutUint32(img[offPayloadLen:], uint32(len(payload)))
 	img[offRole] = byte(sb.Role)
@@ -143,6 +146,17 @@ func Encode(sb Superblock) ([]byte, error) {
 	le.PutUint32(img[offHeaderCRC:], checksum(img[:offHeaderCRC]))
 	copy(img[HeaderSize:], payload)
 	return img, nil
+}
+
+// formatFor returns the oldest format version that can hold l: 2 if a
+// volume has several origin extents, else 1.
+func formatFor(l *pool.Layout) uint32 {
+	for i := range l.Volumes {
+		if len(l.Volumes[i].OriginTail) > 0 {
+			return 2
+		}
+	}
+	return 1
 }
 
 // Decode parses one slot image. b may be longer than the image (a whole
@@ -187,9 +201,9 @@ func decode(b []byte) (Superblock, []byte, error) {
 		return Superblock{}, nil, &VersionError{Version: version}
 	}
 
-	// Version 1.
+	// Versions 1 and 2 share the header; 2 only adds a payload field.
 	if hlen != HeaderSize {
-		return corrupt(nil, "header length %d, version 1 headers are %d bytes", hlen, HeaderSize)
+		return corrupt(nil, "header length %d, version %d headers are %d bytes", hlen, version, HeaderSize)
 	}
 	if hdr[offReserved] != 0 || le.Uint16(hdr[offFlags:]) != 0 || !allZero(hdr[offPayloadCRC+4:offHeaderCRC]) {
 		return corrupt(nil, "reserved header bytes or flags set (flags %#04x)", le.Uint16(hdr[offFlags:]))
@@ -211,7 +225,7 @@ func decode(b []byte) (Superblock, []byte, error) {
 		return corrupt(nil, "payload CRC32C mismatch: expected %#08x, actual %#08x", want, got)
 	}
 
-	var w wireV1
+	var w wirePayload
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
@@ -221,6 +235,9 @@ func decode(b []byte) (Superblock, []byte, error) {
 		return corrupt(nil, "payload has data after the JSON document")
 	}
 	sb := fromWire(&w, role)
+	if need := formatFor(&sb.Layout); need > version {
+		return corrupt(nil, "payload needs format version %d (a volume has several origin extents), the header says %d", need, version)
+	}
 	if gen := le.Uint64(hdr[offGeneration:]); gen != sb.Layout.Generation {
 		return corrupt(nil, "header generation %d differs from payload generation %d", gen, sb.Layout.Generation)
 	}

@@ -103,13 +103,13 @@ func mustEncode(t testing.TB, sb Superblock) []byte {
 	return img
 }
 
-// rawImage builds a slot image from a header edit and a payload, with
-// correct checksums, to test the checks behind them.
+// rawImage builds a format 1 slot image from a header edit and a payload,
+// with correct checksums, to test the checks behind them.
 func rawImage(edit func(h []byte), payload []byte) []byte {
 	le := binary.LittleEndian
 	img := make([]byte, HeaderSize+len(payload))
 	copy(img, Magic)
-	le.PutUint32(img[offVersion:], FormatVersion)
+	le.PutUint32(img[offVersion:], 1) // an edit may set another
 	le.PutUint32(img[offHeaderLen:], HeaderSize)
 	le.PutUint32(img[offPayloadLen:], uint32(len(payload)))
 	img[offRole] = byte(RoleSSD)

@@ -4,13 +4,13 @@ package superblock
 
 import "github.com/tidecache/tidecache/pkg/pool"
 
-// The version 1 payload: JSON with explicit, snake_case field names. These
-// types are the on-disk format; pool's types are the in-memory model. They
-// are kept apart so renaming a Go field can never change what is on disk,
-// and a change to the format is a visible edit here plus a FormatVersion
-// bump (see docs/superblock.md).
+// The payload of format versions 1 and 2: JSON with explicit, snake_case
+// field names. These types are the on-disk format; pool's types are the
+// in-memory model. They are kept apart so renaming a Go field can never
+// change what is on disk, and a change to the format is a visible edit
+// here plus a FormatVersion bump (see docs/superblock.md).
 
-type wireV1 struct {
+type wirePayload struct {
 	DeviceUUID string   `json:"device_uuid"`
 	Pool       wirePool `json:"pool"`
 }
@@ -55,14 +55,19 @@ type wireExtent struct {
 }
 
 type wireVolume struct {
-	Name       string      `json:"name"`
-	UUID       string      `json:"uuid"`
-	Mode       string      `json:"mode"`
-	Origin     wireExtent  `json:"origin"`
-	WriteCache *wireExtent `json:"write_cache"`
-	ReadCache  *wireExtent `json:"read_cache"`
-	ReadMeta   *wireExtent `json:"read_meta"`
-	BlockSize  uint32      `json:"block_size"`
+	Name   string     `json:"name"`
+	UUID   string     `json:"uuid"`
+	Mode   string     `json:"mode"`
+	Origin wireExtent `json:"origin"`
+	// OriginTail (the further origin extents of a volume that grew past a
+	// neighbour) is format 2. Version 1 readers refuse a version 2 slot
+	// as newer: they would map the volume on its first extent alone, cut
+	// off its end and hand the rest of its data to a new volume.
+	OriginTail []wireExtent `json:"origin_tail,omitempty"`
+	WriteCache *wireExtent  `json:"write_cache"`
+	ReadCache  *wireExtent  `json:"read_cache"`
+	ReadMeta   *wireExtent  `json:"read_meta"`
+	BlockSize  uint32       `json:"block_size"`
 	// ReadBlockSize (the dm-cache block size in bytes) was added in format
 	// 1 as an optional field, written only when the volume chose one:
 	// older payloads decode to 0, the node default they ran with, and a
@@ -238,9 +243,9 @@ func tuningFromWire(w *wireTuning) *pool.Tuning {
 	return t
 }
 
-func toWire(sb *Superblock) *wireV1 {
+func toWire(sb *Superblock) *wirePayload {
 	l := &sb.Layout
-	w := &wireV1{
+	w := &wirePayload{
 		DeviceUUID: sb.DeviceUUID,
 		Pool: wirePool{
 			Name:       l.Name,
@@ -260,6 +265,7 @@ func toWire(sb *Superblock) *wireV1 {
 			UUID:          v.UUID,
 			Mode:          string(v.Mode),
 			Origin:        extentToWire(v.Origin),
+			OriginTail:    extentsToWire(v.OriginTail),
 			WriteCache:    extentPtrToWire(v.WriteCache),
 			ReadCache:     extentPtrToWire(v.ReadCache),
 			ReadMeta:      extentPtrToWire(v.ReadMeta),
@@ -281,7 +287,7 @@ func toWire(sb *Superblock) *wireV1 {
 }
 
 // fromWire converts a decoded payload. Empty lists become nil slices.
-func fromWire(w *wireV1, role Role) Superblock {
+func fromWire(w *wirePayload, role Role) Superblock {
 	p := &w.Pool
 	sb := Superblock{
 		Role:       role,
@@ -302,6 +308,7 @@ func fromWire(w *wireV1, role Role) Superblock {
 			UUID:          v.UUID,
 			Mode:          pool.Mode(v.Mode),
 			Origin:        extentFromWire(v.Origin),
+			OriginTail:    extentsFromWire(v.OriginTail),
 			WriteCache:    extentPtrFromWire(v.WriteCache),
 			ReadCache:     extentPtrFromWire(v.ReadCache),
 			ReadMeta:      extentPtrFromWire(v.ReadMeta),
@@ -324,6 +331,22 @@ func fromWire(w *wireV1, role Role) Superblock {
 
 func extentToWire(e pool.Extent) wireExtent {
 	return wireExtent{Member: e.Member, Offset: e.Offset, Length: e.Length}
+}
+
+func extentsToWire(es []pool.Extent) []wireExtent {
+	var out []wireExtent
+	for _, e := range es {
+		out = append(out, extentToWire(e))
+	}
+	return out
+}
+
+func extentsFromWire(ws []wireExtent) []pool.Extent {
+	var out []pool.Extent
+	for _, w := range ws {
+		out = append(out, extentFromWire(w))
+	}
+	return out
 }
 
 func extentPtrToWire(e *pool.Extent) *wireExtent {
