@@ -278,6 +278,10 @@ type VolumeStatus struct {
 	ObservedRevision int64 `json:"observedRevision"`
 	// Mode is the mode the kernel tables are in now.
 	Mode string `json:"mode,omitempty"`
+	// SizeBytes is the volume's size as its node built it: below the
+	// spec's while a growth is on its way (ControllerExpandVolume waits
+	// for it).
+	SizeBytes uint64 `json:"sizeBytes,omitempty"`
 	// State is the reconciler's one-word summary (one of the State
 	// constants); Error the last error, empty when healthy.
 	State string `json:"state,omitempty"`

@@ -1121,13 +1121,15 @@ func newVolumeResizeCmd(g *Globals) *cobra.Command {
 	var sizeArg string
 	cmd := &cobra.Command{
 		Use:   "resize NAME --size SIZE",
-		Short: "Grow a volume in place, live",
-		Long: `Grow a volume to SIZE: its extent of the HDD array grows in place, which
-needs the space right after it to be free ('tidectl pool show' lists the
-volumes; a volume followed by another cannot grow, since tidecache does not
-move data on the HDDs). The new size is recorded, then each device of the
-volume is reloaded with it; the device stays mounted and its caches keep
-their contents. Shrinking is refused.
+		Short: "Grow a volume, live",
+		Long: `Grow a volume to SIZE. Its data on the HDD array never moves: its last
+extent there grows when the space right after it is free; otherwise the
+volume gets a further extent wherever the array has room (one that holds
+all of the growth when there is one, else the largest free ones), mapped
+after the others as one more line of its dm-linear table. A volume has at
+most 64 extents. The new size is recorded, then each device of the volume
+is reloaded with it; the device stays mounted, I/O goes on, and its caches
+keep their contents. Shrinking is refused.
 
 Grow the filesystem yourself afterwards, online: 'resize2fs
 /dev/mapper/tc-NAME' for ext4, 'xfs_growfs MOUNTPOINT' for XFS. An

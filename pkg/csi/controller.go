@@ -40,11 +40,10 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 	rpc := func(t csi.ControllerServiceCapability_RPC_Type) *csi.ControllerServiceCapability {
 		return &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}}
 	}
-	// No EXPAND_VOLUME: growing a volume (tidectl volume resize) works on
-	// its node only, there is no spec field for it yet.
 	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{
 		rpc(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
 		rpc(csi.ControllerServiceCapability_RPC_GET_CAPACITY),
+		rpc(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME),
 	}}, nil
 }
 

@@ -377,9 +377,13 @@ func TestIdentity(t *testing.T) {
 	wantCode(t, err, codes.OK)
 	var got []string
 	for _, cp := range caps.GetCapabilities() {
+		if e := cp.GetVolumeExpansion(); e != nil {
+			got = append(got, "expansion "+e.GetType().String())
+			continue
+		}
 		got = append(got, cp.GetService().GetType().String())
 	}
-	if strings.Join(got, ",") != "VOLUME_ACCESSIBILITY_CONSTRAINTS,CONTROLLER_SERVICE" {
+	if strings.Join(got, ",") != "VOLUME_ACCESSIBILITY_CONSTRAINTS,expansion ONLINE,CONTROLLER_SERVICE" {
 		t.Fatalf("plugin capabilities %v", got)
 	}
 	probe, err := c.id.Probe(testCtx(t), &csi.ProbeRequest{})
@@ -393,8 +397,8 @@ func TestIdentity(t *testing.T) {
 	for _, cp := range ctl.GetCapabilities() {
 		got = append(got, cp.GetRpc().GetType().String())
 	}
-	if strings.Join(got, ",") != "CREATE_DELETE_VOLUME,GET_CAPACITY" {
-		t.Fatalf("controller capabilities %v (no EXPAND_VOLUME: resize is node-local)", got)
+	if strings.Join(got, ",") != "CREATE_DELETE_VOLUME,GET_CAPACITY,EXPAND_VOLUME" {
+		t.Fatalf("controller capabilities %v", got)
 	}
 
 	// etcd gone: the controller is not ready, and says so without an error.

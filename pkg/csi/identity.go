@@ -24,7 +24,11 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	service := func(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
 		return &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}}
 	}
-	caps := []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)}
+	// Volumes grow while they are in use: the node reloads the stack live
+	// and the filesystem grows mounted.
+	online := &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{
+		VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: csi.PluginCapability_VolumeExpansion_ONLINE}}}
+	caps := []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS), online}
 	if i.d.cfg.Controller {
 		caps = append(caps, service(csi.PluginCapability_Service_CONTROLLER_SERVICE))
 	}

@@ -45,6 +45,7 @@ func (n *node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequ
 		rpc(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
 		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
 		rpc(csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH),
+		rpc(csi.NodeServiceCapability_RPC_EXPAND_VOLUME),
 	}}, nil
 }
 

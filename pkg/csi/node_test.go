@@ -26,15 +26,16 @@ func TestNodeRequests(t *testing.T) {
 	}
 	caps, err := c.node.NodeGetCapabilities(testCtx(t), &csi.NodeGetCapabilitiesRequest{})
 	wantCode(t, err, codes.OK)
-	if len(caps.GetCapabilities()) != 3 || caps.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME ||
+	if len(caps.GetCapabilities()) != 4 || caps.GetCapabilities()[0].GetRpc().GetType() != csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME ||
 		caps.GetCapabilities()[1].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_STATS ||
-		caps.GetCapabilities()[2].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH {
+		caps.GetCapabilities()[2].GetRpc().GetType() != csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH ||
+		caps.GetCapabilities()[3].GetRpc().GetType() != csi.NodeServiceCapability_RPC_EXPAND_VOLUME {
 		t.Fatalf("node capabilities %v", caps)
 	}
 	pcaps, err := c.id.GetPluginCapabilities(testCtx(t), &csi.GetPluginCapabilitiesRequest{})
 	wantCode(t, err, codes.OK)
-	if len(pcaps.GetCapabilities()) != 1 {
-		t.Fatalf("a node-only driver advertises %v, want accessibility constraints only", pcaps.GetCapabilities())
+	if len(pcaps.GetCapabilities()) != 2 || pcaps.GetCapabilities()[1].GetVolumeExpansion().GetType() != csi.PluginCapability_VolumeExpansion_ONLINE {
+		t.Fatalf("a node-only driver advertises %v, want accessibility constraints and online expansion only", pcaps.GetCapabilities())
 	}
 	dir := t.TempDir()
 	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")

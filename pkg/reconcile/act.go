@@ -15,7 +15,7 @@ import (
 
 // act carries a plan out through the engine, in this order: record a newly
 // latched SSD error, create a missing volume, repair (or report) drift,
-// change the mode, apply the tuning, flush; then report. Each engine step
+// grow, change the mode, apply the tuning, flush; then report. Each engine step
 // that fails ends the pass with the error in the status.
 func (c *Controller) act(ctx context.Context, o observation, vs *volState, p plan, st api.VolumeStatus) outcome {
 	name, d := o.spec.Name, p.decision
@@ -72,6 +72,13 @@ func (c *Controller) act(ctx context.Context, o observation, vs *volState, p pla
 	}
 	if p.refuse != nil {
 		return c.fail(ctx, st, p.refuse, &actual)
+	}
+	if p.grow > 0 {
+		c.log.Info("growing volume", "volume", name, "from_bytes", actual.SizeBytes, "to_bytes", p.grow, "revision", o.revision)
+		if _, err := c.engine.ResizeVolume(ctx, name, p.grow); err != nil {
+			return c.fail(ctx, st, classify(fmt.Errorf("grow to %d bytes: %w", p.grow, err)), &actual)
+		}
+		changed = true
 	}
 	if p.setMode != "" {
 		c.log.Info("changing mode", "volume", name, "from", actual.Mode, "to", p.setMode, "reason", d.Reason, "revision", o.revision)

@@ -40,6 +40,9 @@ type Engine interface {
 	// autocommit time (nil: node defaults) and reports whether anything
 	// changed.
 	SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error)
+	// ResizeVolume grows a volume to size bytes, live (see
+	// engine.Engine.ResizeVolume).
+	ResizeVolume(ctx context.Context, name string, size uint64) (engine.VolumeInfo, error)
 }
 
 // Replicas keeps the slices this node holds for other nodes' peer mirrors

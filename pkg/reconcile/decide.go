@@ -57,6 +57,10 @@ type plan struct {
 	addPeer bool
 	// refuse is a terminal error: the decision cannot be carried out.
 	refuse error
+	// grow is the size in bytes the volume grows to, live, when its spec
+	// asks for more than it has (0: no growth). A shared-origin volume is
+	// cached whole and never grows here.
+	grow uint64
 	// setMode is the mode to switch to, "" to keep the mode.
 	setMode pool.Mode
 	// setTuning asks for tuning to be applied in place.
@@ -106,6 +110,9 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 			p.reportDrift, p.requeue = true, resync
 			return p, nil
 		}
+	}
+	if want := up(o.spec.SizeBytes); o.spec.SharedOrigin == nil && want > o.actual.SizeBytes {
+		p.grow = want
 	}
 	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode
 	p.addPeer = o.spec.ReplicaNode != "" && o.actual.PeerNode == "" && o.actual.FailedOverFrom != "" && o.actual.Protection == pool.ProtectNone

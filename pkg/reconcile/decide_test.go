@@ -210,11 +210,31 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name: "size differs from the spec: mismatch alert, nothing changed",
-			obs:  wb(func(o *observation) { o.spec.SizeBytes = 2 << 30 }),
+			name: "spec smaller than the volume: mismatch alert, nothing changed",
+			obs:  wb(func(o *observation) { o.spec.SizeBytes = 512 << 20 }),
 			check: func(t *testing.T, p plan) {
-				if !strings.Contains(p.mismatch, api.AlertSpecMismatch) || !strings.Contains(p.mismatch, "size") || p.setMode != "" {
-					t.Errorf("mismatch %q setMode %q", p.mismatch, p.setMode)
+				if !strings.Contains(p.mismatch, api.AlertSpecMismatch) || !strings.Contains(p.mismatch, "volumes only grow") || p.setMode != "" || p.grow != 0 {
+					t.Errorf("mismatch %q setMode %q grow %d", p.mismatch, p.setMode, p.grow)
+				}
+			},
+		},
+		{
+			name: "spec larger than the volume: it grows, rounded up to the alignment, no mismatch",
+			obs:  wb(func(o *observation) { o.spec.SizeBytes = 2<<30 + 1 }),
+			check: func(t *testing.T, p plan) {
+				if p.grow != 2<<30+1<<20 || p.mismatch != "" || p.setMode != "" {
+					t.Errorf("grow %d mismatch %q setMode %q", p.grow, p.mismatch, p.setMode)
+				}
+			},
+		},
+		{
+			name: "shared origin: cached whole, never grown from the spec",
+			obs: wb(func(o *observation) {
+				o.spec.SizeBytes, o.spec.SharedOrigin = 2<<30, &api.SharedOrigin{Node: "san", Export: "lun0"}
+			}),
+			check: func(t *testing.T, p plan) {
+				if p.grow != 0 {
+					t.Errorf("grow %d", p.grow)
 				}
 			},
 		},

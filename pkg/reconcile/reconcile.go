@@ -384,10 +384,9 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 }
 
 // mismatch describes spec fields the existing volume does not match and
-// that cannot be changed in place, "" when there are none.
+// that cannot be changed in place, "" when there are none. A larger size
+// is not one: the volume grows to it (plan.grow).
 func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
-	const align = pool.Alignment * pool.SectorSize
-	up := func(b uint64) uint64 { return (b + align - 1) / align * align }
 	var diffs []string
 	if spec.Pool != "" && spec.Pool != v.Pool {
 		diffs = append(diffs, fmt.Sprintf("pool %s, spec asks %s", v.Pool, spec.Pool))
@@ -402,6 +401,13 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 	} {
 		if f.what == "size" && spec.SharedOrigin != nil {
 			continue // cached whole: the size is the device's
+		}
+		if f.what == "size" && up(f.spec) > f.got {
+			continue // grown in place (plan.grow)
+		}
+		if f.what == "size" && up(f.spec) < f.got {
+			diffs = append(diffs, fmt.Sprintf("size %d bytes, spec asks %d (volumes only grow)", f.got, f.spec))
+			continue
 		}
 		if up(f.spec) != f.got {
 			diffs = append(diffs, fmt.Sprintf("%s %d bytes, spec asks %d", f.what, f.got, f.spec))
@@ -424,6 +430,13 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		return ""
 	}
 	return "volume differs from its spec (not changed in place; recreate the volume to change it): " + strings.Join(diffs, "; ")
+}
+
+// up rounds a spec's size up to the allocator's alignment, as the volume
+// built from it is.
+func up(b uint64) uint64 {
+	const align = pool.Alignment * pool.SectorSize
+	return (b + align - 1) / align * align
 }
 
 // collectDrift gathers the *engine.DriftError leaves of a joined error.
@@ -498,7 +511,7 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 	st.Node = c.cfg.Node
 	st.UpdatedAt = time.Now().UTC()
 	if actual != nil {
-		st.Mode = string(actual.Mode)
+		st.Mode, st.SizeBytes = string(actual.Mode), actual.SizeBytes
 		if st.State == "" {
 			st.State = actual.State
 		}

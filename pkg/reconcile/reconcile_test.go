@@ -115,6 +115,46 @@ func TestModeChange(t *testing.T) {
 	}
 }
 
+// TestGrowFromSpec raises a volume's size in its spec: the node grows it
+// once, live, and reports the new size; a growth the pool has no room for
+// is a terminal error in the status until the spec changes, and a smaller
+// size is a mismatch, never a shrink.
+func TestGrowFromSpec(t *testing.T) {
+	e := newEnv(t, nil).start()
+	e.createSpec(spec("db"))
+	e.waitStatus("db", "created", func(s api.VolumeStatus) bool { return s.State == api.StateActive })
+
+	m := e.updateSpec("db", func(s *api.VolumeSpec) { s.SizeBytes = 2 << 30 })
+	st := e.waitStatus("db", "grown", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.SizeBytes == 2<<30
+	})
+	if st.State != api.StateActive || st.Error != "" || len(st.Alerts) != 0 {
+		t.Errorf("status after growing = %+v", st)
+	}
+	e.ctrl.Resync(e.ctx())
+	if n := e.eng.Count("resize db"); n != 1 {
+		t.Errorf("ResizeVolume called %d times, want once: %q", n, e.eng.Calls())
+	}
+
+	e.eng.LimitSize(3 << 30)
+	m = e.updateSpec("db", func(s *api.VolumeSpec) { s.SizeBytes = 4 << 30 })
+	st = e.waitStatus("db", "refused", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == api.StateError
+	})
+	if !strings.Contains(st.Error, "not enough free space") || st.SizeBytes != 2<<30 {
+		t.Errorf("status after a growth with no room = %+v", st)
+	}
+
+	m = e.updateSpec("db", func(s *api.VolumeSpec) { s.SizeBytes = 1 << 30 })
+	st = e.waitStatus("db", "mismatch", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	if st.SizeBytes != 2<<30 || !strings.Contains(strings.Join(st.Alerts, " "), "volumes only grow") {
+		t.Errorf("status after asking for less = %+v", st)
+	}
+	if n := e.eng.Count("resize db"); n != 1 {
+		t.Errorf("ResizeVolume called %d times: %q", n, e.eng.Calls())
+	}
+}
+
 // TestLatestStateWins changes the spec three times while a mode change is
 // under way: the volume gets one more reconcile, for the last spec, and
 // never two at once.

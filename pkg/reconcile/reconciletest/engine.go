@@ -43,6 +43,8 @@ type Engine struct {
 
 	mu    sync.Mutex
 	pools []string
+	// noSpaceAbove, if set, is the largest size ResizeVolume grants.
+	noSpaceAbove uint64
 	// replicas are the replicas kept (HostReplica), by volume.
 	replicas map[string]pool.ReplicaRequest
 	vols     map[string]*Volume
@@ -326,6 +328,34 @@ func (f *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	}
 	v.Drift = false
 	return []string{"tc-" + name}, nil
+}
+
+// LimitSize makes ResizeVolume refuse sizes above n bytes, as a pool
+// without room would.
+func (f *Engine) LimitSize(n uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noSpaceAbove = n
+}
+
+// ResizeVolume records the growth and grows the volume; like the engine
+// it refuses to shrink, and refuses growth past LimitSize with
+// pool.ErrNoSpace.
+func (f *Engine) ResizeVolume(ctx context.Context, name string, size uint64) (engine.VolumeInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.vols[name]
+	switch {
+	case !ok:
+		return engine.VolumeInfo{}, fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
+	case alignUp(size) < v.Info.SizeBytes:
+		return engine.VolumeInfo{}, fmt.Errorf("volume %s: shrinking: %w", name, pool.ErrInvalidRequest)
+	case f.noSpaceAbove != 0 && size > f.noSpaceAbove:
+		return engine.VolumeInfo{}, fmt.Errorf("volume %s: not enough free space: %w", name, pool.ErrNoSpace)
+	}
+	f.record("resize %s %d", name, alignUp(size))
+	v.Info.SizeBytes = alignUp(size)
+	return f.view(v), nil
 }
 
 func (f *Engine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bool, error) {
