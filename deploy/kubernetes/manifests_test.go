@@ -277,8 +277,8 @@ func checkDriver(t *testing.T, byKind map[string][]object) {
 		if sc.Provisioner != csi.DefaultName {
 			t.Errorf("%s: provisioner %s, want %s", o, sc.Provisioner, csi.DefaultName)
 		}
-		if sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion {
-			t.Errorf("%s: allowVolumeExpansion, but the driver does not expand volumes", o)
+		if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+			t.Errorf("%s: want allowVolumeExpansion (the driver expands volumes online)", o)
 		}
 		if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 			t.Errorf("%s: want volumeBindingMode WaitForFirstConsumer (a volume lives on one node)", o)
@@ -369,6 +369,11 @@ func checkWorkloads(t *testing.T, byKind map[string][]object, k kustomization) {
 		}
 		if !slices.Contains(names, "liveness-probe") {
 			t.Errorf("%s: no livenessprobe sidecar", w.o)
+		}
+		// The controller advertises EXPAND_VOLUME: without the resizer
+		// nothing would call it.
+		if slices.Contains(names, "csi-provisioner") && !slices.Contains(names, "csi-resizer") {
+			t.Errorf("%s: no csi-resizer sidecar beside the provisioner", w.o)
 		}
 	}
 	if !modes["controller"] || !modes["node"] {

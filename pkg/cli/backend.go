@@ -25,6 +25,9 @@ type backend interface {
 	DeleteVolume(ctx context.Context, name string, force bool) error
 	// SetMode switches the mode live, reporting drain progress.
 	SetMode(ctx context.Context, name string, mode pool.Mode) (Volume, error)
+	// Resize grows the volume to size bytes, live (locally), or writes
+	// the size into its spec (cluster).
+	Resize(ctx context.Context, name string, size uint64) (Volume, error)
 	Close() error
 }
 
@@ -135,6 +138,14 @@ func (b *localBackend) SetMode(ctx context.Context, name string, mode pool.Mode)
 		return Volume{}, err
 	}
 	return b.Volume(ctx, name)
+}
+
+func (b *localBackend) Resize(ctx context.Context, name string, size uint64) (Volume, error) {
+	info, err := b.e.ResizeVolume(ctx, name, size)
+	if err != nil {
+		return Volume{}, err
+	}
+	return localVolume(info, b.node), nil
 }
 
 // Flush writes every dirty block back and returns how many are left.

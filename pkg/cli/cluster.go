@@ -227,12 +227,51 @@ func (b *clusterBackend) SetMode(ctx context.Context, name string, mode pool.Mod
 	return b.Volume(ctx, name)
 }
 
+// Resize writes the larger size into the volume's spec; its node grows
+// the volume live. --wait follows it until the node reports the size.
+func (b *clusterBackend) Resize(ctx context.Context, name string, size uint64) (Volume, error) {
+	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Volume{}, volumeNotFound(name)
+	case err != nil:
+		return Volume{}, err
+	case spec.SharedOrigin != nil:
+		return Volume{}, fmt.Errorf("volume %s caches the device %s of node %s whole: grow that device instead", name, spec.SharedOrigin.Export, spec.SharedOrigin.Node)
+	case size < spec.SizeBytes:
+		return Volume{}, fmt.Errorf("volume %s is %s: shrinking it to %s would cut off the end of its filesystem; tidecache only grows volumes",
+			name, pool.FormatBytes(spec.SizeBytes), pool.FormatBytes(size))
+	case size > spec.SizeBytes:
+		spec.SizeBytes = size
+		if meta, err = b.st.UpdateVolumeSpec(ctx, spec, meta.ModRevision); err != nil {
+			return Volume{}, err
+		}
+		fmt.Fprintf(b.g.Stderr, "volume %s: size %s written (revision %d)\n", name, pool.FormatBytes(size), meta.ModRevision)
+	}
+	if err := b.waitSize(ctx, name, meta.ModRevision, size); err != nil {
+		return Volume{}, err
+	}
+	return b.Volume(ctx, name)
+}
+
+// waitSize is waitApplied for a growth: done once the node reports the
+// volume at size bytes or more.
+func (b *clusterBackend) waitSize(ctx context.Context, name string, rev int64, size uint64) error {
+	return b.waitFor(ctx, name, rev, func(s api.VolumeStatus) bool { return s.SizeBytes >= size })
+}
+
 // waitApplied follows the volume's status until its node reports the spec
 // revision applied (in the wanted mode), printing progress with the share
 // written back and an ETA while a drain runs. --timeout bounds the time
 // without progress, so a long drain that keeps moving is followed to its
 // end.
 func (b *clusterBackend) waitApplied(ctx context.Context, name string, rev int64, mode string) error {
+	return b.waitFor(ctx, name, rev, func(s api.VolumeStatus) bool { return mode == "" || s.Mode == mode })
+}
+
+// waitFor is waitApplied with its own test of the status: applied once
+// the node reports revision rev or later, active, and applied(status).
+func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, applied func(api.VolumeStatus) bool) error {
 	if !b.g.cl.wait {
 		return nil
 	}
@@ -251,7 +290,7 @@ func (b *clusterBackend) waitApplied(ctx context.Context, name string, rev int64
 		case err != nil:
 			return err
 		default:
-			if s.ObservedRevision >= rev && s.State == api.StateActive && (mode == "" || s.Mode == mode) {
+			if s.ObservedRevision >= rev && s.State == api.StateActive && applied(s) {
 				fmt.Fprintf(b.g.Stdout, "volume %s applied on %s: %s\n", name, s.Node, s.Mode)
 				return nil
 			}

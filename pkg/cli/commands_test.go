@@ -364,6 +364,52 @@ func TestClusterInputErrors(t *testing.T) {
 	}
 }
 
+// TestClusterResize: `volume resize` in cluster mode writes the larger
+// size into the spec (nothing for the same size), refuses a smaller one
+// and an unknown volume, and with --wait returns once the node's status
+// reports the size.
+func TestClusterResize(t *testing.T) {
+	c := newCluster(t)
+	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, Mode: "passthrough"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		want     string // in stdout and stderr
+		wantSize uint64
+	}{
+		{"grow", cl("volume", "resize", "db", "--size", "2G"), ExitOK, "size 2 GiB written", 2 << 30},
+		{"the same again", cl("volume", "resize", "db", "--size", "2G"), ExitOK, "volume db: size 2 GiB written; add --wait", 2 << 30},
+		{"shrink", cl("volume", "resize", "db", "--size", "1G"), ExitError, "tidecache only grows volumes", 2 << 30},
+		{"unknown volume", cl("volume", "resize", "nosuch", "--size", "1G"), ExitError, "volume nosuch: volume not found", 2 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout %s\nstderr %s", r.code, tc.code, tc.want, r.stdout, r.stderr)
+			}
+			if spec, _, err := c.st.GetVolumeSpec(t.Context(), "db"); err != nil || spec.SizeBytes != tc.wantSize {
+				t.Fatalf("spec size %d (%v), want %d", spec.SizeBytes, err, tc.wantSize)
+			}
+		})
+	}
+
+	// --wait: the node reports the new size a moment later.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, meta, _ := c.st.GetVolumeSpec(context.Background(), "db")
+		_ = c.st.PutVolumeStatus(context.Background(), api.VolumeStatus{Name: "db", Node: "n1", ObservedRevision: meta.ModRevision,
+			Mode: "passthrough", State: api.StateActive, SizeBytes: 3 << 30, UpdatedAt: time.Now().UTC()})
+	}()
+	r := tidectl(t, nil, cl("volume", "resize", "db", "--size", "3G", "--wait", "--timeout", "20s")...)
+	if r.code != ExitOK || !strings.Contains(r.stdout, "volume db is now 3 GiB") {
+		t.Fatalf("resize --wait: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestTuneKeepsUnnamedKnobs runs `volume tune` on a volume with its own
 // tuning and checks the engine gets the named knob changed and the others
 // kept, like `policy set`.

@@ -1131,6 +1131,9 @@ most 64 extents. The new size is recorded, then each device of the volume
 is reloaded with it; the device stays mounted, I/O goes on, and its caches
 keep their contents. Shrinking is refused.
 
+In cluster mode the spec's size is written and the volume's node grows it;
+--wait follows it until the node reports the new size.
+
 Grow the filesystem yourself afterwards, online: 'resize2fs
 /dev/mapper/tc-NAME' for ext4, 'xfs_growfs MOUNTPOINT' for XFS. An
 adopted volume is grown by growing its device, then detaching and adopting
@@ -1143,20 +1146,24 @@ it again.`,
 			if err != nil {
 				return usageError{err}
 			}
-			b, err := g.local("volume resize", "run it on the node that holds the volume")
+			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			info, err := b.e.ResizeVolume(cmd.Context(), args[0], size)
+			v, err := b.Resize(cmd.Context(), args[0], size)
 			if err != nil {
 				return err
 			}
 			if g.JSON() {
-				return g.Print(localVolume(info, b.node))
+				return g.Print(v)
+			}
+			if g.cluster() && !g.cl.wait {
+				fmt.Fprintf(g.Stdout, "volume %s: size %s written; add --wait to follow its node growing it, then grow its filesystem there\n", v.Name, pool.FormatBytes(size))
+				return nil
 			}
 			fmt.Fprintf(g.Stdout, "volume %s is now %s; grow its filesystem: resize2fs %s (ext4) or xfs_growfs <mount point> (XFS)\n",
-				args[0], pool.FormatBytes(info.SizeBytes), info.Device)
+				v.Name, pool.FormatBytes(v.SizeBytes), v.Device)
 			return nil
 		},
 	}

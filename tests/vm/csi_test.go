@@ -62,9 +62,12 @@ func TestCSISanity(t *testing.T) {
 	if err := xml.Unmarshal([]byte(n.mustSh("cat /run/csi-junit.xml")), &report); err != nil {
 		t.Fatalf("parse the JUnit report: %v", err)
 	}
-	skips := 0
+	skips, expansions := 0, 0
 	for _, s := range report.Suites {
 		for _, c := range s.Cases {
+			if c.Skipped == nil && strings.Contains(c.Name, "ExpandVolume") {
+				expansions++
+			}
 			if c.Skipped == nil || c.Skipped.Message == "pending" { // an XIt upstream: counted as pending
 				continue
 			}
@@ -77,17 +80,23 @@ func TestCSISanity(t *testing.T) {
 	if want := summary[6]; fmt.Sprint(skips) != want {
 		t.Errorf("JUnit report has %d skipped specs, the summary %s", skips, want)
 	}
+	// ExpandVolume [Controller Server]: 3 specs; NodeExpandVolume: 4.
+	if expansions != 7 {
+		t.Errorf("%d expansion specs ran, want the 7 of ControllerExpandVolume and NodeExpandVolume", expansions)
+	}
 
 	// The node service's other paths, one spec each way: raw block access
 	// (the device bound into the pod, ten times over for idempotence), and
-	// XFS as the MySQL StorageClass makes it (mkfs.xfs wants 300 MiB).
+	// XFS as the MySQL StorageClass makes it (mkfs.xfs wants 300 MiB),
+	// made and then grown online.
 	if got := n.csiSanity("block", `writeCache: "16Mi"\n`, 32<<20, "block", "Node Service should"); got[3] != "2" || got[1] != "2" {
 		t.Errorf("block access: ran %s, passed %s specs, want 2", got[1], got[3])
 	}
-	if got := n.csiSanity("xfs", `writeCache: "16Mi"\nfsType: xfs\n`, 320<<20, "mount", "Node Service should work"); got[3] != "1" || got[1] != "1" {
-		t.Errorf("XFS: ran %s, passed %s specs, want 1", got[1], got[3])
+	if got := n.csiSanity("xfs", `writeCache: "16Mi"\nfsType: xfs\n`, 320<<20, "mount", "Node Service should work|node-expand is called after node-publish"); got[3] != "2" || got[1] != "2" {
+		t.Errorf("XFS: ran %s, passed %s specs, want 2", got[1], got[3])
 	}
 	n.mustSh("grep -q 'filesystem made.*fstype=xfs' /run/csi.log")
+	n.mustSh("grep -q 'filesystem grown.*fstype=ext4' /run/csi.log && grep -q 'filesystem grown.*fstype=xfs' /run/csi.log")
 	// A new volume's origin extent still holds what a deleted volume left
 	// there (the engine does not zero it): the node service must wipe a
 	// filesystem that is not the volume's own instead of mounting it.
@@ -107,7 +116,8 @@ func TestCSISanity(t *testing.T) {
 }
 
 // csiSanity runs csi-sanity with the StorageClass parameters params (YAML),
-// volumes of size bytes and the access type, only the specs matching focus
+// volumes of size bytes (grown by 64 MiB in the expansion specs) and the
+// access type, only the specs matching focus
 // when it is set, and returns the summary's numbers: [1] ran, [2] of, [3]
 // passed, [4] failed, [5] pending, [6] skipped. It fails the test unless
 // the suite passed. The JUnit report is /run/csi-junit.xml.
@@ -116,8 +126,8 @@ func (n *node) csiSanity(what, params string, size int64, access, focus string) 
 	n.mustSh(`printf '` + params + `' > /run/csi-params.yaml`)
 	cmd := fmt.Sprintf("timeout 900 csi-sanity --csi.endpoint=/run/csi/csi.sock"+
 		" --csi.stagingdir=/run/csi-staging --csi.mountdir=/run/csi-target"+
-		" --csi.testvolumesize=%d --csi.testvolumeparameters=/run/csi-params.yaml --csi.testvolumeaccesstype=%s"+
-		" --ginkgo.no-color --ginkgo.junit-report=/run/csi-junit.xml", size, access)
+		" --csi.testvolumesize=%d --csi.testvolumeexpandsize=%d --csi.testvolumeparameters=/run/csi-params.yaml --csi.testvolumeaccesstype=%s"+
+		" --ginkgo.no-color --ginkgo.junit-report=/run/csi-junit.xml", size, size+64<<20, access)
 	if focus != "" {
 		cmd += fmt.Sprintf(" --ginkgo.focus='%s'", focus)
 	}
@@ -165,17 +175,18 @@ func ginkgoFailures(out string) string {
 }
 
 // notAdvertised are csi-sanity's skip messages for what tidecache-csi
-// leaves out: controller publish, listing, snapshots, clones, expansion,
+// leaves out: controller publish, listing, snapshots, clones,
 // modification, controller and storage health, group snapshots,
 // multi-writer, attach limits. The node service reports volume health
-// (NodeGetVolumeHealth): its specs must run.
+// (NodeGetVolumeHealth) and both services expand volumes: their specs must
+// run.
 // A skip such as "Required bytes not supported", "capacity of the volume
 // is unknown" or "NodeStageVolume not supported" would be the driver's
 // failing, and is not here.
 var notAdvertised = []string{
 	"Controller Publish, UnpublishVolume not supported", "ControllerPublishVolume not supported",
 	"ControllerUnpublishVolume not supported", "ControllerPublishVolume.readonly field not supported",
-	"ListVolumes not supported", "ControllerExpandVolume not supported", "NodeExpandVolume not supported",
+	"ListVolumes not supported",
 	"ControllerGetVolumeHealth not supported", "ControllerListVolumeHealth not supported",
 	"NodeGetStorageHealth not supported",
 	"ControllerModifyVolume not supported", "Modify Volume not supported", "Modify volume not supported",
