@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -72,6 +73,7 @@ type nodeEngine interface {
 	CreateVolume(ctx context.Context, poolName string, req pool.VolumeRequest) (engine.VolumeInfo, error)
 	Volumes(ctx context.Context) ([]engine.VolumeInfo, error)
 	Volume(ctx context.Context, name string) (engine.VolumeInfo, error)
+	Pools(ctx context.Context) ([]engine.PoolInfo, error)
 	DeleteVolume(ctx context.Context, name string, force bool) error
 	SetMode(ctx context.Context, name string, mode pool.Mode, progress engine.ProgressFunc) error
 	Flush(ctx context.Context, name string, progress engine.ProgressFunc) (uint64, error)
@@ -123,7 +125,31 @@ func (b *localBackend) Volume(ctx context.Context, name string) (Volume, error) 
 	if err != nil {
 		return Volume{}, err
 	}
-	return localVolume(info, b.node), nil
+	v := localVolume(info, b.node)
+	if info.AdoptedDevice == "" {
+		v.OriginArray, v.OriginArrayError = b.originArray(ctx, info.Pool)
+	}
+	return v, nil
+}
+
+// originArray reads the md origin array of the named pool: its health,
+// or why it could not be read; neither when the origin is not md.
+func (b *localBackend) originArray(ctx context.Context, poolName string) (*mdraid.Health, string) {
+	pools, err := b.e.Pools(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	for _, p := range pools {
+		if p.Name != poolName || p.Origin.MDUUID == "" {
+			continue
+		}
+		h, err := mdraid.Manager{}.Health(p.Origin.Path)
+		if err != nil {
+			return nil, err.Error()
+		}
+		return &h, ""
+	}
+	return nil, ""
 }
 
 func (b *localBackend) DeleteVolume(ctx context.Context, name string, force bool) error {

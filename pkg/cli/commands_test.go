@@ -23,6 +23,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/etcdserver/etcdtest"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 	"sigs.k8s.io/yaml"
@@ -79,6 +80,7 @@ func (f *fakeNode) Volume(_ context.Context, name string) (engine.VolumeInfo, er
 	}
 	return engine.VolumeInfo{}, volumeNotFound(name)
 }
+func (f *fakeNode) Pools(context.Context) ([]engine.PoolInfo, error) { return nil, nil }
 func (f *fakeNode) DeleteVolume(context.Context, string, bool) error { return errors.New("fake") }
 func (f *fakeNode) SetMode(context.Context, string, pool.Mode, engine.ProgressFunc) error {
 	return errors.New("fake")
@@ -610,5 +612,17 @@ func TestClusterSettings(t *testing.T) {
 				t.Errorf("exit %d (want %d), output lacks %q:\nstdout: %s\nstderr: %s", r.code, tc.code, tc.want, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestOriginArrayKey: the CSI driver's NodeGetVolumeHealth reads the
+// origin array under these keys of volume show's JSON.
+func TestOriginArrayKey(t *testing.T) {
+	b, err := json.Marshal(Volume{OriginArray: &mdraid.Health{Device: "/dev/md127", Degraded: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"origin_array":{"device":"/dev/md127"`) || !strings.Contains(string(b), `"degraded":1`) {
+		t.Errorf("volume JSON %s: want origin_array with device and degraded", b)
 	}
 }

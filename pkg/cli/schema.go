@@ -13,6 +13,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -79,6 +80,12 @@ type Volume struct {
 	// FailedOverFrom the node it ran on before it failed over to Node.
 	SharedOrigin   string `json:"shared_origin,omitempty"`
 	FailedOverFrom string `json:"failed_over_from,omitempty"`
+	// OriginArray is the md array the volume's origin extent lies on, as
+	// this node's sysfs shows it (volume show, local); OriginArrayError
+	// says why it could not be read. Both absent for an origin that is not
+	// an md array, and for adopted volumes.
+	OriginArray      *mdraid.Health `json:"origin_array,omitempty"`
+	OriginArrayError string         `json:"origin_array_error,omitempty"`
 
 	// SpecRevision and ObservedRevision are the etcd revision of the spec
 	// and the one the node last applied (cluster mode).

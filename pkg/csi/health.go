@@ -3,6 +3,7 @@
 package csi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -55,6 +56,18 @@ type volumeHealth struct {
 	MirrorOutOfSync []int  `json:"mirror_out_of_sync"`
 	PeerNode        string `json:"peer_node"`
 	DataLoss        string `json:"data_loss"`
+	FailedOverFrom  string `json:"failed_over_from"`
+	// OriginArray is the md array under the volume's origin extent
+	// (mdraid.Health), absent when the origin is not md.
+	OriginArray *struct {
+		Device            string   `json:"device"`
+		Level             string   `json:"level"`
+		RaidDisks         int      `json:"raid_disks"`
+		Degraded          int      `json:"degraded"`
+		FailedDevices     []string `json:"failed_devices"`
+		RebuildingDevices []string `json:"rebuilding_devices"`
+		SyncAction        string   `json:"sync_action"`
+	} `json:"origin_array"`
 }
 
 // healthEntries maps a volume's status to CSI health entries:
@@ -62,12 +75,15 @@ type volumeHealth struct {
 //     I/O (dm-writecache then fails every write and flush);
 //   - DEGRADED while the device is suspended (I/O waits), or the write
 //     cache keeps fewer copies than its protection asks (a mirror leg
-//     missing, rebuilding or recorded out of sync);
+//     missing, rebuilding or recorded out of sync, or a volume that failed
+//     over running on its one copy until it is protected again), or the
+//     HDD array under the volume has lost redundancy (a failed or
+//     rebuilding member);
 //   - DATA_LOSS when a forced start gave up the write cache with its dirty
 //     blocks: the filesystem may lack acknowledged writes.
 //
 // A volume that failed over runs on its replica with every acknowledged
-// write: that is not a fault.
+// write: that is not a fault in itself, only its single copy is.
 func healthEntries(show []byte) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
 	var h volumeHealth
 	if err := json.Unmarshal(show, &h); err != nil {
@@ -102,6 +118,15 @@ func healthEntries(show []byte) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
 	} else if len(h.MirrorOutOfSync) > 0 {
 		add(csi.VolumeHealthErrorType_DEGRADED, "WriteCacheMirrorOutOfSync",
 			"write cache mirror legs %v lack writes and wait for a resync", h.MirrorOutOfSync)
+	}
+	if h.FailedOverFrom != "" && h.Protection == string(pool.ProtectNone) {
+		add(csi.VolumeHealthErrorType_DEGRADED, "FailedOverSingleCopy",
+			"the volume failed over from node %s and its write cache keeps one copy of its dirty blocks until the leader places a new replica", h.FailedOverFrom)
+	}
+	if a := h.OriginArray; a != nil && a.Degraded > 0 {
+		add(csi.VolumeHealthErrorType_DEGRADED, "OriginArrayDegraded",
+			"the HDD array %s (%s) runs with %d of its %d members missing or out of sync (failed: %v, rebuilding: %v, sync: %s): another failure can lose the volume's data on it",
+			a.Device, a.Level, a.Degraded, a.RaidDisks, a.FailedDevices, a.RebuildingDevices, cmp.Or(a.SyncAction, "none"))
 	}
 	if h.DataLoss != "" {
 		add(csi.VolumeHealthErrorType_DATA_LOSS, "ForcedStartLostWrites", "%s", h.DataLoss)

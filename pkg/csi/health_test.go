@@ -12,6 +12,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/mdraid"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -36,7 +37,9 @@ func TestHealthEntries(t *testing.T) {
 		want []entry
 	}{
 		{"sound", func(*engine.VolumeInfo) {}, nil},
-		{"failed over, running on its replica", func(v *engine.VolumeInfo) { v.FailedOverFrom = "a" }, nil},
+		{"failed over, protected again", func(v *engine.VolumeInfo) { v.FailedOverFrom, v.Protection, v.PeerNode = "a", pool.ProtectPeer, "c" }, nil},
+		{"failed over, running on its one copy", func(v *engine.VolumeInfo) { v.FailedOverFrom, v.Protection, v.Mirror = "a", pool.ProtectNone, nil },
+			[]entry{{csi.VolumeHealthErrorType_DEGRADED, "FailedOverSingleCopy", "failed over from node a and its write cache keeps one copy"}}},
 		{"write cache I/O error", func(v *engine.VolumeInfo) { v.WriteCache.Error = -5 },
 			[]entry{{csi.VolumeHealthErrorType_INACCESSIBLE, "WriteCacheIOError", "errno 5"}}},
 		{"local mirror degraded", func(v *engine.VolumeInfo) { v.Mirror.Copies, v.Mirror.Degraded, v.Mirror.SyncPercent = 1, true, 40 },
@@ -70,6 +73,7 @@ func TestHealthEntries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+
 			got, err := healthEntries(show)
 			if err != nil {
 				t.Fatal(err)
@@ -87,4 +91,54 @@ func TestHealthEntries(t *testing.T) {
 	if _, err := healthEntries([]byte("volume db: not found")); err == nil {
 		t.Error("healthEntries took text that is not JSON")
 	}
+}
+
+// TestHealthOriginArray: the md array under a volume, as tidectl's volume
+// show adds it, is DEGRADED while it lacks a member or rebuilds one.
+func TestHealthOriginArray(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		array  mdraid.Health
+		reason string
+		msg    string
+	}{
+		{"sound", mdraid.Health{Device: "/dev/md127", Level: "raid10", RaidDisks: 4, SyncAction: "idle"}, "", ""},
+		{"lost a member", mdraid.Health{Device: "/dev/md127", Level: "raid10", RaidDisks: 4, Degraded: 1, FailedDevices: []string{"sdb"}, SyncAction: "idle"},
+			"OriginArrayDegraded", "/dev/md127 (raid10) runs with 1 of its 4 members missing or out of sync (failed: [sdb]"},
+		{"rebuilding", mdraid.Health{Device: "/dev/md127", Level: "raid10", RaidDisks: 4, Degraded: 1, RebuildingDevices: []string{"sde"}, SyncAction: "recover"},
+			"OriginArrayDegraded", "rebuilding: [sde], sync: recover"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			show, err := json.Marshal(engine.VolumeInfo{Name: "db", State: api.StateActive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := healthEntries(withOriginArray(t, show, tt.array))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.reason == "" && len(got) != 0:
+				t.Errorf("entries %v, want none", got)
+			case tt.reason != "" && (len(got) != 1 || got[0].GetStatus() != csi.VolumeHealthErrorType_DEGRADED || got[0].GetReason() != tt.reason || !strings.Contains(got[0].GetMessage(), tt.msg)):
+				t.Errorf("entries %v, want one DEGRADED %s with %q", got, tt.reason, tt.msg)
+			}
+		})
+	}
+}
+
+// withOriginArray adds the origin_array key tidectl's volume show prints
+// (cli.Volume.OriginArray, an mdraid.Health) to a volume's JSON.
+func withOriginArray(t *testing.T, show []byte, h mdraid.Health) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(show, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["origin_array"] = h
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
