@@ -119,6 +119,12 @@ type VolumeSpec struct {
 	// protect peer and a write cache, and SizeBytes 0 (the size is the
 	// device's).
 	SharedOrigin *SharedOrigin `json:"sharedOrigin,omitempty"`
+	// Adopted says the volume caches a device of its node whole, one that
+	// held data before (tidectl volume adopt on that node), brought under
+	// the cluster by tidectl volume import. The node never creates such a
+	// volume from its spec, since that would carve an empty one: it needs
+	// Node and SizeBytes 0 (the size is the device's).
+	Adopted bool `json:"adopted,omitempty"`
 	// FailedOverFrom is set by the leader when it moved the volume to its
 	// replica's node: the node it ran on, now fenced. The new node runs
 	// the volume on that replica, one copy of its write cache.
@@ -178,6 +184,16 @@ func (v VolumeSpec) Validate() error {
 		}
 	}
 	switch o := v.SharedOrigin; {
+	case v.Adopted:
+		if o != nil {
+			add(errors.New("adopted and sharedOrigin exclude each other: a shared origin is adopted by its spec"))
+		}
+		if v.SizeBytes != 0 {
+			add(errors.New("adopted is cached whole: sizeBytes must be 0"))
+		}
+		if v.Node == "" {
+			add(errors.New("adopted needs node: the node whose device the volume caches"))
+		}
 	case o == nil && v.SizeBytes == 0:
 		add(errors.New("sizeBytes must be greater than 0"))
 	case o == nil:

@@ -626,3 +626,69 @@ func TestOriginArrayKey(t *testing.T) {
 		t.Errorf("volume JSON %s: want origin_array with device and degraded", b)
 	}
 }
+
+// TestVolumeImport: volumes made on this node without the cluster get the
+// spec that describes them, once; a name another node's spec holds, a
+// node that is not live and a call without cluster are refused.
+func TestVolumeImport(t *testing.T) {
+	c := newCluster(t)
+	reg, err := c.st.Register(t.Context(), api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "fast"}}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(context.Background())
+	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	adopted := engine.VolumeInfo{Name: "mysql", Pool: "fast", Mode: pool.ModeWriteback, State: api.StateActive, SizeBytes: 3 << 30,
+		WriteCacheBytes: 64 << 20, BlockSize: 4096, AdoptedDevice: "/dev/md0 (md uuid 3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b)"}
+	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume(), adopted}}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"without the cluster", []string{"volume", "import", "--all"}, ExitUsage, "volume import writes cluster specs"},
+		{"neither names nor --all", cl("volume", "import", "--node", "n1"), ExitUsage, "name the volumes to import, or give --all"},
+		{"a node that is not live", cl("volume", "import", "--all", "--node", "n2"), ExitError, "node n2 is not a live node"},
+		{"an unknown volume", cl("volume", "import", "nosuch", "--node", "n1"), ExitError, "nosuch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, node, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout %s\nstderr %s", r.code, tc.code, tc.want, r.stdout, r.stderr)
+			}
+		})
+	}
+
+	r := tidectl(t, node, cl("volume", "import", "--all", "--node", "n1")...)
+	if r.code != ExitOK || strings.Count(r.stdout, "spec written for node n1") != 2 {
+		t.Fatalf("import --all: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	db, _, err := c.st.GetVolumeSpec(t.Context(), "db")
+	if err != nil || db.Node != "n1" || db.Pool != "fast" || db.SizeBytes != 1<<30 || db.WriteCacheBytes != 256<<20 || db.Mode != "writeback" || db.Protect != "none" || db.Adopted {
+		t.Errorf("spec of db: %+v, %v", db, err)
+	}
+	my, _, err := c.st.GetVolumeSpec(t.Context(), "mysql")
+	if err != nil || !my.Adopted || my.SizeBytes != 0 || my.Node != "n1" || my.WriteCacheBytes != 64<<20 {
+		t.Errorf("spec of the adopted mysql: %+v, %v", my, err)
+	}
+	if r := tidectl(t, node, cl("volume", "import", "--all", "--node", "n1")...); r.code != ExitOK || !strings.Contains(r.stdout, "nothing to import") {
+		t.Errorf("second import --all: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := tidectl(t, node, cl("volume", "import", "db", "--node", "n1")...); r.code != ExitOK || !strings.Contains(r.stderr, "already managed on n1") {
+		t.Errorf("import of a managed volume: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+
+	// A spec of the same name on another node is not taken over.
+	_, meta, _ := c.st.GetVolumeSpec(t.Context(), "db")
+	if err := c.st.DeleteVolumeSpec(t.Context(), "db", meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "n2", SizeBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if r := tidectl(t, node, cl("volume", "import", "db", "--node", "n1")...); r.code != ExitError || !strings.Contains(r.stderr, "its spec names node n2") {
+		t.Errorf("import over another node's spec: exit %d\nstderr %s", r.code, r.stderr)
+	}
+}

@@ -29,7 +29,8 @@ func newVolumeCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
 		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g),
-		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g), newVolumeResizeCmd(g))
+		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g), newVolumeResizeCmd(g),
+		newVolumeImportCmd(g))
 	return cmd
 }
 

@@ -331,6 +331,14 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 	if spec.SharedOrigin != nil {
 		return c.createShared(ctx, spec, d, st)
 	}
+	if spec.Adopted {
+		// Made by tidectl volume adopt, with data on it: creating it here
+		// would carve an empty volume under its name.
+		err := Terminal(fmt.Errorf("volume %s caches a device adopted on this node and is not here (its pool not assembled, or the device missing): "+
+			"find the device and run `tidecached assemble`, or adopt it again with tidectl volume adopt on this node", spec.Name))
+		st.State, st.Error = api.StateError, err.Error()
+		return outcome{err: errors.Join(err, c.putStatus(ctx, st, nil))}
+	}
 	tuning := p.tuning
 	req := pool.VolumeRequest{
 		Name: spec.Name, Size: spec.SizeBytes, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes,
@@ -399,7 +407,7 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		{"write cache", spec.WriteCacheBytes, v.WriteCacheBytes},
 		{"read cache", spec.ReadCacheBytes, v.ReadCacheBytes},
 	} {
-		if f.what == "size" && spec.SharedOrigin != nil {
+		if f.what == "size" && (spec.SharedOrigin != nil || spec.Adopted) {
 			continue // cached whole: the size is the device's
 		}
 		if f.what == "size" && up(f.spec) > f.got {

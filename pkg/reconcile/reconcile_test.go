@@ -155,6 +155,35 @@ func TestGrowFromSpec(t *testing.T) {
 	}
 }
 
+// TestAdoptedSpec: an imported spec of an adopted volume (size 0, the
+// device's) manages the volume that is there without a mismatch, and is
+// never created from the spec when the volume is missing.
+func TestAdoptedSpec(t *testing.T) {
+	e := newEnv(t, nil)
+	e.eng.AddLocal("mysql", "fast", pool.ModeWriteback)
+	e.start()
+	s := spec("mysql")
+	s.SizeBytes, s.Adopted, s.Mode, s.Protect = 0, true, "writeback", "none"
+	m := e.createSpec(s)
+	st := e.waitStatus("mysql", "managed", func(s api.VolumeStatus) bool { return s.ObservedRevision == m.ModRevision })
+	if st.State != api.StateActive || len(st.Alerts) != 0 || st.SizeBytes != 1<<30 {
+		t.Errorf("status of the imported adopted volume = %+v", st)
+	}
+
+	gone := spec("gone")
+	gone.SizeBytes, gone.Adopted = 0, true
+	m = e.createSpec(gone)
+	st = e.waitStatus("gone", "refused", func(s api.VolumeStatus) bool {
+		return s.ObservedRevision == m.ModRevision && s.State == api.StateError
+	})
+	if !strings.Contains(st.Error, "adopt it again") {
+		t.Errorf("status error = %q", st.Error)
+	}
+	if n := e.eng.Count("create gone"); n != 0 {
+		t.Errorf("an adopted volume was created from its spec: %q", e.eng.Calls())
+	}
+}
+
 // TestLatestStateWins changes the spec three times while a mode change is
 // under way: the volume gets one more reconcile, for the last spec, and
 // never two at once.

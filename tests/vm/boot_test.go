@@ -363,6 +363,19 @@ func TestSystemdBoot(t *testing.T) {
 	mysql := s.moveMariaDB()
 	volumes = append(volumes, mysql.volume)
 	s.insertRows(1, 20)
+	// README: the volumes made before the daemon ran come under its
+	// management, the adopted one too; it reports each as applied, and
+	// manages them across the reboots below.
+	imported := s.mustSh("TIDECACHE_ETCD_ENDPOINTS=http://127.0.0.1:2389 tidectl volume import --all")
+	for _, v := range []string{db.volume, data.volume, mysql.volume} {
+		if !strings.Contains(imported, "volume "+v+": spec written") {
+			t.Fatalf("volume import --all did not write %s's spec:\n%s", v, imported)
+		}
+		s.eventually(time.Minute, "tidectl --etcd-endpoints http://127.0.0.1:2389 -o json volume show "+v+" | tr -d ' ' | grep -o '\"state\":\"active\"'", `"state":"active"`)
+	}
+	if again := s.mustSh("TIDECACHE_ETCD_ENDPOINTS=http://127.0.0.1:2389 tidectl volume import --all"); !strings.Contains(again, "nothing to import") {
+		t.Fatalf("a second import --all: %s", again)
+	}
 
 	t.Run("clean reboot", func(t *testing.T) {
 		s = s.reboot()
