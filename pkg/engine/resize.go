@@ -12,11 +12,12 @@ import (
 
 // ResizeVolume grows a volume to size bytes, live: its last origin extent
 // grows in place, or the volume gets further extents where the origin has
-// room (pool.Layout.GrowVolume; data never moves), the new size is
-// recorded, then every device of its stack is
-// reloaded bottom-up with the longer tables (each suspended for a moment;
-// caches keep their contents). The filesystem on it is the user's to grow
-// (resize2fs, xfs_growfs), online.
+// room (pool.Layout.GrowVolume; data never moves). The last MiB of the new
+// space is zeroed (signatures a deleted volume left there), the new size
+// is recorded, then every device of its stack is reloaded bottom-up with
+// the longer tables (each suspended for a moment; caches keep their
+// contents). The filesystem on it is the user's to grow (resize2fs,
+// xfs_growfs), online.
 //
 // A cut after the layout is written leaves tables of the old size until
 // assembly builds them from the layout: the new space is only used once
@@ -45,6 +46,9 @@ func (e *Engine) ResizeVolume(ctx context.Context, name string, size uint64) (Vo
 	}
 	if _, err := e.dm.Info(ctx, st.Top().Name); err != nil {
 		return VolumeInfo{}, fmt.Errorf("volume %s is not active (%w); run `tidecached assemble` first", name, err)
+	}
+	if err := e.wipeGrownEnd(origin, *grown, v.SizeSectors()); err != nil {
+		return VolumeInfo{}, err
 	}
 	if err := e.writeLayout(p, origin, next); err != nil {
 		return VolumeInfo{}, err

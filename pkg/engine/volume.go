@@ -230,20 +230,40 @@ func (e *Engine) wipeOriginEnds(origin string, v pool.Volume) error {
 	}
 	size := v.Origin.Length * pool.SectorSize
 	n := min(uint64(originWipeBytes), size)
+	start := int64(v.Origin.Offset) * pool.SectorSize
+	return e.wipeOrigin(origin, v.Name, n, start, start+int64(size-n))
+}
+
+// wipeGrownEnd zeroes the last originWipeBytes of a volume that grew from
+// had sectors, at its new end: space no volume used a moment ago, where a
+// deleted volume may have left a GPT backup or an md superblock that would
+// now sit at the end of this one. The filesystem grows into the space only
+// after the growth returns, so nothing of the volume's is there yet.
+func (e *Engine) wipeGrownEnd(origin string, v pool.Volume, had uint64) error {
+	exts := v.OriginExtents()
+	last := exts[len(exts)-1]
+	n := min(uint64(originWipeBytes), (v.SizeSectors()-had)*pool.SectorSize, last.Length*pool.SectorSize)
+	if v.Adopted != nil || origin == "" || n == 0 {
+		return nil
+	}
+	return e.wipeOrigin(origin, v.Name, n, int64(last.End()*pool.SectorSize-n))
+}
+
+// wipeOrigin writes n zero bytes at each offset of the origin and syncs.
+func (e *Engine) wipeOrigin(origin, volume string, n uint64, offsets ...int64) error {
 	f, err := e.disks.openForWrite(origin)
 	if err != nil {
-		return fmt.Errorf("volume %s: wipe the signatures of its origin extent: %w", v.Name, err)
+		return fmt.Errorf("volume %s: wipe the signatures of its origin extent: %w", volume, err)
 	}
 	defer f.Close()
 	zeros := make([]byte, n)
-	start := int64(v.Origin.Offset) * pool.SectorSize
-	for _, off := range []int64{start, start + int64(size-n)} {
+	for _, off := range offsets {
 		if _, err := f.WriteAt(zeros, off); err != nil {
-			return fmt.Errorf("volume %s: wipe the signatures of its origin extent on %s at byte %d: %w", v.Name, origin, off, err)
+			return fmt.Errorf("volume %s: wipe the signatures of its origin extent on %s at byte %d: %w", volume, origin, off, err)
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("volume %s: sync %s: %w", v.Name, origin, err)
+		return fmt.Errorf("volume %s: sync %s: %w", volume, origin, err)
 	}
 	return f.Close()
 }

@@ -5,6 +5,7 @@
 package vm_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,6 +71,15 @@ func TestResizeAndUncache(t *testing.T) {
 	n.mustSh("cat > /run/files.sh <<'EOF'\n" + syncedFiles + "\nEOF")
 	n.mustSh("cat > /run/bg.sh <<'EOF'\n" + backgroundFiles + "\nEOF")
 	n.mustSh("sh /run/files.sh /mnt/db/data /mnt/db/sums 16 before 262144")
+	// db's new 96 MiB go right after logs: a deleted volume's signature at
+	// what becomes db's new end (a pattern here, written to the array
+	// directly, in space no volume uses) must be wiped by the growth.
+	logs := strings.Fields(n.mustSh("dmsetup table tc-logs-origin")) // 0 LEN linear MAJ:MIN OFFSET
+	logsLen, _ := strconv.ParseInt(logs[1], 10, 64)
+	logsOff, _ := strconv.ParseInt(logs[4], 10, 64)
+	newEndMiB := (logsOff+logsLen)/2048 + 96
+	array := "/dev/" + strings.TrimSpace(n.mustSh("sed -n 's/^DEVNAME=//p' /sys/dev/block/"+logs[3]+"/uevent"))
+	n.mustSh(fmt.Sprintf("tr '\\000' '\\245' < /dev/zero | dd of=%s bs=1M seek=%d count=1 iflag=fullblock oflag=direct conv=notrunc 2>/dev/null", array, newEndMiB-1))
 	n.mustSh("setsid sh /run/bg.sh /mnt/db/bg /mnt/db/bgsums >/dev/null 2>&1 < /dev/null &")
 	n.mustSh("for i in $(seq 100); do [ $(ls /mnt/db/bg | wc -l) -ge 5 ] && exit 0; sleep 0.2; done; exit 1")
 	before := n.mustSh("ls /mnt/db/bg | wc -l")
@@ -84,6 +94,9 @@ func TestResizeAndUncache(t *testing.T) {
 	// second line of its origin table, after logs.
 	if table := n.mustSh("dmsetup table tc-db-origin"); strings.Count(strings.TrimSpace(table), "\n") != 1 {
 		t.Fatalf("tc-db-origin after growing past logs:\n%s\nwant two linear lines", table)
+	}
+	if got := n.mustSh(fmt.Sprintf("dd if=%s bs=1M skip=%d count=1 iflag=direct 2>/dev/null | tr -d '\\000' | wc -c", array, newEndMiB-1)); strings.TrimSpace(got) != "0" {
+		t.Fatalf("the last MiB of db's new space holds %s non-zero bytes after the growth: a stale signature there was not wiped", strings.TrimSpace(got))
 	}
 	n.mustSh("resize2fs /dev/mapper/tc-db >/dev/null 2>&1")
 	if after := n.mustSh("ls /mnt/db/bg | wc -l"); after == before || n.sh("test -e /run/bg.rc").ExitCode == 0 {
