@@ -60,6 +60,26 @@ func newCluster(t *testing.T) cluster {
 	return cluster{st: st, flags: []string{"--etcd-endpoints", etcdEndpoint, "--etcd-prefix", prefix}}
 }
 
+// liveNode registers a node with the named pools, as its daemon would,
+// until the test ends.
+func (c cluster) liveNode(t *testing.T, name string, pools ...string) {
+	t.Helper()
+	n := api.Node{Name: name}
+	for _, p := range pools {
+		n.Pools = append(n.Pools, api.PoolInventory{Name: p})
+	}
+	reg, err := c.st.Register(t.Context(), n, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close(context.Background()) })
+}
+
+// args returns the tidectl arguments that select the cluster, then args.
+func (c cluster) args(args ...string) []string {
+	return append(append([]string{}, c.flags...), args...)
+}
+
 // fakeNode is the engine of a node with volumes, for local-mode commands
 // on a host without device-mapper. It records tuning changes.
 type fakeNode struct {
@@ -285,11 +305,11 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag type", nil, []string{"volume", "create", "db", "--size", "1G", "--block-size", "big"}, ExitUsage, "invalid argument"},
 		{"bad mode", nil, []string{"volume", "set-mode", "db", "fast"}, ExitUsage, `invalid mode "fast"`},
 		{"exclusive flags", nil, []string{"volume", "tune", "db", "--reset", "--autocommit-ms", "5"}, ExitUsage, "none of the others can be"},
-		{"local-only command in cluster mode", nil, append(append([]string{}, c.flags...), "volume", "flush", "db"), ExitUsage, "volume flush works on this node's devices and does not take --etcd-endpoints"},
-		{"tune in cluster mode", nil, append(append([]string{}, c.flags...), "volume", "tune", "db", "--autocommit-ms", "100"), ExitUsage, "use `tidectl policy set`"},
-		{"pool in cluster mode", nil, append(append([]string{}, c.flags...), "pool", "show"), ExitUsage, "pool show works on this node's devices"},
+		{"local-only command in cluster mode", nil, c.args("volume", "flush", "db"), ExitUsage, "volume flush works on this node's devices and does not take --etcd-endpoints"},
+		{"tune in cluster mode", nil, c.args("volume", "tune", "db", "--autocommit-ms", "100"), ExitUsage, "use `tidectl policy set`"},
+		{"pool in cluster mode", nil, c.args("pool", "show"), ExitUsage, "pool show works on this node's devices"},
 		{"cluster-only command locally", nil, []string{"node", "list"}, ExitUsage, "node list works on the cluster: give --etcd-endpoints"},
-		{"unknown volume", nil, append(append([]string{}, c.flags...), "volume", "show", "nosuch"), ExitError, "volume nosuch"},
+		{"unknown volume", nil, c.args("volume", "show", "nosuch"), ExitError, "volume nosuch"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -314,12 +334,8 @@ func TestExitCodes(t *testing.T) {
 // before a spec is written, and that policy errors name flags.
 func TestClusterInputErrors(t *testing.T) {
 	c := newCluster(t)
-	reg, err := c.st.Register(t.Context(), api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "fast"}}}, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close(context.Background())
-	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	c.liveNode(t, "n1", "fast")
+	cl := c.args
 	cases := []struct {
 		name string
 		args []string
@@ -372,7 +388,7 @@ func TestClusterInputErrors(t *testing.T) {
 // reports the size.
 func TestClusterResize(t *testing.T) {
 	c := newCluster(t)
-	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	cl := c.args
 	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, Mode: "passthrough"}); err != nil {
 		t.Fatal(err)
 	}
@@ -632,12 +648,8 @@ func TestOriginArrayKey(t *testing.T) {
 // node that is not live and a call without cluster are refused.
 func TestVolumeImport(t *testing.T) {
 	c := newCluster(t)
-	reg, err := c.st.Register(t.Context(), api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "fast"}}}, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close(context.Background())
-	cl := func(args ...string) []string { return append(append([]string{}, c.flags...), args...) }
+	c.liveNode(t, "n1", "fast")
+	cl := c.args
 	adopted := engine.VolumeInfo{Name: "mysql", Pool: "fast", Mode: pool.ModeWriteback, State: api.StateActive, SizeBytes: 3 << 30,
 		WriteCacheBytes: 64 << 20, BlockSize: 4096, AdoptedDevice: "/dev/md0 (md uuid 3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b)"}
 	node := &fakeNode{vols: []engine.VolumeInfo{dbVolume(), adopted}}
