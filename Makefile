@@ -46,8 +46,14 @@ DESTDIR    ?=
 SHARE      ?= build/share
 DEBROOT    ?= build/deb
 DEB_OUT    ?= build
-DKMS_VER   := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' kernel/dm-fuaflush/dkms.conf)
 DEB_VERSION ?= 0.1.0+git$(shell git rev-list --count HEAD 2>/dev/null || echo 0).$(shell git rev-parse --short HEAD 2>/dev/null || echo local)
+# The DKMS version of dm-fuaflush is the package's: DKMS keys a build to its
+# version, so each package's module source is built anew, and an upgrade
+# replaces the previous version's build (deploy/debian/postinst).
+DKMS_VER   ?= $(DEB_VERSION)
+# FUAFLUSH_SRC is where the module's source is taken from (a test builds a
+# package of a changed copy).
+FUAFLUSH_SRC ?= kernel/dm-fuaflush
 DEB_ARCH   ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
 .PHONY: install
@@ -75,8 +81,8 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 	install -m 0644 deploy/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/
 	cd deploy/prometheus && find scrape -type f -exec install -D -m 0644 {} $(abspath $(DESTDIR))$(PREFIX)/share/tidecache/prometheus/{} \;
 	install -m 0644 deploy/grafana/*.json $(DESTDIR)$(PREFIX)/share/tidecache/grafana/
-	install -m 0644 kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf \
-		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/
+	install -m 0644 $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/
+	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(DKMS_VER)"/' $(FUAFLUSH_SRC)/dkms.conf > $(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/dkms.conf
 	test -e $(DESTDIR)/etc/default/tidecache || install -m 0644 deploy/default/tidecache $(DESTDIR)/etc/default/tidecache
 
 .PHONY: deb
@@ -99,9 +105,10 @@ kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER
 kmod-install: ## Install dm-fuaflush with DKMS for the running kernel and load it; DKMS rebuilds it for new kernels (needs dkms, headers).
 	@command -v dkms >/dev/null || { echo "kmod-install: install dkms and linux-headers-$$(uname -r) first" >&2; exit 1; }
 	@mkdir -p /var/lib/dkms
-	@ver=$$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' kernel/dm-fuaflush/dkms.conf); \
+	@ver=$(DKMS_VER); \
 	dst=/usr/src/tidecache-fuaflush-$$ver; \
-	rm -rf $$dst && mkdir -p $$dst && cp kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild kernel/dm-fuaflush/dkms.conf $$dst/ && \
+	rm -rf $$dst && mkdir -p $$dst && cp $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $$dst/ && \
+	sed "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$$ver\"/" $(FUAFLUSH_SRC)/dkms.conf > $$dst/dkms.conf && \
 	{ dkms status -m tidecache-fuaflush -v $$ver | grep -q . || dkms add -m tidecache-fuaflush -v $$ver; } && \
 	dkms install -m tidecache-fuaflush -v $$ver --force && modprobe dm-fuaflush && echo "kmod-install: dm-fuaflush $$ver installed and loaded"
 

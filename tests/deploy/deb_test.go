@@ -73,8 +73,9 @@ func TestDebianPackage(t *testing.T) {
 		"/usr/sbin/tidectl", "/usr/sbin/tidecached",
 		"/usr/lib/systemd/system/tidecached.service", "/usr/lib/systemd/system/tidecache-assemble.service",
 		"/usr/lib/udev/rules.d/12-tidecache.rules", "/etc/default/tidecache",
-		"/usr/src/tidecache-fuaflush-1.0.0/dm-fuaflush.c", "/usr/src/tidecache-fuaflush-1.0.0/Kbuild",
-		"/usr/src/tidecache-fuaflush-1.0.0/dkms.conf",
+		// The DKMS version is the package's.
+		"/usr/src/tidecache-fuaflush-1.2.3+test/dm-fuaflush.c", "/usr/src/tidecache-fuaflush-1.2.3+test/Kbuild",
+		"/usr/src/tidecache-fuaflush-1.2.3+test/dkms.conf",
 		"/usr/share/bash-completion/completions/tidectl", "/usr/share/zsh/vendor-completions/_tidectl",
 		"/usr/share/fish/vendor_completions.d/tidectl.fish",
 		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
@@ -108,6 +109,13 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 
+	// The shipped dkms.conf names the package's version, so DKMS builds
+	// each package's source anew.
+	conf, err := exec.Command("sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xO ./usr/src/tidecache-fuaflush-1.2.3+test/dkms.conf").Output()
+	if err != nil || !strings.Contains(string(conf), "\nPACKAGE_VERSION=\"1.2.3+test\"\n") {
+		t.Errorf("dkms.conf in the package (%v):\n%s\nwant PACKAGE_VERSION=\"1.2.3+test\"", err, conf)
+	}
+
 	ctl := filepath.Join(tmp, "control")
 	if err := exec.Command("dpkg-deb", "--control", deb, ctl).Run(); err != nil {
 		t.Fatalf("dpkg-deb --control: %v", err)
@@ -124,6 +132,9 @@ func TestDebianPackage(t *testing.T) {
 		}
 		if strings.Contains(string(text), "@") {
 			t.Errorf("%s keeps a placeholder:\n%s", script, text)
+		}
+		if !strings.Contains(string(text), "\nVERSION=1.2.3+test\n") {
+			t.Errorf("%s does not name the package's version as the module's DKMS version:\n%s", script, text)
 		}
 		if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
 			t.Errorf("sh -n %s: %v\n%s", script, err, out)

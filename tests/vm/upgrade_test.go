@@ -14,26 +14,35 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
-// TestUpgradeRebuildsModule installs the .deb on a server VM, then an
-// upgrade whose dm-fuaflush source differs under the same DKMS version
-// (a fix to the module in a newer package), and checks that the module
-// installed for the running kernel is the new source's build. DKMS takes
-// a version it has built as done: without the postinst's rebuild, the old
-// module went on running after every upgrade. It is left out of `make
-// test-vm` for CI's time budget (about 8 minutes, two DKMS builds under
-// emulation); `make test-vm-all` runs it.
+// TestUpgradeRebuildsModule installs the .deb on a server VM, makes a
+// writeback volume with a verifying writer on it and enables the daemon,
+// then installs the next package: the same tree built with a later version
+// and a changed dm-fuaflush source (a fix to the module). It checks that
+//   - the module installed for the running kernel is the new source's
+//     DKMS build, under the new package's version, and the previous
+//     version's build is gone;
+//   - the running daemon was restarted on the new binary (try-restart);
+//   - the volume never stopped: the writer, which reads back and checks
+//     every batch it writes, ran through the upgrade without an error,
+//     and the running device kept its table.
+//
+// It is left out of `make test-vm` for CI's time budget (about 18 minutes,
+// two DKMS builds under emulation); `make test-vm-all` runs it.
 func TestUpgradeRebuildsModule(t *testing.T) {
 	dir := harness.TestDir(t)
 	deb := buildDeb(t, dir)
+	version := debField(t, deb, "Version")
 	const marker = "upgrade1"
-	next := repackDeb(t, dir, deb, "+"+marker, "MODULE_INFO(tidecache_test, \""+marker+"\");")
+	next := buildNextDeb(t, dir, version+"+"+marker, "MODULE_INFO(tidecache_test, \""+marker+"\");")
+	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}}
 	cfg := harness.Config{
-		Name: "server", Dir: dir, MemoryMiB: 1536,
+		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
 		// The package's DKMS build provides dm-fuaflush, not the harness.
 		NoFUAFlushModule: true,
 		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
 	s := bootServer(t, cfg)
+	s.spec = spec
 	s.mustSh("echo 'man-db man-db/auto-update boolean false' | debconf-set-selections")
 	s.mustSh("DEBIAN_FRONTEND=noninteractive apt-get install -y " + deb + " 2>&1")
 	info := func() (path, test string) {
@@ -44,36 +53,67 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	if path, test := info(); !strings.Contains(path, "/updates/dkms/") || test != "" {
 		t.Fatalf("after the first install: dm-fuaflush at %s with tidecache_test %q, want the DKMS build without it", path, test)
 	}
+	if st := s.mustSh("dkms status -m tidecache-fuaflush"); !strings.Contains(st, "tidecache-fuaflush/"+version+",") || !strings.Contains(st, "installed") {
+		t.Fatalf("dkms status after the first install:\n%s\nwant version %s installed", st, version)
+	}
+
+	s.createPool("fast")
+	s.mustTidectl("volume create db --size 128M --write-cache 32M")
+	s.mustSh("systemctl enable --now tidecached.service")
+	daemonPID := s.prop("tidecached.service", "MainPID")
+	table := s.mustSh("dmsetup table tc-db")
+	w := s.startLiveWriter("upgrade", "64M", 64)
+
 	out := s.mustSh("DEBIAN_FRONTEND=noninteractive apt-get install -y " + next + " 2>&1")
+	w.requireRunning("during the upgrade")
 	path, test := info()
 	if !strings.Contains(path, "/updates/dkms/") || test != marker {
 		t.Fatalf("after the upgrade: dm-fuaflush at %s with tidecache_test %q, want the new source's DKMS build (%q)\n%s",
 			path, test, marker, tailLines(out, 30))
 	}
-	// The new build loads and provides the target.
-	if got := s.mustSh("modprobe dm-fuaflush && dmsetup targets"); !strings.Contains(got, "fuaflush") {
-		t.Fatalf("dm-fuaflush loaded, but dmsetup targets lists no fuaflush:\n%s", got)
+	st := s.mustSh("dkms status -m tidecache-fuaflush")
+	if !strings.Contains(st, "tidecache-fuaflush/"+version+"+"+marker+",") || strings.Contains(st, "tidecache-fuaflush/"+version+",") {
+		t.Fatalf("dkms status after the upgrade:\n%s\nwant only version %s+%s", st, version, marker)
 	}
-	t.Logf("upgrade rebuilt dm-fuaflush from the new source (%s)", path)
+	if pid := s.prop("tidecached.service", "MainPID"); pid == daemonPID || pid == "0" || s.prop("tidecached.service", "ActiveState") != "active" {
+		t.Fatalf("tidecached after the upgrade: pid %s (was %s), %s; want restarted and active\n%s",
+			pid, daemonPID, s.prop("tidecached.service", "ActiveState"), tailLines(out, 30))
+	}
+	if got := s.mustSh("dmsetup table tc-db"); got != table {
+		t.Errorf("tc-db's table changed across the upgrade:\n%s\nwas\n%s", got, table)
+	}
+	w.stop()
+	// The new build loads and provides the target to the next table.
+	if got := s.mustSh("dmsetup targets"); !strings.Contains(got, "fuaflush") {
+		t.Fatalf("dmsetup targets lists no fuaflush after the upgrade:\n%s", got)
+	}
+	t.Logf("upgrade %s -> %s+%s: dm-fuaflush rebuilt (%s), the daemon restarted, the writer verified throughout", version, version, marker, path)
 }
 
-// repackDeb makes a newer package from deb: its version gets suffix, and
-// line is appended to the DKMS source of dm-fuaflush it ships.
-func repackDeb(t *testing.T, dir, deb, suffix, line string) string {
+// debField reads one control field of a package.
+func debField(t *testing.T, deb, name string) string {
 	t.Helper()
-	root := filepath.Join(dir, "repack")
-	run := func(name string, args ...string) {
-		t.Helper()
-		if out, err := exec.CommandContext(t.Context(), name, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-		}
+	out, err := exec.CommandContext(t.Context(), "dpkg-deb", "--field", deb, name).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --field %s %s: %v", deb, name, err)
 	}
-	run("dpkg-deb", "-R", deb, root)
-	srcs, _ := filepath.Glob(filepath.Join(root, "usr/src/tidecache-fuaflush-*/dm-fuaflush.c"))
-	if len(srcs) != 1 {
-		t.Fatalf("the package ships %v, want one dm-fuaflush.c", srcs)
+	return strings.TrimSpace(string(out))
+}
+
+// buildNextDeb builds the package again as version, from a copy of the
+// dm-fuaflush source with line appended: the next release of the package,
+// made the way every release is (make deb).
+func buildNextDeb(t *testing.T, dir, version, line string) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
 	}
-	f, err := os.OpenFile(srcs[0], os.O_APPEND|os.O_WRONLY, 0)
+	src := filepath.Join(dir, "fuaflush-next")
+	if err := os.CopyFS(src, os.DirFS(filepath.Join(root, "kernel", "dm-fuaflush"))); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(src, "dm-fuaflush.c"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,22 +123,16 @@ func repackDeb(t *testing.T, dir, deb, suffix, line string) string {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	control := filepath.Join(root, "DEBIAN", "control")
-	b, err := os.ReadFile(control)
-	if err != nil {
-		t.Fatal(err)
+	out := filepath.Join(dir, "next")
+	make := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", root, "deb",
+		"BIN="+filepath.Join(dir, "bin"), "SHARE="+filepath.Join(dir, "share-next"),
+		"DEBROOT="+filepath.Join(dir, "debroot-next"), "DEB_OUT="+out, "DEB_VERSION="+version, "FUAFLUSH_SRC="+src)
+	if b, err := make.CombinedOutput(); err != nil {
+		t.Fatalf("make deb (next): %v\n%s", err, b)
 	}
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Version: "); ok {
-			l = "Version: " + v + suffix
-		}
-		lines = append(lines, l)
+	debs, _ := filepath.Glob(filepath.Join(out, "tidecache_*.deb"))
+	if len(debs) != 1 {
+		t.Fatalf("make deb (next) made %v, want one package", debs)
 	}
-	if err := os.WriteFile(control, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := strings.TrimSuffix(deb, ".deb") + suffix + ".deb"
-	run("dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, out)
-	return out
+	return debs[0]
 }

@@ -29,8 +29,9 @@ func fioJob(dev, name, rw string, offset, size string) string {
 
 // liveJob returns fio arguments for a writer that runs in the background
 // while a test changes the stack under it: random writes over size bytes
-// at the start of tc-db for up to ten minutes, each batch of backlog
-// writes read back and checked as it goes (verify_fatal ends the job on
+// at the start of tc-db for up to half an hour (a package upgrade, with
+// its DKMS build under emulation, takes more than ten minutes), each
+// batch of backlog writes read back and checked as it goes (verify_fatal ends the job on
 // the first mismatch). serialize_overlap keeps fio from having a write and
 // a read of the same block in flight at once: each pass over the region
 // writes every block again, and without it fio may read a block for its
@@ -38,7 +39,7 @@ func fioJob(dev, name, rw string, offset, size string) string {
 // report its own race as corruption.
 func liveJob(name, size string, backlog int) string {
 	return fioJob("/dev/mapper/tc-db", name, "randwrite", "0", size) +
-		fmt.Sprintf(" --verify_backlog=%d --serialize_overlap=1 --time_based --runtime=600", backlog)
+		fmt.Sprintf(" --verify_backlog=%d --serialize_overlap=1 --time_based --runtime=1800", backlog)
 }
 
 // liveWriter is a liveJob running in the background in the VM. Its
@@ -60,7 +61,7 @@ func (n *node) startLiveWriter(name, size string, backlog int) *liveWriter {
 func (w *liveWriter) file(ext string) string { return "/run/fio-" + w.name + "." + ext }
 
 // requireRunning fails the test if the writer has stopped: only a
-// verification mismatch or an I/O error ends it before its ten minutes.
+// verification mismatch or an I/O error ends it before its half hour.
 // when says what the test was doing ("during the switch to writeback").
 func (w *liveWriter) requireRunning(when string) {
 	w.n.t.Helper()
