@@ -140,14 +140,10 @@ func (b *localBackend) originArray(ctx context.Context, poolName string) (*mdrai
 		return nil, err.Error()
 	}
 	for _, p := range pools {
-		if p.Name != poolName || p.Origin.MDUUID == "" {
-			continue
+		if p.Name == poolName {
+			o := newPoolView(p).Origin // pool show's reading of the array
+			return o.Array, o.ArrayError
 		}
-		h, err := mdraid.Manager{}.Health(p.Origin.Path)
-		if err != nil {
-			return nil, err.Error()
-		}
-		return &h, ""
 	}
 	return nil, ""
 }

@@ -442,10 +442,7 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 
 // up rounds a spec's size up to the allocator's alignment, as the volume
 // built from it is.
-func up(b uint64) uint64 {
-	const align = pool.Alignment * pool.SectorSize
-	return (b + align - 1) / align * align
-}
+func up(b uint64) uint64 { return pool.BytesToSectors(b) * pool.SectorSize }
 
 // collectDrift gathers the *engine.DriftError leaves of a joined error.
 func collectDrift(err error, out *[]*engine.DriftError) {
