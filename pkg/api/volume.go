@@ -155,6 +155,11 @@ func (c Claim) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CachesWhole reports whether the volume caches a whole device (a shared
+// origin, or one adopted on its node) rather than an extent of its pool:
+// its size is the device's, never the spec's to set.
+func (v VolumeSpec) CachesWhole() bool { return v.SharedOrigin != nil || v.Adopted }
+
 // SharedOrigin names a device one node exports to the others.
 type SharedOrigin struct {
 	// Node is the node that exports it, Export the export's name there

@@ -111,7 +111,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 			return p, nil
 		}
 	}
-	if want := up(o.spec.SizeBytes); o.spec.SharedOrigin == nil && !o.spec.Adopted && want > o.actual.SizeBytes {
+	if want := up(o.spec.SizeBytes); !o.spec.CachesWhole() && want > o.actual.SizeBytes {
 		p.grow = want
 	}
 	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode

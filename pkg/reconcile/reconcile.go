@@ -407,7 +407,7 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 		{"write cache", spec.WriteCacheBytes, v.WriteCacheBytes},
 		{"read cache", spec.ReadCacheBytes, v.ReadCacheBytes},
 	} {
-		if f.what == "size" && (spec.SharedOrigin != nil || spec.Adopted) {
+		if f.what == "size" && spec.CachesWhole() {
 			continue // cached whole: the size is the device's
 		}
 		if f.what == "size" && up(f.spec) > f.got {
