@@ -332,7 +332,7 @@ func volumeSize(r *csi.CapacityRange, def uint64) (uint64, error) {
 	}
 	size = max(size, pool.MinVolumeBytes)
 	const unit = pool.Alignment * pool.SectorSize
-	size = (size + unit - 1) / unit * unit
+	size = pool.BytesToSectors(size) * pool.SectorSize
 	if limit > 0 && size > uint64(limit) {
 		return 0, errorf(errOutOfRange, "capacity range: a volume is a multiple of %s and at least %s; the limit of %d bytes allows none",
 			pool.FormatBytes(unit), pool.FormatBytes(pool.MinVolumeBytes), limit)
