@@ -158,7 +158,10 @@ func TestAdoptDetach(t *testing.T) {
 	n.mustSh(fmt.Sprintf(`(sysbench oltp_read_write --db-driver=mysql --mysql-socket=%s --mysql-user=root --tables=%d --table-size=%d --rand-type=uniform --threads=%d --time=600 run >/run/sysbench.log 2>&1 &)`,
 		db.Socket, adoptTables, adoptRows, adoptThreads))
 	n.mustSh("cat > /run/ledger.sh <<'EOF'\n" + ledgerWriter + "\nEOF\n(sh /run/ledger.sh " + db.Socket + " " + n.AckDevice() + " >/run/ledger.log 2>&1 &)")
-	waitLedger(t, n, 40)
+	// Ten committed rows are enough to find every one of them after the
+	// cut; each costs a client process, seconds under emulation beside
+	// another test.
+	waitLedger(t, n, 10)
 	if d := n.volume("db").WriteCache.DirtyBlocks; d == 0 {
 		t.Fatal("no dirty blocks in the write cache before the power cut; the test would prove nothing")
 	}
@@ -313,13 +316,15 @@ func ledgerAcks(t *testing.T, n *node) int {
 }
 
 // waitLedger waits until the ledger writer has acknowledged at least want
-// rows.
+// rows. The bound is generous: the test measures nothing here, and beside
+// another scenario (besideAnother) a row has taken 3 s.
 func waitLedger(t *testing.T, n *node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	const limit = 5 * time.Minute
+	deadline := time.Now().Add(limit)
 	for ledgerAcks(t, n) < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("the ledger writer acknowledged %d rows in 2 minutes, want %d:\n%s", ledgerAcks(t, n), want, n.sh("cat /run/ledger.log /run/sysbench.log").Stdout)
+			t.Fatalf("the ledger writer acknowledged %d rows in %v, want %d:\n%s", ledgerAcks(t, n), limit, want, n.sh("cat /run/ledger.log /run/sysbench.log").Stdout)
 		}
 		time.Sleep(time.Second)
 	}

@@ -309,11 +309,14 @@ func buildDeb(t *testing.T, dir string) string {
 // device or the adopted array, by the file systems' UUIDs, and tidecached
 // reached READY=1 and keeps its watchdog fed.
 func TestSystemdBoot(t *testing.T) {
+	// The watchdog (30 s, pinged every 15 s) is the only clock here, and
+	// one vCPU of two host cores keeps it fed beside another scenario.
+	besideAnother(t)
 	dir := harness.TestDir(t)
 	deb := buildDeb(t, dir)
 	spec := nodeSpec{HDDs: 4, HDDSize: 384 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
 	cfg := harness.Config{
-		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
+		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, CPUs: vmCPUs(t),
 		// The package's DKMS build provides dm-fuaflush, not the harness.
 		NoFUAFlushModule: true,
 		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
@@ -371,7 +374,7 @@ func TestSystemdBoot(t *testing.T) {
 		if !strings.Contains(imported, "volume "+v+": spec written") {
 			t.Fatalf("volume import --all did not write %s's spec:\n%s", v, imported)
 		}
-		s.eventually(time.Minute, "tidectl --etcd-endpoints http://127.0.0.1:2389 -o json volume show "+v+" | tr -d ' ' | grep -o '\"state\":\"active\"'", `"state":"active"`)
+		s.eventually(3*time.Minute, "tidectl --etcd-endpoints http://127.0.0.1:2389 -o json volume show "+v+" | tr -d ' ' | grep -o '\"state\":\"active\"'", `"state":"active"`)
 	}
 	if again := s.mustSh("TIDECACHE_ETCD_ENDPOINTS=http://127.0.0.1:2389 tidectl volume import --all"); !strings.Contains(again, "nothing to import") {
 		t.Fatalf("a second import --all: %s", again)

@@ -240,6 +240,7 @@ func TestLiveModeChanges(t *testing.T) {
 // with dmsetup and checks that `volume check` reports it, `volume repair`
 // restores the layout's table, and the data is intact.
 func TestDriftCheckRepair(t *testing.T) {
+	besideAnother(t)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 32M")
@@ -271,6 +272,7 @@ func TestDriftCheckRepair(t *testing.T) {
 // the dirty blocks under the new low watermark, the data stays intact, and
 // the tuning is part of the layout (check and assemble see no drift).
 func TestTuneWatermarks(t *testing.T) {
+	besideAnother(t)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 64M")
