@@ -152,20 +152,16 @@ func TestDevNumberAndName(t *testing.T) {
 // skips the test.
 func rootDevice(t *testing.T) (path string, num devNum) {
 	t.Helper()
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := Mounts("")
 	if err != nil {
 		t.Skip(err)
 	}
-	mounts, err := parseMountinfo(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range mounts {
-		if m.mountPoint != "/" || !strings.HasPrefix(m.source, "/dev/") {
+		if m.MountPoint != "/" || !strings.HasPrefix(m.Source, "/dev/") {
 			continue
 		}
-		if d, err := Lookup(m.source); err == nil && !d.Regular && (devNum{d.Major, d.Minor}) == m.dev {
-			return d.Path, m.dev
+		if d, err := Lookup(m.Source); err == nil && !d.Regular && unix.Mkdev(d.Major, d.Minor) == m.Dev {
+			return d.Path, devNum{d.Major, d.Minor}
 		}
 	}
 	t.Skip("/ is not mounted from a block device here")

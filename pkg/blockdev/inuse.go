@@ -3,12 +3,9 @@
 package blockdev
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,19 +95,14 @@ func (c Checker) check(ctx context.Context, path, devPathName, name string, num 
 		return &InUseError{Path: path, Reason: m.prefix + reason}
 	}
 
-	procRoot := procRootOrDefault(c.ProcRoot)
-	raw, err := os.ReadFile(filepath.Join(procRoot, "self", "mountinfo"))
-	if err != nil {
-		return fmt.Errorf("check %s: %w", path, err)
-	}
-	mounts, err := parseMountinfo(raw)
+	mounts, err := Mounts(c.ProcRoot)
 	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
 	for _, mnt := range mounts {
 		for _, m := range members {
-			if mnt.dev == m.num || (mnt.dev.major == 0 && sourceIs(mnt.source, m)) {
-				return inUse(m, "mounted at "+mnt.mountPoint)
+			if mnt.Dev == unix.Mkdev(m.num.major, m.num.minor) || (unix.Major(mnt.Dev) == 0 && sourceIs(mnt.Source, m)) {
+				return inUse(m, "mounted at "+mnt.MountPoint)
 			}
 		}
 	}
@@ -118,11 +110,11 @@ func (c Checker) check(ctx context.Context, path, devPathName, name string, num 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
-	raw, err = os.ReadFile(filepath.Join(procRoot, "swaps"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) { // no swap support: no swaps
+	swapped, err := swaps(c.ProcRoot)
+	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
-	for _, swap := range parseSwaps(raw) {
+	for _, swap := range swapped {
 		for _, m := range members {
 			if sourceIs(swap, m) {
 				return inUse(m, "used as swap")
@@ -228,7 +220,7 @@ func nvmetNamespaces(sysRoot string) []nvmetNamespace {
 	return out
 }
 
-// sourceIs tells whether a device path found in mountinfo or /proc/swaps
+// sourceIs tells whether a device path found in the mount table or /proc/swaps
 // names m: by device number when the path can be stat'ed, else by name.
 func sourceIs(source string, m member) bool {
 	if !strings.HasPrefix(source, "/") {
@@ -243,74 +235,6 @@ func sourceIs(source string, m member) bool {
 		return devNum{unix.Major(rdev), unix.Minor(rdev)} == m.num
 	}
 	return filepath.Base(source) == m.name
-}
-
-// mountEntry is the part of a /proc/<pid>/mountinfo line we use.
-type mountEntry struct {
-	dev        devNum
-	mountPoint string
-	fsType     string
-	source     string
-}
-
-// parseMountinfo parses /proc/<pid>/mountinfo (proc(5)):
-//
-//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-//	(1)(2)(3)   (4)   (5)      (6)      (7)   (8) (9)   (10)         (11)
-//
-// Field 7 is zero or more optional fields closed by the "-" of field 8.
-// Paths have space, tab, newline and backslash escaped as octal (\040).
-func parseMountinfo(data []byte) ([]mountEntry, error) {
-	var out []mountEntry
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(f) < 10 || sep < 0 || sep+2 >= len(f) {
-			return nil, fmt.Errorf("mountinfo line %d: malformed: %q", n, line)
-		}
-		dev, err := parseDevNum(f[2])
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w", n, err)
-		}
-		out = append(out, mountEntry{
-			dev:        dev,
-			mountPoint: UnescapeOctal(f[4]),
-			fsType:     f[sep+1],
-			source:     UnescapeOctal(f[sep+2]),
-		})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("mountinfo: %w", err)
-	}
-	return out, nil
-}
-
-// parseSwaps returns the file names in /proc/swaps:
-//
-//	Filename				Type		Size		Used		Priority
-//	/dev/vdc2                               partition	1048572		0		-2
-func parseSwaps(data []byte) []string {
-	var out []string
-	for i, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if i == 0 || len(f) == 0 {
-			continue // header
-		}
-		out = append(out, UnescapeOctal(f[0]))
-	}
-	return out
 }
 
 // UnescapeOctal undoes the kernel's \ooo escaping of paths in procfs

@@ -11,24 +11,27 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
-func TestParseMountinfo(t *testing.T) {
+func TestMounts(t *testing.T) {
 	raw, err := os.ReadFile("testdata/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseMountinfo(raw)
+	got, err := Mounts(fakeProcRoot(t, string(raw), ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []mountEntry{
-		{devNum{0, 21}, "/proc", "proc", "proc"},
-		{devNum{0, 22}, "/sys", "sysfs", "sysfs"},
-		{devNum{254, 0}, "/", "ext4", "/dev/vda"},
-		{devNum{254, 17}, "/srv/my dir", "xfs", "/dev/vdx1"},
-		{devNum{0, 52}, "/btr", "btrfs", "/dev/vdx2"},
-		{devNum{0, 53}, "/mnt/nfs", "nfs4", "server:/export"},
+	want := []Mount{
+		{Dev: unix.Mkdev(0, 21), MountPoint: "/proc", FSType: "proc", Source: "proc"},
+		{Dev: unix.Mkdev(0, 22), MountPoint: "/sys", FSType: "sysfs", Source: "sysfs"},
+		{Dev: unix.Mkdev(254, 0), MountPoint: "/", FSType: "ext4", Source: "/dev/vda"},
+		{Dev: unix.Mkdev(254, 17), MountPoint: "/srv/my dir", FSType: "xfs", Source: "/dev/vdx1"},
+		{Dev: unix.Mkdev(0, 52), MountPoint: "/btr", FSType: "btrfs", Source: "/dev/vdx2"},
+		{Dev: unix.Mkdev(0, 53), MountPoint: "/mnt/nfs", FSType: "nfs4", Source: "server:/export"},
+		{Dev: unix.Mkdev(253, 4), MountPoint: "/var/lib/kubelet/pods/x/mount", ReadOnly: true, FSType: "xfs", Source: "/dev/mapper/tc-pvc-1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d entries, want %d: %+v", len(got), len(want), got)
@@ -44,22 +47,23 @@ func TestParseMountinfo(t *testing.T) {
 		"27 1 254-0 / / rw,relatime - ext4 /dev/vda rw\n", // bad device number
 		"27 1 254:0 / / rw - ext4\n",                      // no source
 	} {
-		if _, err := parseMountinfo([]byte(bad)); err == nil {
-			t.Errorf("parseMountinfo(%q): no error", bad)
+		if _, err := Mounts(fakeProcRoot(t, bad, "")); err == nil {
+			t.Errorf("Mounts of %q: no error", bad)
 		}
 	}
 }
 
-func TestParseSwaps(t *testing.T) {
+func TestSwaps(t *testing.T) {
 	raw := "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n" +
 		"/dev/vdx2                               partition\t1048572\t\t0\t\t-2\n" +
 		"/var/swap\\040file                       file\t\t65532\t\t0\t\t-3\n"
-	got := parseSwaps([]byte(raw))
-	if len(got) != 2 || got[0] != "/dev/vdx2" || got[1] != "/var/swap file" {
-		t.Errorf("parseSwaps = %q", got)
+	got, err := swaps(fakeProcRoot(t, "", raw))
+	if err != nil || len(got) != 2 || got[0] != "/dev/vdx2" || got[1] != "/var/swap file" {
+		t.Errorf("swaps = %q, %v", got, err)
 	}
-	if got := parseSwaps(nil); len(got) != 0 {
-		t.Errorf("parseSwaps(nil) = %q", got)
+	// A kernel without swap support has no /proc/swaps: no swaps.
+	if got, err := swaps(fakeProcRoot(t, "", "")); err != nil || len(got) != 0 {
+		t.Errorf("swaps without /proc/swaps = %q, %v", got, err)
 	}
 }
 

@@ -27,14 +27,16 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
 
 	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/command"
@@ -193,62 +195,53 @@ func (e *Engine) lock(ctx context.Context) (func(), error) {
 	return e.lockFile(ctx, e.cfg.LockPath, "the node lock: another tidectl or tidecached is changing a pool")
 }
 
-// lockFile takes an exclusive flock on path, waiting until ctx ends and
-// saying on the log, after a second and then every half minute, what it
-// waits for (what) and who holds it. The holder's pid and command line go
-// into the file for those who wait. The returned function releases it; so
-// does the process's exit, however it ends.
+// lockFile takes an exclusive flock on path (gofrs/flock), waiting until
+// ctx ends and saying on the log, after a second and then every half
+// minute, what it waits for (what) and who holds it. The holder's pid and
+// command line go into the file for those who wait. The returned function
+// releases it; so does the process's exit, however it ends.
 func (e *Engine) lockFile(ctx context.Context, path, what string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
+	fl := flock.New(path, flock.SetFlag(os.O_RDWR|os.O_CREATE), flock.SetPermissions(0o600))
 	start := time.Now()
-	nextSay := start.Add(lockWaitSay)
+	say := start.Add(lockWaitSay)
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			// Say who holds it, for the commands that will wait.
-			if err := f.Truncate(0); err == nil {
-				_, _ = f.WriteAt([]byte(lockHolder(time.Now())), 0)
-			}
-			return func() { f.Close() }, nil
-		}
-		if err != syscall.EWOULDBLOCK {
-			f.Close()
+		tryCtx, cancel := context.WithDeadline(ctx, say)
+		locked, err := fl.TryLockContext(tryCtx, 100*time.Millisecond)
+		cancel()
+		switch {
+		case locked:
+			// Say who holds it, for the commands that will wait: the
+			// lock is on the file, not its contents.
+			_ = os.WriteFile(path, []byte(lockHolder(time.Now())), 0o600)
+			return func() { _ = fl.Close() }, nil
+		case ctx.Err() != nil:
+			holder, _ := os.ReadFile(path)
+			return nil, fmt.Errorf("wait for lock %s (held by %s): %w", path, cmp.Or(strings.TrimSpace(string(holder)), "another tidectl or tidecached"), ctx.Err())
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
-		if now := time.Now(); now.After(nextSay) {
-			holder, _ := os.ReadFile(path)
-			e.log.Warn("waiting for "+what, "holder", strings.TrimSpace(string(holder)), "waited", now.Sub(start).Round(time.Second))
-			nextSay = now.Add(lockWaitRepeat)
-		}
-		select {
-		case <-ctx.Done():
-			holder, _ := os.ReadFile(path)
-			f.Close()
-			return nil, fmt.Errorf("wait for lock %s (held by %s): %w", path, cmp.Or(strings.TrimSpace(string(holder)), "another tidectl or tidecached"), ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+		holder, _ := os.ReadFile(path)
+		now := time.Now()
+		e.log.Warn("waiting for "+what, "holder", strings.TrimSpace(string(holder)), "waited", now.Sub(start).Round(time.Second))
+		say = now.Add(lockWaitRepeat)
 	}
 }
 
 // heldByOther reports whether another open file holds a flock on path: a
 // process, alive, that took it with lockFile. A missing file is not held.
 func heldByOther(path string) bool {
-	f, err := os.Open(path)
+	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
+	ok, err := fl.TryRLock()
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
-		return err == syscall.EWOULDBLOCK
+	if ok {
+		_ = fl.Close()
 	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
+	return !ok
 }
 
 // When a command waiting for the node lock first says so, and how often

@@ -48,3 +48,35 @@ func TestLockWaitSaysWhoHoldsIt(t *testing.T) {
 		t.Errorf("the waiter said nothing about the holder:\n%s", logs.String())
 	}
 }
+
+// heldByOther tells a flush in progress (its lock held) from one that
+// ended or never ran, without taking the lock itself.
+func TestHeldByOther(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flush.lock")
+	if heldByOther(path) {
+		t.Fatal("a missing lock file is held")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("heldByOther created the file: %v", err)
+	}
+	e := &Engine{cfg: Config{LockPath: path}, log: slog.New(slog.DiscardHandler)}
+	unlock, err := e.lockFile(context.Background(), path, "a flush")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !heldByOther(path) {
+		t.Error("a lock taken by lockFile is not seen as held")
+	}
+	unlock()
+	if heldByOther(path) {
+		t.Error("a released lock is still seen as held")
+	}
+	// The probe left no lock behind: the lock can be taken again at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	unlock, err = e.lockFile(ctx, path, "a flush")
+	if err != nil {
+		t.Fatalf("lock after the probes: %v", err)
+	}
+	unlock()
+}
