@@ -83,7 +83,7 @@ func TestFUAFlushRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ko, err := harness.FUAFlushModule(t.Context(), kver)
+	ko, err := harness.Module(t.Context(), harness.FUAFlush, kver)
 	if err != nil {
 		t.Fatal(err)
 	}

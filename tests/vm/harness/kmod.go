@@ -17,35 +17,39 @@ import (
 	"sync"
 )
 
-// The guest kernel gets tidecache's own device-mapper target, dm-fuaflush
-// (kernel/dm-fuaflush), built on the host against the guest kernel's
+// The guest kernel gets tidecache's own device-mapper targets (kernel/<name>:
+// dm-fuaflush, dm-readfirst), built on the host against the guest kernel's
 // headers (/lib/modules/<kver>/build, package linux-headers-<kver>) and
-// loaded by the agent with insmod (see wire.ParamInsmod). The module lands
+// loaded by the agent with insmod (see wire.ParamInsmod). The modules land
 // in the cache directory, which the guest sees through its 9p root.
 
-// FUAFlushSource is the repository directory holding the dm-fuaflush
-// sources.
-const FUAFlushSource = "kernel/dm-fuaflush"
+// tidecache's own kernel modules, each built from the repository
+// directory kernel/<name>.
+const (
+	FUAFlush  = "dm-fuaflush"  // completes FUA writes after a flush (pkg/engine durable)
+	ReadFirst = "dm-readfirst" // holds background writes while reads wait
+)
 
-// fuaflushFormat is part of the cache key: bump it when the way the module
-// is built changes in a way the sources do not show.
-const fuaflushFormat = "tidecache-kmod-1"
+// kmodFormat is part of the cache key: bump it when the way a module is
+// built changes in a way the sources do not show.
+const kmodFormat = "tidecache-kmod-1"
 
 var kmodCache struct {
 	sync.Mutex
-	paths map[string]string // kver -> .ko
+	paths map[string]string // name + " " + kver -> .ko
 }
 
-// FUAFlushModule returns the path of dm-fuaflush.ko built for the guest
-// kernel kver (KernelVersion), building it when the cache holds no module
-// built from the same sources against the same headers. It is built at
-// most once per process; builds in other processes are safe (the module
-// is renamed into place). The error names the package to install when the
-// headers or the build tools are missing.
-func FUAFlushModule(ctx context.Context, kver string) (string, error) {
+// Module returns the path of <name>.ko (FUAFlush, ReadFirst) built for
+// the guest kernel kver (KernelVersion), building it when the cache holds
+// no module built from the same sources against the same headers. It is
+// built at most once per process; builds in other processes are safe (the
+// module is renamed into place). The error names the package to install
+// when the headers or the build tools are missing.
+func Module(ctx context.Context, name, kver string) (string, error) {
 	kmodCache.Lock()
 	defer kmodCache.Unlock()
-	if p := kmodCache.paths[kver]; p != "" {
+	key := name + " " + kver
+	if p := kmodCache.paths[key]; p != "" {
 		return p, nil
 	}
 	cache, err := CacheDir()
@@ -56,14 +60,14 @@ func FUAFlushModule(ctx context.Context, kver string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := buildFUAFlush(ctx, cache, filepath.Join(root, FUAFlushSource), kver)
+	p, err := buildModule(ctx, cache, filepath.Join(root, "kernel", name), name, kver)
 	if err != nil {
-		return "", fmt.Errorf("vm: dm-fuaflush for %s: %w", kver, err)
+		return "", fmt.Errorf("vm: %s for %s: %w", name, kver, err)
 	}
 	if kmodCache.paths == nil {
 		kmodCache.paths = map[string]string{}
 	}
-	kmodCache.paths[kver] = p
+	kmodCache.paths[key] = p
 	return p, nil
 }
 
@@ -81,10 +85,10 @@ func kernelBuildDir(kver string) (string, error) {
 	return dir, nil
 }
 
-// buildFUAFlush builds the module from srcDir into cacheDir as
-// dm-fuaflush-<kver>-<hash>.ko, the hash covering the sources and the
-// headers it was built against.
-func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, error) {
+// buildModule builds module name from srcDir into cacheDir as
+// <name>-<kver>-<hash>.ko, the hash covering the sources and the headers
+// it was built against.
+func buildModule(ctx context.Context, cacheDir, srcDir, name, kver string) (string, error) {
 	kdir, err := kernelBuildDir(kver)
 	if err != nil {
 		return "", err
@@ -98,7 +102,7 @@ func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, 
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", fuaflushFormat, kver)
+	fmt.Fprintf(h, "%s\n%s\n", kmodFormat, kver)
 	// The headers: a reinstalled or upgraded package rewrites Module.symvers.
 	symvers, err := filepath.EvalSymlinks(filepath.Join(kdir, "Module.symvers"))
 	if err != nil {
@@ -109,15 +113,15 @@ func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, 
 		return "", err
 	}
 	fmt.Fprintf(h, "%s %d %d\n", symvers, st.Size(), st.ModTime().UnixNano())
-	for _, name := range srcs {
-		data, err := os.ReadFile(filepath.Join(srcDir, name))
+	for _, src := range srcs {
+		data, err := os.ReadFile(filepath.Join(srcDir, src))
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		fmt.Fprintf(h, "%s %d\n", src, len(data))
 		h.Write(data)
 	}
-	out := filepath.Join(cacheDir, fmt.Sprintf("dm-fuaflush-%s-%s.ko", kver, hex.EncodeToString(h.Sum(nil))[:16]))
+	out := filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s.ko", name, kver, hex.EncodeToString(h.Sum(nil))[:16]))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -129,12 +133,12 @@ func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, 
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	for _, name := range srcs {
-		data, err := os.ReadFile(filepath.Join(srcDir, name))
+	for _, src := range srcs {
+		data, err := os.ReadFile(filepath.Join(srcDir, src))
 		if err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(work, src), data, 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -147,12 +151,12 @@ func buildFUAFlush(ctx context.Context, cacheDir, srcDir, kver string) (string, 
 		// built with: a missing one shows in make's output.
 		return "", fmt.Errorf("make -C %s M=%s modules: %w\n%s", kdir, work, err, strings.TrimSpace(outBuf.String()))
 	}
-	built := filepath.Join(work, "dm-fuaflush.ko")
+	built := filepath.Join(work, name+".ko")
 	data, err := os.ReadFile(built)
 	if err != nil {
-		return "", fmt.Errorf("build left no dm-fuaflush.ko: %w\n%s", err, outBuf.String())
+		return "", fmt.Errorf("build left no %s.ko: %w\n%s", name, err, outBuf.String())
 	}
-	tmp, err := os.CreateTemp(cacheDir, ".dm-fuaflush-*")
+	tmp, err := os.CreateTemp(cacheDir, "."+name+"-*")
 	if err != nil {
 		return "", err
 	}

@@ -100,9 +100,9 @@ type Config struct {
 	Logger      *slog.Logger // default: discard
 	ExtraAppend string       // appended to the kernel command line
 	// NoFUAFlushModule boots without tidecache's dm-fuaflush target
-	// (kernel/dm-fuaflush). By default Boot builds it against the guest
-	// kernel's headers (see FUAFlushModule) and the agent loads it, so
-	// every VM has the "fuaflush" target.
+	// (kernel/dm-fuaflush). By default Boot builds it, and dm-readfirst,
+	// against the guest kernel's headers (see Module) and the agent loads
+	// them, so every VM has the "fuaflush" and "readfirst" targets.
 	NoFUAFlushModule bool
 	// Systemd boots the guest like a server, with Debian's systemd as PID
 	// 1 and udev, on a root that survives reboots; nil boots the bare
@@ -368,12 +368,15 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 		useCached(kernelPath, "vmlinux-")
 	}
 	var modules []string
-	if !cfg.NoFUAFlushModule {
-		ko, err := FUAFlushModule(bootCtx, kver)
+	for _, name := range []string{FUAFlush, ReadFirst} {
+		if name == FUAFlush && cfg.NoFUAFlushModule {
+			continue
+		}
+		ko, err := Module(bootCtx, name, kver)
 		if err != nil {
 			return nil, err
 		}
-		useCached(ko, "dm-fuaflush-")
+		useCached(ko, name+"-")
 		modules = append(modules, ko)
 	}
 	useCached(agent, "agent-")
