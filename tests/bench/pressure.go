@@ -46,6 +46,10 @@ type pressureProfile struct {
 	write, mix, read, burst, idle, oltp time.Duration
 	schedulers                          []string
 	db                                  pressureDBProfile
+	// readFirstMS, when set, adds tc-wb-rf: tc-wb with dm-readfirst
+	// (kernel/dm-readfirst) put under its write tier by hand, holding
+	// write-back up to this many ms while reads wait on the HDDs.
+	readFirstMS int
 }
 
 // pressureDefaults are the full run's lengths or, with quick, the short
@@ -314,21 +318,27 @@ func pressureSSDBytes(pp pressureProfile) int64 {
 // set, and lvm's PV for the two cachevols.
 func pressureSSDMiB(pp pressureProfile) []int {
 	c := int(pp.cache >> 20)
-	return []int{2*c + 96, c, 2*c + 64}
+	return []int{len(tidecachePressureVolumes(pp))*c + 96, c, 2*c + 64}
 }
 
 // tidecachePressureVolumes are tc-wb, whose whole cache is its write
 // tier, and tc-wbr, whose cache is split between a write and a read tier
 // (as in the issue's first measurement: half each), both at tidecache's
-// defaults otherwise.
+// defaults otherwise; with pp.readFirstMS, tc-wb-rf too.
 func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 	size, half := mib(pp.device), mib(pp.cache/2)
-	return []tidecacheVolume{
+	vols := []tidecacheVolume{
 		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache)",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}},
 		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-cache), the cache split in half",
 			create: []string{"--size", size, "--write-cache", half, "--read-cache", half}},
 	}
+	if pp.readFirstMS > 0 {
+		vols = append(vols, tidecacheVolume{name: "tc-wb-rf", base: "tc-wb", kind: variant, readFirstMS: pp.readFirstMS,
+			label:  fmt.Sprintf("tc-wb with dm-readfirst under its write tier: write-back held up to %d ms while reads wait", pp.readFirstMS),
+			create: []string{"--size", size, "--write-cache", mib(pp.cache)}})
+	}
+	return vols
 }
 
 // setUpPressureSystems builds the RAID10, the partitions and the systems,
@@ -343,7 +353,8 @@ func setUpPressureSystems(ctx context.Context, bed *testbed.Bed, pp pressureProf
 		return nil, err
 	}
 	vol := int(pp.device >> 20)
-	hdd, err := partitions(ctx, bed, raidDev, vol, 2*vol+64, vol+64, 2*vol+64)
+	vols := tidecachePressureVolumes(pp)
+	hdd, err := partitions(ctx, bed, raidDev, vol, len(vols)*vol+64, vol+64, 2*vol+64)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +370,7 @@ func setUpPressureSystems(ctx context.Context, bed *testbed.Bed, pp pressureProf
 			setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])}})
 
 	p.Step("tidecache: pool on %s + %s…", hdd[1], ssd[0])
-	tc, err := setUpTidecache(ctx, bed, hdd[1], ssd[0], tidecachePressureVolumes(pp))
+	tc, err := setUpTidecache(ctx, bed, hdd[1], ssd[0], vols)
 	if err != nil {
 		return nil, err
 	}

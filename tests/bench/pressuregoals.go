@@ -69,6 +69,13 @@ func (sr *schedRun) system(key string) *pressureSystem {
 	return nil
 }
 
+// tidecacheKeys are the measured tidecache systems the targets are
+// checked for: the defaults, then the variants under test (a targeted
+// run's tc-wb-rf).
+func (sr *schedRun) tidecacheKeys() []string {
+	return append(sr.keysOf(tidecache), sr.keysOf(variant)...)
+}
+
 // keysOf are the measured systems of a kind, in report order.
 func (sr *schedRun) keysOf(k kind) []string {
 	var out []string
@@ -240,7 +247,7 @@ type pressureTarget struct {
 
 // targets checks the run against every target, for each tidecache system.
 func (sr *schedRun) targets() []pressureTarget {
-	tcs := sr.keysOf(tidecache)
+	tcs := sr.tidecacheKeys()
 	bare := "RAID10"
 	x := testbed.FormatRatio
 	lat := testbed.FormatLatency

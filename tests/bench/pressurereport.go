@@ -77,7 +77,7 @@ func (r *pressureReport) write(out io.Writer, charts map[string][]chartFile, out
 
 // writeTargets is one scheduler's targets table.
 func (sr *schedRun) writeTargets(b *strings.Builder) error {
-	tcs := sr.keysOf(tidecache)
+	tcs := sr.tidecacheKeys()
 	hdr := append([]string{"target"}, tcs...)
 	t := testbed.Table{Header: append(hdr, "verdict")}
 	for _, tg := range sr.targets() {
@@ -322,7 +322,7 @@ func (sr *schedRun) writeDrain(b *strings.Builder) error {
 // writePeers compares each tidecache system with each peer on the
 // figures of the "ahead" target.
 func (sr *schedRun) writePeers(b *strings.Builder) error {
-	tcs, peers := sr.keysOf(tidecache), sr.keysOf(peer)
+	tcs, peers := sr.tidecacheKeys(), sr.keysOf(peer)
 	if len(tcs) == 0 || len(peers) == 0 {
 		return nil
 	}
