@@ -55,7 +55,8 @@ struct readfirst_c {
 	spinlock_t lock;		/* protects held, max_hold, suspending */
 	struct bio_list held;		/* writes held, oldest first */
 	unsigned long max_hold;		/* jiffies; 0: hold nothing */
-	unsigned int max_hold_ms;	/* as given, for the table line */
+	unsigned int max_hold_ms;	/* the same in ms, for the status */
+	unsigned int table_max_hold_ms;	/* as the table gave it */
 	bool suspending;		/* between presuspend and resume */
 
 	atomic_t reads;			/* reads in flight to the device */
@@ -179,6 +180,7 @@ static int readfirst_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 		goto bad;
 	}
 	set_max_hold(rf, ms);
+	rf->table_max_hold_ms = ms;
 
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &rf->dev);
 	if (r) {
@@ -343,8 +345,10 @@ static int readfirst_message(struct dm_target *ti, unsigned int argc,
 /*
  * Status:
  *	INFO:  <reads_in_flight> <writes_held_now> <writes_held_total>
- *	       <writes_released_at_max_hold>
- *	TABLE: <dev major:minor> <max_hold_ms>
+ *	       <writes_released_at_max_hold> <max_hold_ms now>
+ *	TABLE: <dev major:minor> <max_hold_ms of the table>
+ *
+ * A message changes the bound in force, not the table line.
  */
 static void readfirst_status(struct dm_target *ti, status_type_t type,
 			     unsigned int status_flags, char *result,
@@ -355,20 +359,21 @@ static void readfirst_status(struct dm_target *ti, status_type_t type,
 
 	switch (type) {
 	case STATUSTYPE_INFO:
-		DMEMIT("%d %d %llu %llu",
+		DMEMIT("%d %d %llu %llu %u",
 		       atomic_read(&rf->reads), atomic_read(&rf->nr_held),
 		       (unsigned long long)atomic64_read(&rf->held_total),
-		       (unsigned long long)atomic64_read(&rf->released_late));
+		       (unsigned long long)atomic64_read(&rf->released_late),
+		       READ_ONCE(rf->max_hold_ms));
 		break;
 
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %u", rf->dev->name, READ_ONCE(rf->max_hold_ms));
+		DMEMIT("%s %u", rf->dev->name, rf->table_max_hold_ms);
 		break;
 
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
 		DMEMIT(",device_name=%s,max_hold_ms=%u;", rf->dev->name,
-		       READ_ONCE(rf->max_hold_ms));
+		       rf->table_max_hold_ms);
 		break;
 	}
 }

@@ -35,25 +35,26 @@ dmsetup create tcrf-wc --table "0 %[1]d writecache s /dev/mapper/tcrf /dev/mappe
 `, rfOriginSectors, rfCacheSectors)
 
 // rfStatus is the INFO status of a readfirst target.
-type rfStatus struct{ reads, heldNow, heldTotal, releasedLate int64 }
+type rfStatus struct{ reads, heldNow, heldTotal, releasedLate, maxHoldMs int64 }
 
 // readfirstStatus parses `dmsetup status` of a readfirst device: "0 <len>
-// readfirst <reads_in_flight> <held_now> <held_total> <released_late>".
+// readfirst <reads_in_flight> <held_now> <held_total> <released_late>
+// <max_hold_ms>".
 func readfirstStatus(t *testing.T, v *harness.VM, dev string) rfStatus {
 	t.Helper()
 	line := strings.TrimSpace(v.MustRun(t, "dmsetup status "+dev))
 	f := strings.Fields(line)
-	if len(f) != 7 || f[2] != "readfirst" {
-		t.Fatalf("%s: status %q: want 0 <len> readfirst <reads> <held_now> <held_total> <released_late>", dev, line)
+	if len(f) != 8 || f[2] != "readfirst" {
+		t.Fatalf("%s: status %q: want 0 <len> readfirst <reads> <held_now> <held_total> <released_late> <max_hold_ms>", dev, line)
 	}
-	var n [4]int64
+	var n [5]int64
 	for i := range n {
 		var err error
 		if n[i], err = strconv.ParseInt(f[3+i], 10, 64); err != nil {
 			t.Fatalf("%s: status %q: field %d: %v", dev, line, 4+i, err)
 		}
 	}
-	return rfStatus{n[0], n[1], n[2], n[3]}
+	return rfStatus{n[0], n[1], n[2], n[3], n[4]}
 }
 
 // rfPattern writes (or with verify set, checks) size bytes at offset in
@@ -151,8 +152,8 @@ func TestReadFirst(t *testing.T) {
 	if got, want := strings.TrimSpace(v.MustRun(t, "dmsetup table tcrf")), fmt.Sprintf("0 %d readfirst %s 1000", rfOriginSectors, slow); got != want {
 		t.Fatalf("table %q, want %q", got, want)
 	}
-	if s := readfirstStatus(t, v, rfDev); s != (rfStatus{}) {
-		t.Fatalf("fresh target: status %+v, want all zero", s)
+	if s := readfirstStatus(t, v, rfDev); s != (rfStatus{maxHoldMs: 1000}) {
+		t.Fatalf("fresh target: status %+v, want counters at zero and the table's bound", s)
 	}
 	for _, bad := range []struct{ what, cmd string }{
 		{"one argument", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow"`},
@@ -203,10 +204,11 @@ func TestReadFirst(t *testing.T) {
 	// Every block written back is on the disk under the stack.
 	v.MustRun(t, rfPattern("/dev/mapper/tcrf-slow", 0, 8<<20, true))
 
-	// max_hold_ms 0: nothing held, whatever the reads.
+	// max_hold_ms 0: nothing held, whatever the reads. The bound in
+	// force changes, the table line keeps the table's.
 	v.MustRun(t, "dmsetup message tcrf 0 max_hold_ms 0")
-	if got := strings.Fields(v.MustRun(t, "dmsetup table tcrf")); got[len(got)-1] != "0" {
-		t.Fatalf("after max_hold_ms 0: table %v", got)
+	if s, table := readfirstStatus(t, v, rfDev), strings.Fields(v.MustRun(t, "dmsetup table tcrf")); s.maxHoldMs != 0 || table[len(table)-1] != "1000" {
+		t.Fatalf("after max_hold_ms 0: status %+v, table %v; want 0 in force, 1000 in the table", s, table)
 	}
 	before := readfirstStatus(t, v, rfDev)
 	v.MustRun(t, rfPattern(rfCache, 8<<20, 4<<20, false))
