@@ -15,9 +15,12 @@
  * and maps every bio straight through, except one kind: a write without
  * REQ_SYNC, REQ_FUA or REQ_PREFLUSH (op_is_sync() false), which nobody
  * waits for: kcopyd's write-back and the page cache's background
- * writeback. Such a write, arriving while a read is in flight to the
- * origin, or while earlier writes are held, is held in arrival order until
- * no read is in flight, or until it has been held max_hold_ms, whichever
+ * writeback. Such a write is held, in arrival order, while the reads are
+ * not done: a read is in flight to the origin, or the last one completed
+ * less than idle_ms ago (a reader issues its next read a moment after the
+ * last, and disks complete reads in batches: "none in flight" alone would
+ * let write-back in between every two reads). It goes once the reads have
+ * been idle for idle_ms, or once it has been held max_hold_ms, whichever
  * comes first. Writes someone waits for (O_DIRECT, O_DSYNC, fsync, journal
  * commits) and flushes are never held, and neither are discards.
  *
@@ -38,28 +41,32 @@
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include <linux/jiffies.h>
+#include <linux/timer.h>
 #include <linux/atomic.h>
 #include <linux/device-mapper.h>
 
 #define DM_MSG_PREFIX "readfirst"
 
-/* The longest a write may be held: a minute. */
-#define READFIRST_MAX_HOLD_MS 60000
+/* The longest a write may be held, and the longest idle window: a minute. */
+#define READFIRST_MAX_MS 60000
 
 struct readfirst_c {
 	struct dm_dev *dev;
 
 	struct workqueue_struct *wq;
-	struct delayed_work release_work;
+	struct delayed_work release_work;	/* at the oldest write's bound */
+	struct timer_list idle_timer;		/* idle_ms after the last read */
 
-	spinlock_t lock;		/* protects held, max_hold, suspending */
+	spinlock_t lock;		/* protects held and the settings */
 	struct bio_list held;		/* writes held, oldest first */
 	unsigned long max_hold;		/* jiffies; 0: hold nothing */
-	unsigned int max_hold_ms;	/* the same in ms, for the status */
-	unsigned int table_max_hold_ms;	/* as the table gave it */
+	unsigned long idle;		/* jiffies */
+	unsigned int max_hold_ms, idle_ms;		/* in force */
+	unsigned int table_max_hold_ms, table_idle_ms;	/* as the table gave them */
 	bool suspending;		/* between presuspend and resume */
 
 	atomic_t reads;			/* reads in flight to the device */
+	unsigned long last_read;	/* jiffies when the last read completed */
 	atomic_t nr_held;		/* writes in held */
 
 	atomic64_t held_total;		/* writes ever held */
@@ -83,10 +90,20 @@ static struct readfirst_io *io_of(struct bio *bio)
 	return dm_per_bio_data(bio, sizeof(struct readfirst_io));
 }
 
+/* Whether writes must wait for reads now. Caller holds rf->lock. */
+static bool reads_busy(struct readfirst_c *rf, unsigned long now)
+{
+	if (!rf->max_hold || rf->suspending)
+		return false;
+	return atomic_read(&rf->reads) ||
+	       time_before(now, READ_ONCE(rf->last_read) + rf->idle);
+}
+
 /*
- * Release every held write that may go: all of them when no read is in
- * flight or holding is off, otherwise those held max_hold or longer. Then
- * come back when the oldest one left reaches max_hold.
+ * Release every held write that may go: all of them when the reads are
+ * done (or holding is off), otherwise those held max_hold or longer. Then
+ * come back when the oldest one left reaches max_hold; the idle timer
+ * brings it back sooner when the reads end.
  */
 static void do_release(struct work_struct *ws)
 {
@@ -95,21 +112,20 @@ static void do_release(struct work_struct *ws)
 	struct bio_list go;
 	struct bio *bio;
 	unsigned long now = jiffies, flags;
-	bool all;
+	bool busy;
 
 	bio_list_init(&go);
 	spin_lock_irqsave(&rf->lock, flags);
-	all = !rf->max_hold || rf->suspending || !atomic_read(&rf->reads);
+	busy = reads_busy(rf, now);
 	while ((bio = bio_list_peek(&rf->held))) {
 		struct readfirst_io *io = io_of(bio);
-		bool due = time_after_eq(now, io->held_at + rf->max_hold);
+		unsigned long due = io->held_at + rf->max_hold;
 
-		if (!all && !due) {
-			queue_delayed_work(rf->wq, &rf->release_work,
-					   io->held_at + rf->max_hold - now);
+		if (busy && time_before(now, due)) {
+			queue_delayed_work(rf->wq, &rf->release_work, due - now);
 			break;
 		}
-		if (!all)
+		if (busy)
 			atomic64_inc(&rf->released_late);
 		bio_list_add(&go, bio_list_pop(&rf->held));
 		atomic_dec(&rf->nr_held);
@@ -126,9 +142,17 @@ static void kick(struct readfirst_c *rf)
 	mod_delayed_work(rf->wq, &rf->release_work, 0);
 }
 
-static int parse_max_hold(const char *arg, unsigned int *ms)
+/* The reads have been idle for idle_ms, unless one came since. */
+static void idle_timeout(struct timer_list *t)
 {
-	if (kstrtouint(arg, 10, ms) || *ms > READFIRST_MAX_HOLD_MS)
+	struct readfirst_c *rf = from_timer(rf, t, idle_timer);
+
+	kick(rf);
+}
+
+static int parse_ms(const char *arg, unsigned int *ms)
+{
+	if (kstrtouint(arg, 10, ms) || *ms > READFIRST_MAX_MS)
 		return -EINVAL;
 	return 0;
 }
@@ -140,24 +164,41 @@ static void set_max_hold(struct readfirst_c *rf, unsigned int ms)
 	rf->max_hold = msecs_to_jiffies(ms);
 }
 
+/* Caller holds rf->lock. */
+static void set_idle(struct readfirst_c *rf, unsigned int ms)
+{
+	rf->idle_ms = ms;
+	rf->idle = msecs_to_jiffies(ms);
+}
+
 /*
  * Construct a readfirst mapping:
  *
- *	readfirst <dev_path> <max_hold_ms>
+ *	readfirst <dev_path> <max_hold_ms> <idle_ms>
  *
  * dev_path: the slow device; sector s of the target is sector s of the
  * device (the target is usually as long as the device).
- * max_hold_ms: the longest a background write is held while reads are in
- * flight, 0 to 60000; 0 holds nothing.
+ * max_hold_ms: the longest a background write is held, 0 to 60000; 0
+ * holds nothing.
+ * idle_ms: how long after the last read completed writes still wait, 0 to
+ * 60000.
  */
 static int readfirst_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 {
 	struct readfirst_c *rf;
-	unsigned int ms;
+	unsigned int max_hold_ms, idle_ms;
 	int r;
 
-	if (argc != 2) {
+	if (argc != 3) {
 		ti->error = "Invalid argument count";
+		return -EINVAL;
+	}
+	if (parse_ms(argv[1], &max_hold_ms)) {
+		ti->error = "Invalid max_hold_ms";
+		return -EINVAL;
+	}
+	if (parse_ms(argv[2], &idle_ms)) {
+		ti->error = "Invalid idle_ms";
 		return -EINVAL;
 	}
 
@@ -169,18 +210,16 @@ static int readfirst_ctr(struct dm_target *ti, unsigned int argc, char **argv)
 	spin_lock_init(&rf->lock);
 	bio_list_init(&rf->held);
 	INIT_DELAYED_WORK(&rf->release_work, do_release);
+	timer_setup(&rf->idle_timer, idle_timeout, 0);
 	atomic_set(&rf->reads, 0);
 	atomic_set(&rf->nr_held, 0);
 	atomic64_set(&rf->held_total, 0);
 	atomic64_set(&rf->released_late, 0);
-
-	r = parse_max_hold(argv[1], &ms);
-	if (r) {
-		ti->error = "Invalid max_hold_ms";
-		goto bad;
-	}
-	set_max_hold(rf, ms);
-	rf->table_max_hold_ms = ms;
+	set_max_hold(rf, max_hold_ms);
+	set_idle(rf, idle_ms);
+	rf->table_max_hold_ms = max_hold_ms;
+	rf->table_idle_ms = idle_ms;
+	rf->last_read = jiffies - rf->idle;
 
 	r = dm_get_device(ti, argv[0], dm_table_get_mode(ti->table), &rf->dev);
 	if (r) {
@@ -217,6 +256,7 @@ static void readfirst_dtr(struct dm_target *ti)
 	struct readfirst_c *rf = ti->private;
 
 	/* dm has waited for every bio: nothing is held. */
+	del_timer_sync(&rf->idle_timer);
 	cancel_delayed_work_sync(&rf->release_work);
 	destroy_workqueue(rf->wq);
 	dm_put_device(ti, rf->dev);
@@ -227,7 +267,7 @@ static int readfirst_map(struct dm_target *ti, struct bio *bio)
 {
 	struct readfirst_c *rf = ti->private;
 	struct readfirst_io *io = io_of(bio);
-	unsigned long flags;
+	unsigned long flags, now = jiffies;
 	bool first;
 
 	bio_set_dev(bio, rf->dev->bdev);
@@ -243,22 +283,27 @@ static int readfirst_map(struct dm_target *ti, struct bio *bio)
 
 	/*
 	 * reads is read under the lock that readfirst_end_io() takes after
-	 * its decrement: a write either sees the last read gone, or is on
-	 * the list when that read looks.
+	 * its decrement: a write either sees the reads done, or is on the
+	 * list when the last read arms the idle timer.
 	 */
 	spin_lock_irqsave(&rf->lock, flags);
-	if (!rf->max_hold || rf->suspending ||
-	    (!atomic_read(&rf->reads) && bio_list_empty(&rf->held))) {
+	if (!reads_busy(rf, now) && bio_list_empty(&rf->held)) {
 		spin_unlock_irqrestore(&rf->lock, flags);
 		return DM_MAPIO_REMAPPED;
 	}
 	first = bio_list_empty(&rf->held);
 	io->kind = RF_HELD;
-	io->held_at = jiffies;
+	io->held_at = now;
 	bio_list_add(&rf->held, bio);
 	atomic_inc(&rf->nr_held);
 	if (first)
 		queue_delayed_work(rf->wq, &rf->release_work, rf->max_hold);
+	/*
+	 * Held with no read in flight, inside the idle window: the timer,
+	 * armed by the last read, may have fired already.
+	 */
+	if (!atomic_read(&rf->reads))
+		mod_timer(&rf->idle_timer, READ_ONCE(rf->last_read) + rf->idle);
 	spin_unlock_irqrestore(&rf->lock, flags);
 
 	atomic64_inc(&rf->held_total);
@@ -270,17 +315,21 @@ static int readfirst_end_io(struct dm_target *ti, struct bio *bio,
 {
 	struct readfirst_c *rf = ti->private;
 	struct readfirst_io *io = io_of(bio);
-	unsigned long flags;
+	unsigned long flags, now = jiffies;
 	bool waiting;
 
-	if (io->kind != RF_READ || !atomic_dec_and_test(&rf->reads))
+	if (io->kind != RF_READ)
+		return DM_ENDIO_DONE;
+
+	WRITE_ONCE(rf->last_read, now);
+	if (!atomic_dec_and_test(&rf->reads))
 		return DM_ENDIO_DONE;
 
 	spin_lock_irqsave(&rf->lock, flags);
 	waiting = !bio_list_empty(&rf->held);
-	spin_unlock_irqrestore(&rf->lock, flags);
 	if (waiting)
-		kick(rf);
+		mod_timer(&rf->idle_timer, now + rf->idle);
+	spin_unlock_irqrestore(&rf->lock, flags);
 	return DM_ENDIO_DONE;
 }
 
@@ -303,6 +352,7 @@ static void readfirst_postsuspend(struct dm_target *ti)
 {
 	struct readfirst_c *rf = ti->private;
 
+	del_timer_sync(&rf->idle_timer);
 	flush_delayed_work(&rf->release_work);
 }
 
@@ -317,8 +367,9 @@ static void readfirst_resume(struct dm_target *ti)
 }
 
 /*
- * Message:
- *	max_hold_ms <ms>	change the bound; 0 stops holding
+ * Messages, each changing a setting in force (not the table line):
+ *	max_hold_ms <ms>	0 stops holding and releases what is held
+ *	idle_ms <ms>
  */
 static int readfirst_message(struct dm_target *ti, unsigned int argc,
 			     char **argv, char *result, unsigned int maxlen)
@@ -326,29 +377,39 @@ static int readfirst_message(struct dm_target *ti, unsigned int argc,
 	struct readfirst_c *rf = ti->private;
 	unsigned long flags;
 	unsigned int ms;
+	bool hold;
 
-	if (argc != 2 || strcasecmp(argv[0], "max_hold_ms")) {
-		DMWARN("Unrecognised message received");
-		return -EINVAL;
-	}
-	if (parse_max_hold(argv[1], &ms))
+	if (argc != 2)
+		goto bad;
+	hold = !strcasecmp(argv[0], "max_hold_ms");
+	if (!hold && strcasecmp(argv[0], "idle_ms"))
+		goto bad;
+	if (parse_ms(argv[1], &ms))
 		return -EINVAL;
 
 	spin_lock_irqsave(&rf->lock, flags);
-	set_max_hold(rf, ms);
+	if (hold)
+		set_max_hold(rf, ms);
+	else
+		set_idle(rf, ms);
 	spin_unlock_irqrestore(&rf->lock, flags);
-	/* Release, at the new bound, what the old one held. */
+	/* Release, under the new settings, what the old ones held. */
 	kick(rf);
 	return 0;
+
+bad:
+	DMWARN("Unrecognised message received");
+	return -EINVAL;
 }
 
 /*
  * Status:
  *	INFO:  <reads_in_flight> <writes_held_now> <writes_held_total>
- *	       <writes_released_at_max_hold> <max_hold_ms now>
- *	TABLE: <dev major:minor> <max_hold_ms of the table>
+ *	       <writes_released_at_max_hold> <max_hold_ms> <idle_ms>
+ *	TABLE: <dev major:minor> <max_hold_ms> <idle_ms>
  *
- * A message changes the bound in force, not the table line.
+ * INFO gives the settings in force, TABLE those of the table: a message
+ * changes the first, not the second.
  */
 static void readfirst_status(struct dm_target *ti, status_type_t type,
 			     unsigned int status_flags, char *result,
@@ -359,21 +420,23 @@ static void readfirst_status(struct dm_target *ti, status_type_t type,
 
 	switch (type) {
 	case STATUSTYPE_INFO:
-		DMEMIT("%d %d %llu %llu %u",
+		DMEMIT("%d %d %llu %llu %u %u",
 		       atomic_read(&rf->reads), atomic_read(&rf->nr_held),
 		       (unsigned long long)atomic64_read(&rf->held_total),
 		       (unsigned long long)atomic64_read(&rf->released_late),
-		       READ_ONCE(rf->max_hold_ms));
+		       READ_ONCE(rf->max_hold_ms), READ_ONCE(rf->idle_ms));
 		break;
 
 	case STATUSTYPE_TABLE:
-		DMEMIT("%s %u", rf->dev->name, rf->table_max_hold_ms);
+		DMEMIT("%s %u %u", rf->dev->name, rf->table_max_hold_ms,
+		       rf->table_idle_ms);
 		break;
 
 	case STATUSTYPE_IMA:
 		DMEMIT_TARGET_NAME_VERSION(ti->type);
-		DMEMIT(",device_name=%s,max_hold_ms=%u;", rf->dev->name,
-		       rf->table_max_hold_ms);
+		DMEMIT(",device_name=%s,max_hold_ms=%u,idle_ms=%u;",
+		       rf->dev->name, rf->table_max_hold_ms,
+		       rf->table_idle_ms);
 		break;
 	}
 }

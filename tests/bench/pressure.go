@@ -48,8 +48,9 @@ type pressureProfile struct {
 	db                                  pressureDBProfile
 	// readFirstMS, when set, adds tc-wb-rf: tc-wb with dm-readfirst
 	// (kernel/dm-readfirst) put under its write tier by hand, holding
-	// write-back up to this many ms while reads wait on the HDDs.
-	readFirstMS int
+	// write-back up to this many ms while reads wait on the HDDs, and
+	// readFirstIdleMS after the last one.
+	readFirstMS, readFirstIdleMS int
 }
 
 // pressureDefaults are the full run's lengths or, with quick, the short
@@ -334,8 +335,9 @@ func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 			create: []string{"--size", size, "--write-cache", half, "--read-cache", half}},
 	}
 	if pp.readFirstMS > 0 {
-		vols = append(vols, tidecacheVolume{name: "tc-wb-rf", base: "tc-wb", kind: variant, readFirstMS: pp.readFirstMS,
-			label:  fmt.Sprintf("tc-wb with dm-readfirst under its write tier: write-back held up to %d ms while reads wait", pp.readFirstMS),
+		vols = append(vols, tidecacheVolume{name: "tc-wb-rf", base: "tc-wb", kind: variant, readFirstMS: pp.readFirstMS, readFirstIdleMS: pp.readFirstIdleMS,
+			label: fmt.Sprintf("tc-wb with dm-readfirst under its write tier: write-back held up to %d ms while reads wait (and %d ms after the last)",
+				pp.readFirstMS, pp.readFirstIdleMS),
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}})
 	}
 	return vols

@@ -29,32 +29,32 @@ const (
 
 var rfTables = fmt.Sprintf(`set -e
 dmsetup create tcrf-slow --table "0 %[1]d delay /dev/vda 0 20"
-dmsetup create tcrf --table "0 %[1]d readfirst /dev/mapper/tcrf-slow 1000"
+dmsetup create tcrf --table "0 %[1]d readfirst /dev/mapper/tcrf-slow 1000 50"
 dmsetup create tcrf-ssd --table "0 %[2]d linear /dev/vdb 0"
 dmsetup create tcrf-wc --table "0 %[1]d writecache s /dev/mapper/tcrf /dev/mapper/tcrf-ssd 4096 6 high_watermark 95 low_watermark 90 writeback_jobs 16"
 `, rfOriginSectors, rfCacheSectors)
 
 // rfStatus is the INFO status of a readfirst target.
-type rfStatus struct{ reads, heldNow, heldTotal, releasedLate, maxHoldMs int64 }
+type rfStatus struct{ reads, heldNow, heldTotal, releasedLate, maxHoldMs, idleMs int64 }
 
 // readfirstStatus parses `dmsetup status` of a readfirst device: "0 <len>
 // readfirst <reads_in_flight> <held_now> <held_total> <released_late>
-// <max_hold_ms>".
+// <max_hold_ms> <idle_ms>".
 func readfirstStatus(t *testing.T, v *harness.VM, dev string) rfStatus {
 	t.Helper()
 	line := strings.TrimSpace(v.MustRun(t, "dmsetup status "+dev))
 	f := strings.Fields(line)
-	if len(f) != 8 || f[2] != "readfirst" {
-		t.Fatalf("%s: status %q: want 0 <len> readfirst <reads> <held_now> <held_total> <released_late> <max_hold_ms>", dev, line)
+	if len(f) != 9 || f[2] != "readfirst" {
+		t.Fatalf("%s: status %q: want 0 <len> readfirst <reads> <held_now> <held_total> <released_late> <max_hold_ms> <idle_ms>", dev, line)
 	}
-	var n [5]int64
+	var n [6]int64
 	for i := range n {
 		var err error
 		if n[i], err = strconv.ParseInt(f[3+i], 10, 64); err != nil {
 			t.Fatalf("%s: status %q: field %d: %v", dev, line, 4+i, err)
 		}
 	}
-	return rfStatus{n[0], n[1], n[2], n[3], n[4]}
+	return rfStatus{n[0], n[1], n[2], n[3], n[4], n[5]}
 }
 
 // rfPattern writes (or with verify set, checks) size bytes at offset in
@@ -119,6 +119,16 @@ func waitFlush(t *testing.T, v *harness.VM) string {
 	}
 }
 
+// readsThenFlush starts rfReads for secs seconds on the write cache, waits
+// until its reads are in flight below it (fio takes seconds to start under
+// emulation), then starts rfFlush.
+func readsThenFlush(t *testing.T, v *harness.VM, secs int) {
+	t.Helper()
+	v.MustRun(t, rfReads(rfCache, secs))
+	v.MustRun(t, "for i in $(seq 300); do set -- $(dmsetup status tcrf); [ $4 -gt 0 ] && exit 0; sleep 0.1; done; echo no read in flight after 30 s; exit 1")
+	v.MustRun(t, rfFlush)
+}
+
 // waitReads waits for rfReads to end and checks that fio saw no error.
 func waitReads(t *testing.T, v *harness.VM) {
 	t.Helper()
@@ -149,18 +159,20 @@ func TestReadFirst(t *testing.T) {
 	v.MustRun(t, rfTables)
 
 	slow := strings.TrimSpace(v.MustRun(t, "dmsetup info -c --noheadings -o major,minor --separator : tcrf-slow"))
-	if got, want := strings.TrimSpace(v.MustRun(t, "dmsetup table tcrf")), fmt.Sprintf("0 %d readfirst %s 1000", rfOriginSectors, slow); got != want {
+	if got, want := strings.TrimSpace(v.MustRun(t, "dmsetup table tcrf")), fmt.Sprintf("0 %d readfirst %s 1000 50", rfOriginSectors, slow); got != want {
 		t.Fatalf("table %q, want %q", got, want)
 	}
-	if s := readfirstStatus(t, v, rfDev); s != (rfStatus{maxHoldMs: 1000}) {
-		t.Fatalf("fresh target: status %+v, want counters at zero and the table's bound", s)
+	if s := readfirstStatus(t, v, rfDev); s != (rfStatus{maxHoldMs: 1000, idleMs: 50}) {
+		t.Fatalf("fresh target: status %+v, want counters at zero and the table's settings", s)
 	}
 	for _, bad := range []struct{ what, cmd string }{
-		{"one argument", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow"`},
-		{"a bound past 60000 ms", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 60001"`},
-		{"a bound that is no number", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 1s"`},
+		{"two arguments", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 1000"`},
+		{"a bound past 60000 ms", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 60001 50"`},
+		{"a bound that is no number", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 1s 50"`},
+		{"an idle window past 60000 ms", `dmsetup create tcrf-bad --table "0 8 readfirst /dev/mapper/tcrf-slow 1000 60001"`},
 		{"an unknown message", "dmsetup message tcrf 0 hold 5"},
 		{"a message bound past 60000 ms", "dmsetup message tcrf 0 max_hold_ms 60001"},
+		{"a message idle window that is no number", "dmsetup message tcrf 0 idle_ms x"},
 	} {
 		if res, err := v.Run(t.Context(), bad.cmd+" 2>&1; r=$?; dmsetup remove tcrf-bad 2>/dev/null; exit $r"); err != nil || res.ExitCode == 0 {
 			t.Errorf("%s (%s): exit %d, %v; want a refusal", bad.what, bad.cmd, res.ExitCode, err)
@@ -168,7 +180,9 @@ func TestReadFirst(t *testing.T) {
 	}
 
 	// Direct writes beside reads: someone waits for them, never held.
-	v.MustRun(t, rfReads(rfDev, 4)+" sleep 1; "+rfPattern(rfDev, 32<<20, 2<<20, false))
+	v.MustRun(t, rfReads(rfDev, 6))
+	v.MustRun(t, "for i in $(seq 300); do set -- $(dmsetup status tcrf); [ $4 -gt 0 ] && exit 0; sleep 0.1; done; echo no read in flight after 30 s; exit 1")
+	v.MustRun(t, rfPattern(rfDev, 32<<20, 2<<20, false))
 	waitReads(t, v)
 	if s := readfirstStatus(t, v, rfDev); s.heldTotal != 0 || s.reads != 0 {
 		t.Fatalf("after direct writes beside reads: status %+v, want nothing held and no read in flight", s)
@@ -182,7 +196,7 @@ func TestReadFirst(t *testing.T) {
 	if dirty < 2048 {
 		t.Fatalf("after 8 MiB of writes: %d blocks in the write cache, want 2048 (no write-back yet)", dirty)
 	}
-	v.MustRun(t, rfReads(rfCache, 10)+" sleep 1; "+rfFlush)
+	readsThenFlush(t, v, 10)
 	var peak int64
 	for i := 0; i < 12; i++ {
 		time.Sleep(500 * time.Millisecond)
@@ -207,12 +221,12 @@ func TestReadFirst(t *testing.T) {
 	// max_hold_ms 0: nothing held, whatever the reads. The bound in
 	// force changes, the table line keeps the table's.
 	v.MustRun(t, "dmsetup message tcrf 0 max_hold_ms 0")
-	if s, table := readfirstStatus(t, v, rfDev), strings.Fields(v.MustRun(t, "dmsetup table tcrf")); s.maxHoldMs != 0 || table[len(table)-1] != "1000" {
+	if s, table := readfirstStatus(t, v, rfDev), strings.Fields(v.MustRun(t, "dmsetup table tcrf")); s.maxHoldMs != 0 || table[len(table)-2] != "1000" {
 		t.Fatalf("after max_hold_ms 0: status %+v, table %v; want 0 in force, 1000 in the table", s, table)
 	}
 	before := readfirstStatus(t, v, rfDev)
 	v.MustRun(t, rfPattern(rfCache, 8<<20, 4<<20, false))
-	v.MustRun(t, rfReads(rfCache, 4)+" sleep 1; "+rfFlush)
+	readsThenFlush(t, v, 4)
 	waitFlush(t, v)
 	waitReads(t, v)
 	if s := readfirstStatus(t, v, rfDev); s.heldTotal != before.heldTotal {
@@ -224,8 +238,8 @@ func TestReadFirst(t *testing.T) {
 	// minute here).
 	v.MustRun(t, "dmsetup message tcrf 0 max_hold_ms 60000")
 	v.MustRun(t, rfPattern(rfCache, 12<<20, 4<<20, false))
-	v.MustRun(t, rfReads(rfCache, 15)+" sleep 1; "+rfFlush)
-	v.MustRun(t, "for i in $(seq 100); do set -- $(dmsetup status tcrf); [ $5 -gt 0 ] && exit 0; sleep 0.1; done; exit 1")
+	readsThenFlush(t, v, 15)
+	v.MustRun(t, "for i in $(seq 300); do set -- $(dmsetup status tcrf); [ $5 -gt 0 ] && exit 0; sleep 0.1; done; echo no write held after 30 s; dmsetup status tcrf tcrf-wc; exit 1")
 	start := time.Now()
 	v.MustRun(t, "dmsetup suspend tcrf")
 	suspended := time.Since(start)
