@@ -360,8 +360,8 @@ top=tc-$1 ms=$2 idle=$3
 table=$(dmsetup table $top-wtier)
 set -- $table
 [ "$3" = writecache ] || { echo "$top-wtier is not a writecache: $table" >&2; exit 1; }
-origin=$5
-dmsetup create $top-rfirst --table "0 $(blockdev --getsz /dev/block/$origin) readfirst $origin $ms $idle"
+len=$2 origin=$5
+dmsetup create $top-rfirst --table "0 $len readfirst $origin $ms $idle"
 rf=$(dmsetup info -c --noheadings -o major,minor --separator : $top-rfirst)
 dmsetup suspend $top
 dmsetup load $top-wtier --table "$(echo "$table" | awk -v d=$rf '{$5 = d; print}')"
