@@ -9,10 +9,11 @@
 //
 // It owns everything between a test and the guest kernel: the initramfs
 // (cached in CacheDir, rebuilt when the kernel, kernel/modules.txt or the
-// init script change), tidecache's own kernel modules dm-fuaflush and
-// dm-readfirst (built on the host against the guest kernel's headers,
-// cached by a hash of their sources, and loaded by the agent in every VM;
-// Config.NoFUAFlushModule leaves dm-fuaflush out), the qemu command line, the control channel to the
+// init script change), tidecache's own kernel modules (built on the host
+// against the guest kernel's headers, cached by a hash of their sources,
+// and loaded by the agent: dm-fuaflush in every VM unless
+// Config.NoFUAFlushModule is set, dm-readfirst when Config.ReadFirstModule
+// is), the qemu command line, the control channel to the
 // agent (JSON lines over virtio-serial, see internal/wire), the ack channel
 // used by power-cut tests and the VM's lifetime.
 //
