@@ -65,11 +65,12 @@ func (t Target) Equivalent(got Target, canon DeviceCanon) (bool, error) {
 // paramsEquivalence compares the parameters of the target types modelled
 // in this package, each with the Equivalent method of its params type.
 var paramsEquivalence = map[string]func(want, got string, canon DeviceCanon) (bool, error){
-	"linear":       equivalentParams(ParseLinearParams, LinearParams.Equivalent),
-	FUAFlushTarget: equivalentParams(ParseFUAFlushParams, FUAFlushParams.Equivalent),
-	"writecache":   equivalentParams(ParseWritecacheParams, WritecacheParams.Equivalent),
-	"cache":        equivalentParams(ParseCacheParams, CacheParams.Equivalent),
-	RaidTarget:     equivalentParams(ParseRaid1Params, Raid1Params.Equivalent),
+	"linear":        equivalentParams(ParseLinearParams, LinearParams.Equivalent),
+	FUAFlushTarget:  equivalentParams(ParseFUAFlushParams, FUAFlushParams.Equivalent),
+	ReadFirstTarget: equivalentParams(ParseReadFirstParams, ReadFirstParams.Equivalent),
+	"writecache":    equivalentParams(ParseWritecacheParams, WritecacheParams.Equivalent),
+	"cache":         equivalentParams(ParseCacheParams, CacheParams.Equivalent),
+	RaidTarget:      equivalentParams(ParseRaid1Params, Raid1Params.Equivalent),
 }
 
 // equivalentParams parses two parameter strings with parse and compares
