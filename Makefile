@@ -47,24 +47,27 @@ SHARE      ?= build/share
 DEBROOT    ?= build/deb
 DEB_OUT    ?= build
 DEB_VERSION ?= 0.1.0+git$(shell git rev-list --count HEAD 2>/dev/null || echo 0).$(shell git rev-parse --short HEAD 2>/dev/null || echo local)
-# The DKMS version of dm-fuaflush is the package's: DKMS keys a build to its
-# version, so each package's module source is built anew, and an upgrade
-# replaces the previous version's build (deploy/debian/postinst).
+# The kernel modules, dm-fuaflush and dm-readfirst, are one DKMS package,
+# tidecache-dkms (kernel/dkms.conf). Its DKMS version is the package's: DKMS
+# keys a build to its version, so each package's module source is built
+# anew, and an upgrade replaces the previous version's build
+# (deploy/debian/postinst).
 DKMS_VER   ?= $(DEB_VERSION)
-# FUAFLUSH_SRC is where the module's source is taken from (a test builds a
-# package of a changed copy).
-FUAFLUSH_SRC ?= kernel/dm-fuaflush
+# FUAFLUSH_SRC and READFIRST_SRC are where each module's source is taken
+# from (a test builds a package of a changed copy).
+FUAFLUSH_SRC  ?= kernel/dm-fuaflush
+READFIRST_SRC ?= kernel/dm-readfirst
 DEB_ARCH   ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
 .PHONY: install
-install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source under $(DESTDIR)$(PREFIX).
+install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source of both kernel modules (tidecache-dkms) under $(DESTDIR)$(PREFIX).
 	rm -rf $(SHARE) && $(GO) run ./internal/cmd/gendocs -out $(SHARE)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/udev/rules.d \
 		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d \
 		$(DESTDIR)$(PREFIX)/share/doc/tidecache $(DESTDIR)$(PREFIX)/share/tidecache/prometheus $(DESTDIR)$(PREFIX)/share/tidecache/grafana \
 		$(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d \
-		$(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER) $(DESTDIR)/etc/default
+		$(DESTDIR)/etc/default
 	install -m 0755 $(BIN)/tidectl $(BIN)/tidecached $(BIN)/tidecache-csi $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 deploy/systemd/tidecached.service deploy/systemd/tidecache-assemble.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 deploy/systemd/mariadb.service.d/tidecache.conf $(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d/
@@ -81,8 +84,7 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 	install -m 0644 deploy/prometheus/*.yml $(DESTDIR)$(PREFIX)/share/tidecache/prometheus/
 	cd deploy/prometheus && find scrape -type f -exec install -D -m 0644 {} $(abspath $(DESTDIR))$(PREFIX)/share/tidecache/prometheus/{} \;
 	install -m 0644 deploy/grafana/*.json $(DESTDIR)$(PREFIX)/share/tidecache/grafana/
-	install -m 0644 $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/
-	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(DKMS_VER)"/' $(FUAFLUSH_SRC)/dkms.conf > $(DESTDIR)$(PREFIX)/src/tidecache-fuaflush-$(DKMS_VER)/dkms.conf
+	$(MAKE) --no-print-directory dkms-src DKMS_SRC=$(DESTDIR)$(PREFIX)/src/tidecache-dkms-$(DKMS_VER)
 	test -e $(DESTDIR)/etc/default/tidecache || install -m 0644 deploy/default/tidecache $(DESTDIR)/etc/default/tidecache
 
 .PHONY: deb
@@ -97,20 +99,41 @@ deb: ## Build build/tidecache_<version>_<arch>.deb (dpkg-deb): everything `make 
 	for s in postinst prerm; do sed 's/@DKMS_VERSION@/$(DKMS_VER)/' deploy/debian/$$s > $(DEBROOT)/DEBIAN/$$s && chmod 0755 $(DEBROOT)/DEBIAN/$$s; done
 	dpkg-deb --root-owner-group -Zxz --build $(DEBROOT) $(DEB_OUT)/tidecache_$(DEB_VERSION)_$(DEB_ARCH).deb
 
+.PHONY: dkms-src
+# dkms-src lays out the source of the DKMS package in DKMS_SRC, as install
+# ships it, kmod-install installs it and TestDKMSBuild builds it:
+# kernel/dkms.conf under version DKMS_VER, kernel/Kbuild, and each module's
+# Kbuild and source in its own directory.
+dkms-src:
+	@test -n "$(DKMS_SRC)" || { echo "dkms-src: set DKMS_SRC=<directory>" >&2; exit 1; }
+	install -d $(DKMS_SRC)/dm-fuaflush $(DKMS_SRC)/dm-readfirst
+	install -m 0644 kernel/Kbuild $(DKMS_SRC)/
+	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(DKMS_VER)"/' kernel/dkms.conf > $(DKMS_SRC)/dkms.conf
+	install -m 0644 $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $(DKMS_SRC)/dm-fuaflush/
+	install -m 0644 $(READFIRST_SRC)/dm-readfirst.c $(READFIRST_SRC)/Kbuild $(DKMS_SRC)/dm-readfirst/
+
 .PHONY: kmod
-kmod: ## Build kernel/dm-fuaflush/dm-fuaflush.ko for the running kernel, or KVER=<version> (needs linux-headers-<version>).
-	$(MAKE) -C kernel/dm-fuaflush $(if $(KVER),KVER=$(KVER))
+kmod: ## Build both kernel modules, kernel/dm-fuaflush/dm-fuaflush.ko and kernel/dm-readfirst/dm-readfirst.ko, for the running kernel, or KVER=<version> (needs linux-headers-<version>).
+	$(MAKE) -C kernel $(if $(KVER),KVER=$(KVER))
 
 .PHONY: kmod-install
-kmod-install: ## Install dm-fuaflush with DKMS for the running kernel and load it; DKMS rebuilds it for new kernels (needs dkms, headers).
+# kmod-install first removes the builds of tidecache-fuaflush, the DKMS
+# package that had dm-fuaflush alone: DKMS would keep its dm-fuaflush.ko in
+# place of the new one, and delete the new one when that package goes.
+kmod-install: ## Install dm-fuaflush (durable FUA writes) and dm-readfirst (reads before write-back) with DKMS (package tidecache-dkms) for the running kernel and load both; DKMS rebuilds them for new kernels (needs dkms, headers).
 	@command -v dkms >/dev/null || { echo "kmod-install: install dkms and linux-headers-$$(uname -r) first" >&2; exit 1; }
 	@mkdir -p /var/lib/dkms
-	@ver=$(DKMS_VER); \
-	dst=/usr/src/tidecache-fuaflush-$$ver; \
-	rm -rf $$dst && mkdir -p $$dst && cp $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $$dst/ && \
-	sed "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$$ver\"/" $(FUAFLUSH_SRC)/dkms.conf > $$dst/dkms.conf && \
-	{ dkms status -m tidecache-fuaflush -v $$ver | grep -q . || dkms add -m tidecache-fuaflush -v $$ver; } && \
-	dkms install -m tidecache-fuaflush -v $$ver --force && modprobe dm-fuaflush && echo "kmod-install: dm-fuaflush $$ver installed and loaded"
+	@for dir in /var/lib/dkms/tidecache-fuaflush/*; do \
+		old=$${dir##*/}; \
+		[ -d "$$dir" ] && [ ! -L "$$dir" ] && [ "$$old" != original_module ] || continue; \
+		dkms remove -m tidecache-fuaflush -v "$$old" --all || \
+			{ echo "kmod-install: dkms could not remove tidecache-fuaflush $$old, whose dm-fuaflush.ko would stay (see dkms status)" >&2; exit 1; }; \
+	done
+	@rm -rf /usr/src/tidecache-dkms-$(DKMS_VER)
+	@$(MAKE) --no-print-directory -s dkms-src DKMS_SRC=/usr/src/tidecache-dkms-$(DKMS_VER)
+	@dkms status -m tidecache-dkms -v $(DKMS_VER) | grep -q . || dkms add -m tidecache-dkms -v $(DKMS_VER)
+	@dkms install -m tidecache-dkms -v $(DKMS_VER) --force
+	@modprobe -a dm-fuaflush dm-readfirst && echo "kmod-install: dm-fuaflush and dm-readfirst $(DKMS_VER) installed and loaded"
 
 .PHONY: demo
 demo: deps build ## Boot a VM with emulated HDD RAID10 + SSD, create a cached volume, compare fio results.

@@ -12,19 +12,22 @@ import (
 	"testing"
 )
 
-// TestDKMSBuild builds dm-fuaflush the way a server installs it, with
-// dkms and the module's own dkms.conf, against the kernel headers the VM
-// tests use, in a private DKMS tree (nothing under /var/lib/dkms or
-// /lib/modules is touched, the signing key is made in the test's
-// directory). It checks that DKMS finds, builds and signs the module, and
-// that dkms.conf's version is the module's own.
+// TestDKMSBuild builds tidecache-dkms, the DKMS package of dm-fuaflush and
+// dm-readfirst, the way a server installs it: `make dkms-src` lays out the
+// source as the .deb and `make kmod-install` ship it, and dkms builds it
+// with kernel/dkms.conf against the kernel headers the VM tests use, in a
+// private DKMS tree (nothing under /var/lib/dkms or /lib/modules is
+// touched, the signing key is made in the test's directory). It checks
+// that DKMS builds and signs both modules, and that dkms.conf's version is
+// each module's own.
 func TestDKMSBuild(t *testing.T) {
-	if _, err := exec.LookPath("dkms"); err != nil {
-		t.Fatal("dkms is not installed: run `make deps` (packages dkms and linux-headers-amd64)")
+	for _, tool := range []string{"dkms", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run `make deps` (packages dkms and linux-headers-amd64)", tool)
+		}
 	}
 	kver := headersVersion(t)
-	src := filepath.Join("dm-fuaflush")
-	conf, err := os.ReadFile(filepath.Join(src, "dkms.conf"))
+	conf, err := os.ReadFile("dkms.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,23 +38,15 @@ func TestDKMSBuild(t *testing.T) {
 	version := string(m[1])
 
 	dir := t.TempDir()
-	pkg := filepath.Join(dir, "src", "tidecache-fuaflush-"+version)
-	for _, d := range []string{pkg, filepath.Join(dir, "tree")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(filepath.Join(dir, "tree"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	// The files `make kmod-install` copies to /usr/src.
-	for _, f := range []string{"dm-fuaflush.c", "Kbuild", "dkms.conf"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(pkg, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	layout := exec.CommandContext(t.Context(), "make", "--no-print-directory", "-C", "..", "dkms-src",
+		"DKMS_SRC="+filepath.Join(dir, "src", "tidecache-dkms-"+version), "DKMS_VER="+version)
+	if out, err := layout.CombinedOutput(); err != nil {
+		t.Fatalf("make dkms-src: %v\n%s", err, out)
 	}
-	cmd := exec.CommandContext(t.Context(), "dkms", "build", "-m", "tidecache-fuaflush", "-v", version, "-k", kver,
+	cmd := exec.CommandContext(t.Context(), "dkms", "build", "-m", "tidecache-dkms", "-v", version, "-k", kver,
 		"--dkmstree", filepath.Join(dir, "tree"), "--sourcetree", filepath.Join(dir, "src"))
 	cmd.Env = append(os.Environ(), "LC_ALL=C",
 		"mok_signing_key="+filepath.Join(dir, "mok.key"), "mok_certificate="+filepath.Join(dir, "mok.pub"))
@@ -59,28 +54,31 @@ func TestDKMSBuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dkms build: %v\n%s", err, out)
 	}
-	ko := filepath.Join(dir, "tree", "tidecache-fuaflush", version, kver, "x86_64", "module", "dm-fuaflush.ko")
-	if _, err := os.Stat(ko); err != nil {
-		t.Fatalf("dkms built no module at %s: %v\n%s", ko, err, out)
-	}
-	info := func(field string) string {
-		b, err := exec.Command("modinfo", "-F", field, ko).Output()
-		if err != nil {
-			t.Fatalf("modinfo -F %s: %v", field, err)
+	for _, mod := range []string{"dm-fuaflush", "dm-readfirst"} {
+		ko := filepath.Join(dir, "tree", "tidecache-dkms", version, kver, "x86_64", "module", mod+".ko")
+		if _, err := os.Stat(ko); err != nil {
+			t.Errorf("dkms built no %s at %s: %v\n%s", mod, ko, err, out)
+			continue
 		}
-		return strings.TrimSpace(string(b))
-	}
-	if got := info("version"); got != version {
-		t.Errorf("module version %q, dkms.conf says %q", got, version)
-	}
-	if got := info("vermagic"); !strings.HasPrefix(got, kver+" ") {
-		t.Errorf("vermagic %q, want kernel %s", got, kver)
-	}
-	if got := info("license"); got != "GPL" {
-		t.Errorf("license %q, want GPL (device-mapper exports are GPL-only)", got)
-	}
-	if info("signer") == "" {
-		t.Errorf("module not signed: Secure Boot would refuse it\n%s", out)
+		info := func(field string) string {
+			b, err := exec.Command("modinfo", "-F", field, ko).Output()
+			if err != nil {
+				t.Fatalf("modinfo -F %s %s: %v", field, ko, err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+		if got := info("version"); got != version {
+			t.Errorf("%s: module version %q, dkms.conf says %q", mod, got, version)
+		}
+		if got := info("vermagic"); !strings.HasPrefix(got, kver+" ") {
+			t.Errorf("%s: vermagic %q, want kernel %s", mod, got, kver)
+		}
+		if got := info("license"); got != "GPL" {
+			t.Errorf("%s: license %q, want GPL (device-mapper exports are GPL-only)", mod, got)
+		}
+		if info("signer") == "" {
+			t.Errorf("%s not signed: Secure Boot would refuse it\n%s", mod, out)
+		}
 	}
 }
 
