@@ -69,13 +69,15 @@ func TestDebianPackage(t *testing.T) {
 			files[strings.TrimPrefix(f[5], ".")] = true
 		}
 	}
+	const dkmsSrc = "/usr/src/tidecache-dkms-1.2.3+test/"
 	want := []string{
 		"/usr/sbin/tidectl", "/usr/sbin/tidecached",
 		"/usr/lib/systemd/system/tidecached.service", "/usr/lib/systemd/system/tidecache-assemble.service",
 		"/usr/lib/udev/rules.d/12-tidecache.rules", "/etc/default/tidecache",
-		// The DKMS version is the package's.
-		"/usr/src/tidecache-fuaflush-1.2.3+test/dm-fuaflush.c", "/usr/src/tidecache-fuaflush-1.2.3+test/Kbuild",
-		"/usr/src/tidecache-fuaflush-1.2.3+test/dkms.conf",
+		// One DKMS package of both modules, its version the package's.
+		dkmsSrc + "dkms.conf", dkmsSrc + "Kbuild",
+		dkmsSrc + "dm-fuaflush/dm-fuaflush.c", dkmsSrc + "dm-fuaflush/Kbuild",
+		dkmsSrc + "dm-readfirst/dm-readfirst.c", dkmsSrc + "dm-readfirst/Kbuild",
 		"/usr/share/bash-completion/completions/tidectl", "/usr/share/zsh/vendor-completions/_tidectl",
 		"/usr/share/fish/vendor_completions.d/tidectl.fish",
 		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
@@ -108,12 +110,23 @@ func TestDebianPackage(t *testing.T) {
 			t.Errorf("package lacks %s", f)
 		}
 	}
+	for f := range files {
+		if strings.HasPrefix(f, "/usr/src/") && !strings.HasPrefix(f, dkmsSrc) && f != "/usr/src/" {
+			t.Errorf("package ships %s, outside the DKMS package's source %s", f, dkmsSrc)
+		}
+	}
 
 	// The shipped dkms.conf names the package's version, so DKMS builds
-	// each package's source anew.
-	conf, err := exec.Command("sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xO ./usr/src/tidecache-fuaflush-1.2.3+test/dkms.conf").Output()
-	if err != nil || !strings.Contains(string(conf), "\nPACKAGE_VERSION=\"1.2.3+test\"\n") {
-		t.Errorf("dkms.conf in the package (%v):\n%s\nwant PACKAGE_VERSION=\"1.2.3+test\"", err, conf)
+	// each package's source anew, and builds both modules.
+	conf, err := exec.Command("sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xO ."+dkmsSrc+"dkms.conf").Output()
+	for _, line := range []string{
+		`PACKAGE_NAME="tidecache-dkms"`, `PACKAGE_VERSION="1.2.3+test"`,
+		`BUILT_MODULE_NAME[0]="dm-fuaflush"`, `BUILT_MODULE_LOCATION[0]="dm-fuaflush/"`,
+		`BUILT_MODULE_NAME[1]="dm-readfirst"`, `BUILT_MODULE_LOCATION[1]="dm-readfirst/"`,
+	} {
+		if err != nil || !strings.Contains(string(conf), "\n"+line+"\n") {
+			t.Errorf("dkms.conf in the package (%v) lacks %s:\n%s", err, line, conf)
+		}
 	}
 
 	ctl := filepath.Join(tmp, "control")
@@ -143,6 +156,18 @@ func TestDebianPackage(t *testing.T) {
 		// never starts a stopped one.
 		if script == "postinst" && !regexp.MustCompile(`(?s)if \[ -n "\$2" \].*systemctl try-restart tidecached\.service`).Match(text) {
 			t.Errorf("postinst does not try-restart tidecached on upgrade:\n%s", text)
+		}
+		// postinst builds tidecache-dkms; once built, it removes the
+		// previous builds, tidecache-fuaflush's (the package of the
+		// releases with dm-fuaflush alone) among them, before anything
+		// is installed; a failed build reports and leaves them.
+		if script == "postinst" && !regexp.MustCompile(`(?s)dkms add -m tidecache-dkms -v "\$VERSION".*`+
+			`if dkms build -m tidecache-dkms -v "\$VERSION"; then.*remove_old tidecache-dkms.*remove_old tidecache-fuaflush.*`+
+			`else\s+echo "tidecache: dkms could not build [^"]*" >&2\s+fi.*dkms autoinstall \|\|`).Match(text) {
+			t.Errorf("postinst does not build tidecache-dkms, then remove tidecache-fuaflush, then autoinstall:\n%s", text)
+		}
+		if script == "prerm" && !strings.Contains(string(text), `dkms remove -m tidecache-dkms -v "$VERSION" --all`) {
+			t.Errorf("prerm does not remove tidecache-dkms:\n%s", text)
 		}
 	}
 }
