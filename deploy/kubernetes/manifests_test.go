@@ -514,8 +514,8 @@ func TestDecodeRefuses(t *testing.T) {
 }
 
 // TestContainerfile: the image holds the tools the node service runs and
-// the issue asks for, and the DKMS source under the version dkms.conf
-// names.
+// the issue asks for, and the DKMS source of both kernel modules under
+// the version dkms.conf names.
 func TestContainerfile(t *testing.T) {
 	data, err := os.ReadFile("Containerfile")
 	if err != nil {
@@ -527,7 +527,7 @@ func TestContainerfile(t *testing.T) {
 			t.Errorf("Containerfile installs no %s", pkg)
 		}
 	}
-	conf, err := os.ReadFile("../../kernel/dm-fuaflush/dkms.conf")
+	conf, err := os.ReadFile("../../kernel/dkms.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,8 +535,17 @@ func TestContainerfile(t *testing.T) {
 	if m == nil {
 		t.Fatal("dkms.conf has no PACKAGE_VERSION")
 	}
-	if want := "/usr/src/tidecache-fuaflush-" + string(m[1]) + "/"; !strings.Contains(cf, want) {
-		t.Errorf("Containerfile does not copy the DKMS source to %s (dkms.conf's version)", want)
+	// The layout of `make dkms-src`: dkms.conf and the top Kbuild, and
+	// each module's source and Kbuild in its directory.
+	dst := "/usr/src/tidecache-dkms-" + string(m[1]) + "/"
+	for _, line := range []string{
+		"COPY kernel/dkms.conf kernel/Kbuild " + dst + "\n",
+		"COPY kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild " + dst + "dm-fuaflush/\n",
+		"COPY kernel/dm-readfirst/dm-readfirst.c kernel/dm-readfirst/Kbuild " + dst + "dm-readfirst/\n",
+	} {
+		if !strings.Contains(cf, line) {
+			t.Errorf("Containerfile lacks %q (the DKMS source under dkms.conf's version)", strings.TrimSpace(line))
+		}
 	}
 	for _, f := range []string{"./cmd/tidecache-csi", "ENTRYPOINT [\"/usr/sbin/tidecache-csi\"]"} {
 		if !strings.Contains(cf, f) {
