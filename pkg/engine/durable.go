@@ -22,20 +22,35 @@ var ErrNoFUAFlush = errors.New("the fuaflush kernel target (module " + dm.FUAFlu
 
 // fuaFlushFix tells the operator how to get the target, or how to run
 // without it knowingly.
-const fuaFlushFix = "install it with DKMS (`make kmod-install` in the tidecache sources, or the tidecache-fuaflush DKMS package), " +
+const fuaFlushFix = "install it with DKMS (`make kmod-install` in the tidecache sources, or the tidecache-dkms package, which the .deb installs), " +
 	"and with Secure Boot enroll the DKMS signing key (`mokutil --import /var/lib/dkms/mok.pub`, then reboot); " +
 	"to run writeback without it, accepting that O_DSYNC writes and filesystem journal commits acknowledged " +
 	"within the autocommit time are lost on power failure, create the volume with --allow-fua-window"
 
+// ErrNoReadFirst is returned when a writeback stack has the readfirst
+// layer under its write tier and the kernel does not have the target.
+var ErrNoReadFirst = errors.New("the readfirst kernel target (module " + dm.ReadFirstModule + ") is not available")
+
+// readFirstFix tells the operator how to get the readfirst target, or how
+// to run a volume without it.
+const readFirstFix = "it comes with dm-fuaflush in tidecache's DKMS package (`make kmod-install` in the tidecache sources, " +
+	"or the tidecache-dkms package); to run the volume without it, and let write-back compete with reads for the HDDs, " +
+	"set `tidectl volume tune <volume> --readfirst-max-hold 0`"
+
 // requireTargets makes sure the kernel has every target type a stack uses
-// that is not always loaded: fuaflush, which comes from tidecache's own
-// module, and dm-raid for a mirrored write cache. It tries modprobe once
+// that is not always loaded: fuaflush and readfirst, which come from
+// tidecache's own modules, and dm-raid for a mirrored write cache. It tries modprobe once
 // before giving up, so a DKMS-installed module loads on first use. It runs
 // before any device is touched, so a refusal leaves the volume as it was.
 func (e *Engine) requireTargets(ctx context.Context, st stack.Stack) error {
 	if hasTarget(st, dm.RaidTarget) {
 		if err := e.loadTarget(ctx, dm.RaidTarget, dm.RaidModule); err != nil {
 			return fmt.Errorf("volume %s: the write mirror needs the dm-raid target: %w", st.Volume, err)
+		}
+	}
+	if hasTarget(st, dm.ReadFirstTarget) {
+		if err := e.loadTarget(ctx, dm.ReadFirstTarget, dm.ReadFirstModule); err != nil {
+			return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoReadFirst, err, readFirstFix)
 		}
 	}
 	if st.Top().Table[0].Type != dm.FUAFlushTarget {
@@ -122,7 +137,8 @@ func (e *Engine) legacyTop(ctx context.Context, volume string) (bool, error) {
 //  2. suspend the top device, prove no block is dirty, load a linear table
 //     over the lower device and resume: the old writecache is gone, and its
 //     suspend committed metadata that maps nothing;
-//  3. zero the slice's metadata head, create tc-<vol>-wtier on it;
+//  3. zero the slice's metadata head, create tc-<vol>-wtier on it (over
+//     the readfirst layer, created first, when the stack has one);
 //  4. suspend the top device again and load fuaflush over the new tier.
 //
 // The layout is not rewritten: it says writeback throughout, and boot
@@ -157,6 +173,11 @@ func (e *Engine) migrateLegacyTop(ctx context.Context, p *poolState, v pool.Volu
 	}
 	if err := e.zeroCacheHeads(p, v, true, false); err != nil {
 		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+	}
+	if rf, ok := want.Find(stack.RoleReadFirst); ok {
+		if _, err := e.ensure(ctx, rf); err != nil {
+			return fmt.Errorf("volume %s: migrate: %w", v.Name, err)
+		}
 	}
 	if _, err := e.ensure(ctx, wtier); err != nil {
 		return fmt.Errorf("volume %s: migrate: %w", v.Name, err)

@@ -64,12 +64,13 @@ func newHostEngine(t *testing.T, drainTimeout time.Duration) (*Engine, *dmtest.K
 }
 
 // newFakeDMEngine returns an Engine on a fake kernel without devices that
-// knows the fuaflush target, polling every millisecond, with its lock file
+// knows the fuaflush and readfirst targets, polling every millisecond, with its lock file
 // and sysfs root in a temporary directory.
 func newFakeDMEngine(t *testing.T, drainTimeout time.Duration) (*Engine, *dmtest.Kernel) {
 	t.Helper()
 	k := dmtest.New()
 	k.SetTarget(dm.FUAFlushTarget, dm.Version{Major: 1})
+	k.SetTarget(dm.ReadFirstTarget, dm.Version{Major: 1})
 	cfg := DefaultConfig()
 	cfg.SysRoot = t.TempDir()
 	cfg.LockPath = filepath.Join(t.TempDir(), "engine.lock")

@@ -42,6 +42,9 @@ type VolumeInfo struct {
 	LegacyStack bool `json:"legacy_stack,omitempty"`
 	// FUAFlush is the fuaflush target's status, when it runs.
 	FUAFlush *dm.FUAFlushStatus `json:"fua_flush,omitempty"`
+	// ReadFirst is the status of the readfirst layer under the write
+	// tier, when it runs: how much write-back it held for reads.
+	ReadFirst *dm.ReadFirstStatus `json:"read_first,omitempty"`
 	// State is api.StateActive, StateSuspended, StateInactive (no
 	// device) or StateError.
 	State string `json:"state"`
@@ -197,6 +200,12 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 	} else if fok {
 		info.FUAFlush = &ff
 	}
+	if rf, rok, err := e.readFirstStatus(ctx, stack.DeviceName(v.Name, stack.RoleReadFirst)); err != nil {
+		info.State, info.Error = api.StateError, err.Error()
+		return info
+	} else if rok {
+		info.ReadFirst = &rf
+	}
 	if ok {
 		s := WriteCacheStatus{WritecacheStatus: wc, DirtyBlocks: wc.DirtyBlocks()}
 		s.DirtyBytes = s.DirtyBlocks * uint64(info.BlockSize)
@@ -282,6 +291,20 @@ func (e *Engine) fuaFlushStatus(ctx context.Context, name string) (dm.FUAFlushSt
 		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
 	}
 	return fs, true, nil
+}
+
+// readFirstStatus reads the status of a readfirst device; ok is false when
+// the device does not exist or its table is not a readfirst.
+func (e *Engine) readFirstStatus(ctx context.Context, name string) (dm.ReadFirstStatus, bool, error) {
+	params, ok, err := e.targetStatus(ctx, name, dm.ReadFirstTarget)
+	if err != nil || !ok {
+		return dm.ReadFirstStatus{}, false, err
+	}
+	rs, err := dm.ParseReadFirstStatus(params)
+	if err != nil {
+		return dm.ReadFirstStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+	}
+	return rs, true, nil
 }
 
 // cacheStatus reads the dm-cache status of a device; ok is false when the

@@ -11,7 +11,8 @@ import (
 )
 
 // SetTuning sets a volume's write-tier tuning (watermarks, write-back
-// jobs, autocommit time; nil returns to the node defaults). It is recorded
+// jobs, autocommit time, the readfirst layer's hold bound; nil returns to
+// the node defaults). It is recorded
 // in the superblocks and, when the volume is in writeback, applied by reloading
 // the writecache table with the same cache device: dm-writecache reads its
 // metadata back on load, so no dirty block is dropped and nothing needs to
@@ -55,15 +56,12 @@ func (e *Engine) SetTuning(ctx context.Context, name string, t *pool.Tuning) (bo
 	if err != nil {
 		return false, err
 	}
-	wtier, ok := st.Find(stack.RoleWriteTier)
-	if !ok {
-		return false, fmt.Errorf("volume %s: writeback stack without a write tier", name)
-	}
-	if err := e.reload(ctx, wtier.Name, wtier.Table, func(context.Context) error {
+	if err := e.swapWriteTier(ctx, *nv, st, func(context.Context) error {
 		return e.writeLayout(p, origin, next)
 	}); err != nil {
 		return false, fmt.Errorf("volume %s: apply tuning: %w", name, err)
 	}
+	wtier, _ := st.Find(stack.RoleWriteTier)
 	e.log.Info("tuning applied", "volume", name, "table", wtier.Table.String())
 	return true, nil
 }

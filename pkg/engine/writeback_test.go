@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/stack"
 	"github.com/tidecache/tidecache/pkg/writeback"
 )
@@ -95,6 +96,91 @@ func TestHostWriteTierRetuned(t *testing.T) {
 				live = wtier.Table
 			}
 			assertResumed(t, hp.k, wtier.Name, live)
+		})
+	}
+}
+
+// The readfirst layer goes under the write tier of a running volume whose
+// stack predates it, and comes out and back with the volume's tuning, each
+// time by reloading the write tier onto the other device: never a drain,
+// and the layer exists whenever the write tier writes back through it.
+func TestHostReadFirstLayer(t *testing.T) {
+	ctx := context.Background()
+	hp := newHostPool(t)
+	rfName := stack.DeviceName("db", stack.RoleReadFirst)
+	origin := stack.DeviceName("db", stack.RoleOrigin)
+	want := hp.build(t, hp.vol.Mode)
+	wtier, _ := want.Find(stack.RoleWriteTier)
+	rf, ok := want.Find(stack.RoleReadFirst)
+	if !ok {
+		t.Fatalf("the default stack has no readfirst layer:\n%v", want)
+	}
+	hp.k.SetStatusFunc(wtier.Name, wcStatus(func(int, []string) wcState { return wcState{dirty: 10} }))
+
+	// An older tidecache: the write tier writes back to the origin device.
+	p, err := dm.ParseWritecacheParams(wtier.Table[0].Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Origin = dm.DevicePath(origin)
+	old := dm.Table{p.Target(0, wtier.Table[0].Length)}
+	if err := hp.e.reload(ctx, wtier.Name, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := hp.e.removeDevice(ctx, rfName); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hp.e.upgradeStack(ctx, nil, hp.vol, want, nil); err != nil || !got {
+		t.Fatalf("upgradeStack = %v, %v; want the layer put in", got, err)
+	}
+	assertResumed(t, hp.k, rfName, rf.Table)
+	assertResumed(t, hp.k, wtier.Name, wtier.Table)
+	if got, err := hp.e.upgradeStack(ctx, nil, hp.vol, want, nil); err != nil || got {
+		t.Fatalf("upgradeStack again = %v, %v; want nothing to do", got, err)
+	}
+
+	hold := func(ms uint64) *pool.Tuning { return &pool.Tuning{ReadFirstMaxHoldMs: &ms} }
+	for _, tc := range []struct {
+		name   string
+		tuning *pool.Tuning
+		origin string // the device the write tier writes back to
+		hold   uint64 // the layer's bound, 0 for no layer
+	}{
+		{"without the layer", hold(0), origin, 0},
+		{"back with its own bound", hold(250), rfName, 250},
+		{"another bound", hold(4000), rfName, 4000},
+		{"node defaults", nil, rfName, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if changed, err := hp.e.SetTuning(ctx, "db", tc.tuning); err != nil || !changed {
+				t.Fatalf("SetTuning = %v, %v", changed, err)
+			}
+			d, ok := hp.k.Device(wtier.Name)
+			if !ok {
+				t.Fatal("write tier gone")
+			}
+			p, err := dm.ParseWritecacheParams(d.Live[0].Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Origin != dm.DevicePath(tc.origin) {
+				t.Errorf("write tier writes back to %s, want %s", p.Origin, dm.DevicePath(tc.origin))
+			}
+			layer, running := hp.k.Device(rfName)
+			switch {
+			case tc.hold == 0 && running:
+				t.Errorf("readfirst layer still running: %v", layer.Live)
+			case tc.hold != 0 && !running:
+				t.Error("no readfirst layer")
+			case tc.hold != 0:
+				rp, err := dm.ParseReadFirstParams(layer.Live[0].Params)
+				if err != nil || rp.MaxHoldMs != tc.hold || rp.Device != dm.DevicePath(origin) {
+					t.Errorf("readfirst table %v (%v), want hold %d over %s", layer.Live, err, tc.hold, origin)
+				}
+			}
+			if v, _ := hp.recorded(t); !v.Tuning.Equal(tc.tuning) {
+				t.Errorf("recorded tuning %+v, want %+v", v.Tuning, tc.tuning)
+			}
 		})
 	}
 }

@@ -16,7 +16,7 @@ const MaxNameLen = 48
 // volume "db". The list holds "-" + every role of package stack except the
 // top device; a test there keeps the two in step.
 var ReservedVolumeSuffixes = []string{"-origin", "-rmeta", "-rdata", "-rtier", "-wdata", "-wtier",
-	"-wmeta0", "-wleg0", "-wmeta1", "-wleg1"}
+	"-wmeta0", "-wleg0", "-wmeta1", "-wleg1", "-rfirst"}
 
 // ValidateName checks a pool or volume name; kind ("pool", "volume") only
 // shapes the message. A name is 1 to MaxNameLen characters from a-z, 0-9

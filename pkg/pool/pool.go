@@ -275,11 +275,21 @@ type Tuning struct {
 	// shorter time narrows that window, at the cost of more metadata
 	// writes to the SSD. MinAutocommitTimeMs to MaxAutocommitTimeMs.
 	AutocommitTimeMs *uint64 `json:"autocommit_time_ms,omitempty"`
+	// ReadFirstMaxHoldMs is the longest the readfirst layer under the
+	// write tier holds a write-back I/O while reads wait on the HDDs
+	// (stack.Tuning.ReadFirstMaxHoldMs); 0 runs the volume without the
+	// layer. At most MaxReadFirstHoldMs.
+	ReadFirstMaxHoldMs *uint64 `json:"readfirst_max_hold_ms,omitempty"`
 }
+
+// MaxReadFirstHoldMs is the largest Tuning.ReadFirstMaxHoldMs: the
+// kernel target's limit (dm.ReadFirstMaxMs).
+const MaxReadFirstHoldMs = 60000
 
 // Empty reports whether the tuning sets nothing.
 func (t *Tuning) Empty() bool {
-	return t == nil || (t.HighWatermark == nil && t.LowWatermark == nil && t.WritebackJobs == nil && t.AutocommitTimeMs == nil)
+	return t == nil || (t.HighWatermark == nil && t.LowWatermark == nil && t.WritebackJobs == nil && t.AutocommitTimeMs == nil &&
+		t.ReadFirstMaxHoldMs == nil)
 }
 
 // Equal reports whether two tunings set the same values (nil and empty are
@@ -291,7 +301,8 @@ func (t *Tuning) Equal(o *Tuning) bool {
 	eqi := func(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 	equ := func(a, b *uint64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 	return eqi(t.HighWatermark, o.HighWatermark) && eqi(t.LowWatermark, o.LowWatermark) &&
-		equ(t.WritebackJobs, o.WritebackJobs) && equ(t.AutocommitTimeMs, o.AutocommitTimeMs)
+		equ(t.WritebackJobs, o.WritebackJobs) && equ(t.AutocommitTimeMs, o.AutocommitTimeMs) &&
+		equ(t.ReadFirstMaxHoldMs, o.ReadFirstMaxHoldMs)
 }
 
 // Validate checks the ranges dm-writecache accepts.
@@ -329,6 +340,9 @@ func (t *Tuning) Validate() error {
 	if a := t.AutocommitTimeMs; a != nil && (*a < MinAutocommitTimeMs || *a > MaxAutocommitTimeMs) {
 		return fmt.Errorf("autocommit time %d ms: want %d to %d ms", *a, MinAutocommitTimeMs, MaxAutocommitTimeMs)
 	}
+	if h := t.ReadFirstMaxHoldMs; h != nil && *h > MaxReadFirstHoldMs {
+		return fmt.Errorf("read-first hold %d ms: want 0 (no read-first layer) to %d ms", *h, MaxReadFirstHoldMs)
+	}
 	return nil
 }
 
@@ -341,6 +355,7 @@ func (t *Tuning) clone() *Tuning {
 	c.LowWatermark = clonePtr(t.LowWatermark)
 	c.WritebackJobs = clonePtr(t.WritebackJobs)
 	c.AutocommitTimeMs = clonePtr(t.AutocommitTimeMs)
+	c.ReadFirstMaxHoldMs = clonePtr(t.ReadFirstMaxHoldMs)
 	return &c
 }
 

@@ -24,6 +24,7 @@ const (
 	RoleWriteLeg0  Role = "wleg0"  // linear: mirror leg 0's data slice (the volume's write cache slice)
 	RoleWriteMeta1 Role = "wmeta1" // linear: mirror leg 1's dm-raid metadata slice
 	RoleWriteLeg1  Role = "wleg1"  // linear: mirror leg 1's data slice, on another SSD
+	RoleReadFirst  Role = "rfirst" // readfirst: under the write tier, holds its write-back while reads wait
 	RoleWriteTier  Role = "wtier"  // writecache: the write-back tier
 	RoleTop        Role = "top"    // the user's device: fuaflush over the write tier, or linear
 )
@@ -31,7 +32,7 @@ const (
 // Roles lists every role top-down: the order to remove a volume's devices
 // in, whatever its mode and protection.
 var Roles = []Role{RoleTop, RoleWriteTier, RoleWriteData, RoleWriteLeg1, RoleWriteMeta1, RoleWriteLeg0, RoleWriteMeta0,
-	RoleReadTier, RoleReadData, RoleReadMeta, RoleOrigin}
+	RoleReadFirst, RoleReadTier, RoleReadData, RoleReadMeta, RoleOrigin}
 
 // NamePrefix starts the name of every dm device tidecache creates.
 const NamePrefix = "tc-"

@@ -76,6 +76,11 @@ func TestBuildGolden(t *testing.T) {
 	adopted := noRead
 	adopted.Adopted = &pool.Adopted{Path: "/dev/md0", MDUUID: "3f2a9c41:8b7d6e50:1a2b3c4d:5e6f7a8b", SizeSectors: 2097159}
 	adopted.Origin = pool.Extent{Length: pool.AdoptedSectors(adopted.Adopted.SizeSectors)}
+	noHold, shortHold := uint64(0), uint64(250)
+	noReadFirst := noRead
+	noReadFirst.Tuning = &pool.Tuning{ReadFirstMaxHoldMs: &noHold}
+	ownReadFirst := noRead
+	ownReadFirst.Tuning = &pool.Tuning{ReadFirstMaxHoldMs: &shortHold}
 	cases := []struct {
 		golden string
 		vol    pool.Volume
@@ -113,6 +118,11 @@ func TestBuildGolden(t *testing.T) {
 		// three extents one after the other, every tier above sees the
 		// sum (1.75 GiB).
 		{"writeback-grown", grown, pool.ModeWriteback, DefaultTuning()},
+		// A volume tuned to run without the readfirst layer has its write
+		// tier straight on the origin; one with its own hold bound keeps
+		// the node's idle window.
+		{"writeback-no-readfirst", noReadFirst, pool.ModeWriteback, DefaultTuning()},
+		{"writeback-volume-readfirst", ownReadFirst, pool.ModeWriteback, DefaultTuning()},
 		{"passthrough-grown", grown, pool.ModePassthrough, DefaultTuning()},
 	}
 	for _, tc := range cases {

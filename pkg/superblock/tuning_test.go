@@ -23,13 +23,13 @@ func TestTuningRoundTrip(t *testing.T) {
 	if len(l.Volumes) == 0 {
 		t.Fatal("test layout has no volume")
 	}
-	hi, lo, jobs := 30, 20, uint64(64)
-	if err := l.SetTuning(l.Volumes[0].Name, &pool.Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs}); err != nil {
+	hi, lo, jobs, hold := 30, 20, uint64(64), uint64(0)
+	if err := l.SetTuning(l.Volumes[0].Name, &pool.Tuning{HighWatermark: &hi, LowWatermark: &lo, WritebackJobs: &jobs, ReadFirstMaxHoldMs: &hold}); err != nil {
 		t.Fatal(err)
 	}
 	sb := ssdSB(l)
 	img := mustEncode(t, sb)
-	if !strings.Contains(string(payloadOf(img)), `"tuning":{"high_watermark":30,"low_watermark":20,"writeback_jobs":64}`) {
+	if !strings.Contains(string(payloadOf(img)), `"tuning":{"high_watermark":30,"low_watermark":20,"writeback_jobs":64,"readfirst_max_hold_ms":0}`) {
 		t.Errorf("tuning not in the payload as documented:\n%s", payloadOf(img))
 	}
 	got, err := Decode(img)

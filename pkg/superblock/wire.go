@@ -221,6 +221,11 @@ type wireTuning struct {
 	// AutocommitTimeMs was added later, optional like the rest: a tuning
 	// without it decodes with the node's autocommit time.
 	AutocommitTimeMs *uint64 `json:"autocommit_time_ms,omitempty"`
+	// ReadFirstMaxHoldMs was added with the readfirst layer, optional
+	// too: a tuning without it decodes with the node's hold bound. Only a
+	// volume tuned with it writes it, and an older tidecache refuses such
+	// a payload (unknown field) rather than guess.
+	ReadFirstMaxHoldMs *uint64 `json:"readfirst_max_hold_ms,omitempty"`
 }
 
 func tuningToWire(t *pool.Tuning) *wireTuning {
@@ -228,7 +233,7 @@ func tuningToWire(t *pool.Tuning) *wireTuning {
 		return nil
 	}
 	return &wireTuning{HighWatermark: t.HighWatermark, LowWatermark: t.LowWatermark, WritebackJobs: t.WritebackJobs,
-		AutocommitTimeMs: t.AutocommitTimeMs}
+		AutocommitTimeMs: t.AutocommitTimeMs, ReadFirstMaxHoldMs: t.ReadFirstMaxHoldMs}
 }
 
 func tuningFromWire(w *wireTuning) *pool.Tuning {
@@ -236,7 +241,7 @@ func tuningFromWire(w *wireTuning) *pool.Tuning {
 		return nil
 	}
 	t := &pool.Tuning{HighWatermark: w.HighWatermark, LowWatermark: w.LowWatermark, WritebackJobs: w.WritebackJobs,
-		AutocommitTimeMs: w.AutocommitTimeMs}
+		AutocommitTimeMs: w.AutocommitTimeMs, ReadFirstMaxHoldMs: w.ReadFirstMaxHoldMs}
 	if t.Empty() {
 		return nil
 	}
