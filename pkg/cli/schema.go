@@ -97,6 +97,7 @@ type Volume struct {
 	WriteCache *engine.WriteCacheStatus `json:"write_cache,omitempty"`
 	ReadCache  *engine.ReadCacheStatus  `json:"read_cache,omitempty"`
 	FUAFlush   *dm.FUAFlushStatus       `json:"fua_flush,omitempty"`
+	ReadFirst  *dm.ReadFirstStatus      `json:"read_first,omitempty"`
 }
 
 // Mirror is the state of a mirrored write cache, in both modes: the
@@ -125,7 +126,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 		BlockSize: v.BlockSize, ReadBlockSize: v.ReadBlockSize,
 		Mode: string(v.Mode), DesiredMode: string(v.Mode), State: v.State, Error: v.Error,
 		FUAWindow: v.FUAWindow, LegacyStack: v.LegacyStack, Tuning: v.Tuning,
-		WriteCache: v.WriteCache, ReadCache: v.ReadCache, FUAFlush: v.FUAFlush,
+		WriteCache: v.WriteCache, ReadCache: v.ReadCache, FUAFlush: v.FUAFlush, ReadFirst: v.ReadFirst,
 	}
 	if wc := v.WriteCache; wc != nil {
 		out.DirtyBlocks, out.DirtyBytes = wc.DirtyBlocks, wc.DirtyBytes

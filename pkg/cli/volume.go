@@ -381,6 +381,12 @@ func printVolume(g *Globals, v Volume) error {
 	if v.WritebackJobs > 0 {
 		fmt.Fprintf(w, "  write-back: at most %d blocks in flight to the HDDs (%s)\n", v.WritebackJobs, v.WritebackLimitReason)
 	}
+	if rf := v.ReadFirst; rf != nil {
+		fmt.Fprintf(w, "  read-first: write-back held up to %d ms while reads wait on the HDDs; %d held now, %d since load, %d of them for the whole bound\n",
+			rf.MaxHoldMs, rf.HeldNow, rf.HeldTotal, rf.ReleasedAtMaxHold)
+	} else if v.Mode == string(pool.ModeWriteback) && v.WriteCache != nil {
+		fmt.Fprintf(w, "  read-first: off: write-back competes with reads for the HDDs (tidectl volume tune %s --readfirst-max-hold 1000)\n", v.Name)
+	}
 	if wc := v.WriteCache; wc != nil {
 		fmt.Fprintf(w, "  dirty:      %d blocks (%s), %.1f%% of cache, %d under writeback\n", wc.DirtyBlocks, size(wc.DirtyBytes), wc.UsedPercent, wc.WritebackBlocks)
 		fmt.Fprintf(w, "  reads:      %d, hits %d (%s)\n", wc.Reads, wc.ReadHits, percent(wc.ReadHitRatio))
@@ -465,6 +471,13 @@ func formatTuning(t *pool.Tuning) string {
 	}
 	if t.AutocommitTimeMs != nil {
 		parts = append(parts, fmt.Sprintf("autocommit %d ms", *t.AutocommitTimeMs))
+	}
+	switch h := t.ReadFirstMaxHoldMs; {
+	case h == nil:
+	case *h == 0:
+		parts = append(parts, "no read-first layer")
+	default:
+		parts = append(parts, fmt.Sprintf("read-first hold %d ms", *h))
 	}
 	return strings.Join(parts, ", ") + " (others: node defaults)"
 }
@@ -716,6 +729,7 @@ serves the volume throughout.`,
 type tuneFlags struct {
 	high, low        int
 	jobs, autocommit uint64
+	readFirstHold    uint64
 	reset            bool
 }
 
@@ -745,6 +759,9 @@ func (o tuneFlags) tuning(changed func(flag string) bool, cur *pool.Tuning) (*po
 	if named.AutocommitTimeMs != nil {
 		t.AutocommitTimeMs = named.AutocommitTimeMs
 	}
+	if named.ReadFirstMaxHoldMs != nil {
+		t.ReadFirstMaxHoldMs = named.ReadFirstMaxHoldMs
+	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
@@ -766,6 +783,9 @@ func (o tuneFlags) named(changed func(flag string) bool) *pool.Tuning {
 	if changed("autocommit-ms") {
 		t.AutocommitTimeMs = &o.autocommit
 	}
+	if changed("readfirst-max-hold") {
+		t.ReadFirstMaxHoldMs = &o.readFirstHold
+	}
 	return t
 }
 
@@ -778,7 +798,7 @@ func (o tuneFlags) check(changed func(flag string) bool) error {
 	}
 	t := o.named(changed)
 	if t.Empty() {
-		return fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs, --autocommit-ms or --reset")
+		return fmt.Errorf("nothing to set: give --high-watermark, --low-watermark, --writeback-jobs, --autocommit-ms, --readfirst-max-hold or --reset")
 	}
 	for _, w := range []*int{t.HighWatermark, t.LowWatermark} {
 		if w != nil && (*w < 0 || *w > 100) {
@@ -793,8 +813,8 @@ func (o tuneFlags) check(changed func(flag string) bool) error {
 func newVolumeTuneCmd(g *Globals) *cobra.Command {
 	var o tuneFlags
 	cmd := &cobra.Command{
-		Use:   "tune NAME [--high-watermark N] [--low-watermark N] [--writeback-jobs N] [--autocommit-ms N] | --reset",
-		Short: "Set a volume's write-cache watermarks, write-back concurrency and autocommit time, live",
+		Use:   "tune NAME [--high-watermark N] [--low-watermark N] [--writeback-jobs N] [--autocommit-ms N] [--readfirst-max-hold N] | --reset",
+		Short: "Set a volume's write-cache watermarks, write-back concurrency, autocommit time and read-first hold, live",
 		Long: `Set dm-writecache's knobs for one volume: write-back starts when the cache is
 --high-watermark percent full and stops at --low-watermark; --writeback-jobs
 bounds the blocks written back at once. Each call changes the knobs it names
@@ -818,12 +838,21 @@ fuaflush, and there this is the longest a FUA write (O_DSYNC on ext4 and
 XFS, a journal's commit blocks) stays acknowledged but not durable. The
 cost of a shorter time is more metadata writes to the SSD.
 
+--readfirst-max-hold is the longest dm-readfirst, under the write tier,
+holds one write-back I/O while reads wait on the HDDs (default 1000 ms;
+0 to 60000). Write-back goes as soon as reads pause for 50 ms, so an idle
+volume drains at full speed, while reads that miss the cache do not queue
+behind it. 0 takes the layer out of the stack: write-back then competes
+with reads for the disks, which after a write burst larger than the cache
+makes reads slower than without any cache.
+
 The change is recorded on disk (boot assembly keeps it) and applied by
 reloading the writecache table in place: no drain, no dirty block lost.
 Works on this node's devices; in a cluster the daemon sets these from the
 volume's policy ('tidectl policy set'), which would undo a local tune.`,
 		Example: `  tidectl volume tune mysql --high-watermark 40 --low-watermark 30
   tidectl volume tune mysql --autocommit-ms 100
+  tidectl volume tune mysql --readfirst-max-hold 250
   tidectl volume tune mysql --reset`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeVolumes,
@@ -862,8 +891,9 @@ volume's policy ('tidectl policy set'), which would undo a local tune.`,
 	f.IntVar(&o.low, "low-watermark", 45, "percent at which write-back stops")
 	f.Uint64Var(&o.jobs, "writeback-jobs", 0, "blocks written back at once, at most (default: derived from the origin array; see above)")
 	f.Uint64Var(&o.autocommit, "autocommit-ms", 1000, "milliseconds between dm-writecache's own metadata commits (1-60000)")
+	f.Uint64Var(&o.readFirstHold, "readfirst-max-hold", 1000, "milliseconds write-back may be held while reads wait on the HDDs (0-60000; 0: no read-first layer)")
 	f.BoolVar(&o.reset, "reset", false, "return every knob to the node defaults")
-	for _, knob := range []string{"high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms"} {
+	for _, knob := range []string{"high-watermark", "low-watermark", "writeback-jobs", "autocommit-ms", "readfirst-max-hold"} {
 		cmd.MarkFlagsMutuallyExclusive("reset", knob)
 	}
 	return cmd
