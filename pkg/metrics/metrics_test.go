@@ -79,6 +79,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			SizeBytes: 64 << 30, WriteCacheBytes: 34 << 20, ReadCacheBytes: 33 << 20, BlockSize: 4096,
 			WriteCache: writeCache(t, writecacheLine, 4096), ReadCache: readCache(t, cacheLine),
 			FUAFlush:       &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
+			ReadFirst:      &dm.ReadFirstStatus{ReadsInFlight: 2, HeldNow: 16, HeldTotal: 5400, ReleasedAtMaxHold: 120, MaxHoldMs: 1000, IdleMs: 50},
 			WritebackLimit: &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin},
 			// Mirrored, one leg failed: one copy of the two it wants.
 			Protection: pool.ProtectLocal,
@@ -132,6 +133,18 @@ tidecache_volume_info{device="/dev/mapper/tc-broken",mode="writeback",pool="slow
 tidecache_volume_info{device="/dev/mapper/tc-db",mode="writeback",pool="fast",state="active",volume="db"} 1
 tidecache_volume_info{device="/dev/mapper/tc-logs",mode="writethrough",pool="fast",state="active",volume="logs"} 1
 tidecache_volume_info{device="/dev/mapper/tc-old",mode="passthrough",pool="slow",state="inactive",volume="old"} 1
+# HELP tidecache_volume_readfirst_held_writes Write-back I/Os the readfirst layer holds right now.
+# TYPE tidecache_volume_readfirst_held_writes gauge
+tidecache_volume_readfirst_held_writes{pool="fast",volume="db"} 16
+# HELP tidecache_volume_readfirst_held_writes_total Write-back I/Os the readfirst layer under the write tier held while reads were waiting on the HDD array (dm-readfirst <writes held total>); counts from the layer's last table load.
+# TYPE tidecache_volume_readfirst_held_writes_total counter
+tidecache_volume_readfirst_held_writes_total{pool="fast",volume="db"} 5400
+# HELP tidecache_volume_readfirst_max_hold_seconds The longest the readfirst layer holds one write-back I/O while reads wait (its max_hold_ms in force).
+# TYPE tidecache_volume_readfirst_max_hold_seconds gauge
+tidecache_volume_readfirst_max_hold_seconds{pool="fast",volume="db"} 1
+# HELP tidecache_volume_readfirst_released_at_max_hold_total Held write-back I/Os that went because they had waited the layer's hold bound, not because reads paused: reads kept the array busy for that long. A rate close to that of tidecache_volume_readfirst_held_writes_total means write-back runs at its slowest under the read load.
+# TYPE tidecache_volume_readfirst_released_at_max_hold_total counter
+tidecache_volume_readfirst_released_at_max_hold_total{pool="fast",volume="db"} 120
 # HELP tidecache_volume_size_bytes Size of the volume (its extent on the HDD array).
 # TYPE tidecache_volume_size_bytes gauge
 tidecache_volume_size_bytes{pool="fast",volume="db"} 6.8719476736e+10
@@ -261,6 +274,8 @@ var volumeMetricNames = []string{
 	"tidecache_volume_read_cache_promotions_total", "tidecache_volume_read_cache_demotions_total",
 	"tidecache_volume_fua_window", "tidecache_volume_fua_writes_total",
 	"tidecache_volume_fua_flushes_total", "tidecache_volume_fua_flush_errors_total",
+	"tidecache_volume_readfirst_held_writes_total", "tidecache_volume_readfirst_released_at_max_hold_total",
+	"tidecache_volume_readfirst_held_writes", "tidecache_volume_readfirst_max_hold_seconds",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
 	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_scrape_collector_success",
 }

@@ -53,6 +53,10 @@ var (
 	volumeFUAWritesDesc   = volumeDesc("fua_writes_total", "FUA writes the fuaflush target held until a flush of the write tier committed them.")
 	volumeFUAFlushesDesc  = volumeDesc("fua_flushes_total", "Flushes the fuaflush target sent to the write tier; concurrent FUA writes share one.")
 	volumeFUAErrorsDesc   = volumeDesc("fua_flush_errors_total", "Flushes of the write tier that failed; each failed the FUA writes waiting for it.")
+	volumeRFHeldDesc      = volumeDesc("readfirst_held_writes_total", "Write-back I/Os the readfirst layer under the write tier held while reads were waiting on the HDD array (dm-readfirst <writes held total>); counts from the layer's last table load.")
+	volumeRFLateDesc      = volumeDesc("readfirst_released_at_max_hold_total", "Held write-back I/Os that went because they had waited the layer's hold bound, not because reads paused: reads kept the array busy for that long. A rate close to that of tidecache_volume_readfirst_held_writes_total means write-back runs at its slowest under the read load.")
+	volumeRFHeldNowDesc   = volumeDesc("readfirst_held_writes", "Write-back I/Os the readfirst layer holds right now.")
+	volumeRFMaxHoldDesc   = volumeDesc("readfirst_max_hold_seconds", "The longest the readfirst layer holds one write-back I/O while reads wait (its max_hold_ms in force).")
 	volumeCopiesDesc      = volumeDesc("write_copies", "Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.")
 	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over from its node onto its replica).")
 	volumeFailedOverDesc  = prometheus.NewDesc(namespace+"_volume_failed_over_timestamp_seconds",
@@ -69,6 +73,7 @@ var (
 		volumeRCHitsDesc, volumeRCMissesDesc, volumeRCUsedDesc, volumeRCSizeDesc,
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
+		volumeRFHeldDesc, volumeRFLateDesc, volumeRFHeldNowDesc, volumeRFMaxHoldDesc,
 		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumeDataLossDesc,
 		volumeFailedOverDesc,
 	}
@@ -102,6 +107,12 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 		counter(ch, volumeFUAWritesDesc, f.FUAWrites, v.Name, v.Pool)
 		counter(ch, volumeFUAFlushesDesc, f.Flushes, v.Name, v.Pool)
 		counter(ch, volumeFUAErrorsDesc, f.FlushErrors, v.Name, v.Pool)
+	}
+	if r := v.ReadFirst; r != nil {
+		counter(ch, volumeRFHeldDesc, r.HeldTotal, v.Name, v.Pool)
+		counter(ch, volumeRFLateDesc, r.ReleasedAtMaxHold, v.Name, v.Pool)
+		gauge(ch, volumeRFHeldNowDesc, float64(r.HeldNow), v.Name, v.Pool)
+		gauge(ch, volumeRFMaxHoldDesc, float64(r.MaxHoldMs)/1000, v.Name, v.Pool)
 	}
 	if wc := v.WriteCache; wc != nil {
 		wanted, copies := 1, 1
