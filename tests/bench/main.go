@@ -152,8 +152,6 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
-	fs.IntVar(&f.press.readFirstMS, "readfirst-ms", 0, "pressure run: also measure tc-wb-rf, tc-wb with dm-readfirst (kernel/dm-readfirst) under its write tier, holding write-back up to this many ms while reads wait")
-	fs.IntVar(&f.press.readFirstIdleMS, "readfirst-idle-ms", 50, "pressure run, with -readfirst-ms: how long after the last read dm-readfirst still holds write-back")
 	fs.StringVar(&f.writecacheKO, "writecache-ko", "", "pressure run: a dm-writecache.ko built for the guest kernel, loaded in place of the kernel's, to measure a proposed change (docs/upstream/writeback-pause-on-reads.md)")
 	fs.StringVar(&f.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&f.charts, "charts", "", "write the PNG charts to this directory (default: bench/ beside -out)")
@@ -180,16 +178,6 @@ func parseFlags(args []string) (options, error) {
 		o.writecacheKO = ko
 	}
 	o.press = pressureDefaults(o.quick)
-	if f.press.readFirstMS < 0 || f.press.readFirstMS > 60000 {
-		return options{}, fmt.Errorf("-readfirst-ms %d: want 0 (off) to 60000 (dm-readfirst's bound)", f.press.readFirstMS)
-	}
-	if f.press.readFirstMS > 0 && !o.pressure {
-		return options{}, fmt.Errorf("-readfirst-ms belongs to the pressure run: give -pressure too")
-	}
-	if f.press.readFirstIdleMS < 0 || f.press.readFirstIdleMS > 60000 {
-		return options{}, fmt.Errorf("-readfirst-idle-ms %d: want 0 to 60000 (dm-readfirst's bound)", f.press.readFirstIdleMS)
-	}
-	o.press.readFirstMS, o.press.readFirstIdleMS = f.press.readFirstMS, f.press.readFirstIdleMS
 	if o.pressure && o.replica {
 		return options{}, fmt.Errorf("-pressure and -replica are two runs: give one")
 	}
@@ -228,7 +216,7 @@ func parseFlags(args []string) (options, error) {
 		case "schedulers":
 			o.press.schedulers = strings.Split(*scheds, ",")
 			o.pressTargeted = true
-		case "phase-scale", "only", "pressure-db-rows", "writecache-ko", "readfirst-ms", "readfirst-idle-ms":
+		case "phase-scale", "only", "pressure-db-rows", "writecache-ko":
 			o.pressTargeted = true
 		case "pressure-db":
 			o.pressTargeted = true

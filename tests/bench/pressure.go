@@ -46,11 +46,6 @@ type pressureProfile struct {
 	write, mix, read, burst, idle, oltp time.Duration
 	schedulers                          []string
 	db                                  pressureDBProfile
-	// readFirstMS, when set, adds tc-wb-rf: tc-wb with dm-readfirst
-	// (kernel/dm-readfirst) put under its write tier by hand, holding
-	// write-back up to this many ms while reads wait on the HDDs, and
-	// readFirstIdleMS after the last one.
-	readFirstMS, readFirstIdleMS int
 }
 
 // pressureDefaults are the full run's lengths or, with quick, the short
@@ -325,22 +320,20 @@ func pressureSSDMiB(pp pressureProfile) []int {
 // tidecachePressureVolumes are tc-wb, whose whole cache is its write
 // tier, and tc-wbr, whose cache is split between a write and a read tier
 // (as in the first measurement: half each), both at tidecache's
-// defaults otherwise; with pp.readFirstMS, tc-wb-rf too.
+// defaults, and tc-wb-norf: tc-wb without the readfirst layer under its
+// write tier, which is how every write tier ran before the layer, so the
+// run shows what the layer does.
 func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 	size, half := mib(pp.device), mib(pp.cache/2)
-	vols := []tidecacheVolume{
-		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache)",
+	return []tidecacheVolume{
+		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache over dm-readfirst)",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}},
-		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-cache), the cache split in half",
+		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-readfirst over dm-cache), the cache split in half",
 			create: []string{"--size", size, "--write-cache", half, "--read-cache", half}},
+		{name: "tc-wb-norf", base: "tc-wb", kind: variant,
+			label:  "tc-wb without the readfirst layer (--readfirst-max-hold 0): write-back competes with reads for the HDDs, as before the layer",
+			create: []string{"--size", size, "--write-cache", mib(pp.cache)}, tune: []string{"--readfirst-max-hold", "0"}},
 	}
-	if pp.readFirstMS > 0 {
-		vols = append(vols, tidecacheVolume{name: "tc-wb-rf", base: "tc-wb", kind: variant, readFirstMS: pp.readFirstMS, readFirstIdleMS: pp.readFirstIdleMS,
-			label: fmt.Sprintf("tc-wb with dm-readfirst under its write tier: write-back held up to %d ms while reads wait (and %d ms after the last)",
-				pp.readFirstMS, pp.readFirstIdleMS),
-			create: []string{"--size", size, "--write-cache", mib(pp.cache)}})
-	}
-	return vols
 }
 
 // setUpPressureSystems builds the RAID10, the partitions and the systems,

@@ -70,8 +70,7 @@ func (sr *schedRun) system(key string) *pressureSystem {
 }
 
 // tidecacheKeys are the measured tidecache systems the targets are
-// checked for: the defaults, then the variants under test (a targeted
-// run's tc-wb-rf).
+// checked for: the defaults, then the variants under test (tc-wb-norf).
 func (sr *schedRun) tidecacheKeys() []string {
 	return append(sr.keysOf(tidecache), sr.keysOf(variant)...)
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,16 +38,13 @@ func TestParsePressureFlags(t *testing.T) {
 		{args: []string{"-pressure", "-quick", "-phase-scale", "0.5"}, check: func(o options) bool {
 			return o.press.write == 30*time.Second && o.press.idle == 23*time.Second && o.pressTargeted
 		}},
-		{args: []string{"-pressure", "-quick", "-readfirst-ms", "1000", "-only", "RAID10,tc-wb,tc-wb-rf"}, check: func(o options) bool {
+		{args: []string{"-pressure", "-quick", "-only", "RAID10,tc-wb,tc-wb-norf"}, check: func(o options) bool {
 			vols := tidecachePressureVolumes(o.press)
 			last := vols[len(vols)-1]
-			return o.press.readFirstMS == 1000 && o.pressTargeted && len(vols) == 3 && last.name == "tc-wb-rf" &&
-				last.readFirstMS == 1000 && last.base == "tc-wb" && pressureSSDMiB(o.press)[0] == 3*64+96
+			return o.pressTargeted && len(vols) == 3 && last.name == "tc-wb-norf" && last.base == "tc-wb" &&
+				slices.Equal(last.tune, []string{"--readfirst-max-hold", "0"}) && pressureSSDMiB(o.press)[0] == 3*64+96
 		}},
-		{args: []string{"-pressure"}, check: func(o options) bool { return len(tidecachePressureVolumes(o.press)) == 2 }},
-		{args: []string{"-pressure", "-readfirst-ms", "60001"}, wantErr: true},
-		{args: []string{"-pressure", "-readfirst-ms", "-1"}, wantErr: true},
-		{args: []string{"-readfirst-ms", "500"}, wantErr: true},
+		{args: []string{"-pressure", "-readfirst-ms", "1000"}, wantErr: true},
 		{args: []string{"-pressure", "-schedulers", "bfq"}, wantErr: true},
 		{args: []string{"-pressure", "-phase-scale", "0"}, wantErr: true},
 		{args: []string{"-pressure", "-replica"}, wantErr: true},

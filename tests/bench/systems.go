@@ -216,9 +216,6 @@ type tidecacheVolume struct {
 	// oldStack rebuilds the volume's devices by hand as the stack before
 	// fuaflush (see oldStackScript).
 	oldStack bool
-	// readFirstMS > 0 puts dm-readfirst under the write tier by hand
-	// (readFirstScript), with this max_hold_ms and readFirstIdleMS.
-	readFirstMS, readFirstIdleMS int
 }
 
 // tidecacheVolumes are the volumes on the tidecache partitions: the two
@@ -287,13 +284,6 @@ func setUpTidecache(ctx context.Context, bed *testbed.Bed, origin, ssd string, v
 			setup += ", then rebuilt with dmsetup as the stack before fuaflush: `tc-" + name + "` dm-writecache (the table `tc-" +
 				name + "-wtier` had), no fuaflush (see tests/bench/systems.go oldStackScript)"
 		}
-		if tv.readFirstMS > 0 {
-			if _, err := bed.Run(ctx, "sh", "-c", readFirstScript, "sh", name, strconv.Itoa(tv.readFirstMS), strconv.Itoa(tv.readFirstIdleMS)); err != nil {
-				return nil, fmt.Errorf("tidecache volume %s: dm-readfirst: %w", name, err)
-			}
-			setup += fmt.Sprintf(", then `tc-%s-rfirst` (readfirst over `tc-%s-origin`, max_hold_ms %d, idle_ms %d) put under `tc-%s-wtier` with dmsetup (tests/bench/systems.go readFirstScript)",
-				name, name, tv.readFirstMS, tv.readFirstIdleMS, name)
-		}
 		v, err := bed.Volume(ctx, name)
 		if err != nil {
 			return nil, err
@@ -348,27 +338,6 @@ dmsetup suspend $top
 dmsetup load $top --table "0 $sz $wc"
 dmsetup resume $top
 dmsetup table $top | grep -q ' writecache '`
-
-// readFirstScript puts dm-readfirst between volume $1's write tier and
-// its origin, holding write-back up to $2 ms while reads wait (and $3 ms
-// after the last): a new
-// device tc-$1-rfirst over the write tier's origin, and the write tier
-// reloaded onto it (the top device suspended meanwhile, as tidecache
-// reloads a tier). The volume is new, its cache clean.
-const readFirstScript = `set -e
-top=tc-$1 ms=$2 idle=$3
-table=$(dmsetup table $top-wtier)
-set -- $table
-[ "$3" = writecache ] || { echo "$top-wtier is not a writecache: $table" >&2; exit 1; }
-len=$2 origin=$5
-dmsetup create $top-rfirst --table "0 $len readfirst $origin $ms $idle"
-rf=$(dmsetup info -c --noheadings -o major,minor --separator : $top-rfirst)
-dmsetup suspend $top
-dmsetup load $top-wtier --table "$(echo "$table" | awk -v d=$rf '{$5 = d; print}')"
-dmsetup suspend $top-wtier
-dmsetup resume $top-wtier
-dmsetup resume $top
-dmsetup table $top-wtier | grep -q " $rf "`
 
 // buildOldStack flushes volume name and rebuilds its devices as the stack
 // before fuaflush (oldStackScript). Nothing may run `tidecached assemble`,
