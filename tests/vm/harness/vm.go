@@ -328,6 +328,8 @@ type VM struct {
 
 	host      *hostWatch // the host's disk errors, see hostio.go
 	hostFault error      // set before the harness stops a VM whose host disk failed
+
+	watched chan struct{} // closed when the console watcher (console.go) has returned
 }
 
 // Boot starts a VM and returns once its agent answers. ctx bounds the life
@@ -449,6 +451,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	if err := v.start(bootCtx, l); err != nil {
 		return nil, v.bootFailure(err)
 	}
+	v.watchConsole(ctx, consolePoll)
 	go v.readLoop()
 	if err := v.ping(bootCtx); err != nil {
 		return nil, v.bootFailure(err)
@@ -661,6 +664,15 @@ func (v *VM) readLoop() {
 			continue
 		}
 		if err != nil {
+			// qemu's exit closed the channel. A guest that panicked
+			// ended qemu at once (panic=-1, -no-reboot): let the console
+			// watcher's last read say so first.
+			if v.watched != nil {
+				select {
+				case <-v.watched:
+				case <-time.After(5 * time.Second):
+				}
+			}
 			v.closeChannel(err)
 			return
 		}
@@ -671,6 +683,26 @@ func (v *VM) readLoop() {
 		if ch != nil {
 			ch <- resp
 		}
+	}
+}
+
+// watchConsole follows the console log for signs that the guest kernel is
+// stuck (see console.go) until ctx ends or qemu exits.
+func (v *VM) watchConsole(ctx context.Context, poll time.Duration) {
+	w := &consoleWatch{path: v.console, log: v.log, poll: poll, traceWait: min(poll, consoleTraceWait), stop: v.stopStuck}
+	v.watched = make(chan struct{})
+	go func() {
+		defer close(v.watched)
+		w.run(ctx, v.done)
+	}()
+}
+
+// stopStuck ends a VM whose guest kernel is stuck: every pending and later
+// call fails at once with err, and qemu is killed.
+func (v *VM) stopStuck(err error) {
+	v.closeChannel(err)
+	if v.cmd != nil {
+		v.cmd.Process.Kill()
 	}
 }
 
