@@ -151,3 +151,44 @@ func TestTail(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCommandTimeout checks Config.CommandTimeout: a command whose
+// context has no deadline gets it, in the guest too, and fails when it
+// passes; a context with its own deadline keeps it, longer or not.
+func TestClientCommandTimeout(t *testing.T) {
+	timeouts := make(chan int64, 2)
+	v := clientVM(t, func(dec *wire.Decoder, reply func(wire.Response)) {
+		for {
+			var req wire.Request
+			if err := dec.Decode(&req); err != nil {
+				return
+			}
+			if req.Op == "" {
+				timeouts <- req.TimeoutMS
+			}
+			if req.Shell == "quick" {
+				reply(wire.Response{ID: req.ID})
+			}
+		}
+	})
+	v.cfg.CommandTimeout = 200 * time.Millisecond
+	start := time.Now()
+	_, err := v.Run(context.Background(), "hang")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Config.CommandTimeout (200ms)") {
+		t.Fatalf("want DeadlineExceeded naming Config.CommandTimeout, got %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the default deadline ended the command after %v", took)
+	}
+	if ms := <-timeouts; ms <= 0 || ms > 200 {
+		t.Errorf("the guest got timeout_ms %d, want the default's 200", ms)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if _, err := v.Run(ctx, "quick"); err != nil {
+		t.Fatal(err)
+	}
+	if ms := <-timeouts; ms < 3500_000 {
+		t.Errorf("the guest got timeout_ms %d, want the caller's hour", ms)
+	}
+}

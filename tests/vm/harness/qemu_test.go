@@ -181,7 +181,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Name != "vm" || cfg.MemoryMiB != 2048 || cfg.CPUs != 2 || cfg.Logger == nil || cfg.HostIOErrorWait != time.Minute {
+	if cfg.Name != "vm" || cfg.MemoryMiB != 2048 || cfg.CPUs != 2 || cfg.Logger == nil || cfg.HostIOErrorWait != time.Minute ||
+		cfg.CommandTimeout != DefaultCommandTimeout {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if !strings.HasPrefix(cfg.Disks[0].Path, "/") {
@@ -195,6 +196,7 @@ func TestConfigDefaults(t *testing.T) {
 		{Disks: []Disk{{}}},
 		{Disks: []Disk{{Path: "x", Size: -1}}},
 		{HostIOErrorWait: -time.Second},
+		{CommandTimeout: -time.Second},
 		{Disks: []Disk{{Path: "x", HostFaults: "a:b"}}},
 		{Disks: []Disk{{Path: "x:y", HostFaults: "r"}}},
 		{Network: &Network{Addr: "10.0.0.1", Listen: "127.0.0.1:1"}},

@@ -117,7 +117,21 @@ type Config struct {
 	// and the harness resumes it to retry (hostio.go); an error that lasts
 	// longer ends the VM, and calls on it fail with ErrHostIO. Default 60 s.
 	HostIOErrorWait time.Duration
+	// CommandTimeout bounds a guest command (Run, Exec) whose context has
+	// no deadline: after it the command is killed in the guest and the
+	// call fails with context.DeadlineExceeded, so a guest that stops
+	// answering fails its test instead of holding the package until go
+	// test's timeout. A command meant to run longer gets a context with
+	// its own deadline. Default DefaultCommandTimeout.
+	CommandTimeout time.Duration
 }
+
+// DefaultCommandTimeout is Config.CommandTimeout's default: longer than
+// any single command of the scenarios (csi-sanity bounds itself with
+// `timeout 900`, the guest's dm.test with -test.timeout 10m, an apt-get
+// install with its DKMS build under emulation takes minutes; the bench
+// gives its long fio runs their own deadlines).
+const DefaultCommandTimeout = 20 * time.Minute
 
 // SystemdBoot makes a VM boot like a server. The initramfs mounts the
 // host's root under an overlay whose upper layer is an ext4 file system on
@@ -186,11 +200,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.HostIOErrorWait == 0 {
 		cfg.HostIOErrorWait = defaultHostIOErrorWait
 	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
 	if cfg.MemoryMiB < 256 || cfg.CPUs < 1 {
 		return cfg, fmt.Errorf("vm %s: want MemoryMiB >= 256 and CPUs >= 1, got %d and %d", cfg.Name, cfg.MemoryMiB, cfg.CPUs)
 	}
 	if cfg.HostIOErrorWait < 0 {
 		return cfg, fmt.Errorf("vm %s: negative HostIOErrorWait %v", cfg.Name, cfg.HostIOErrorWait)
+	}
+	if cfg.CommandTimeout < 0 {
+		return cfg, fmt.Errorf("vm %s: negative CommandTimeout %v", cfg.Name, cfg.CommandTimeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -753,7 +773,7 @@ func (v *VM) call(ctx context.Context, req wire.Request) (wire.Response, error) 
 		if req.Op == "" {
 			v.send(wire.Request{ID: v.nextID.Add(1), Op: wire.OpCancel, Target: req.ID})
 		}
-		return wire.Response{}, ctx.Err()
+		return wire.Response{}, context.Cause(ctx)
 	}
 }
 
@@ -767,8 +787,10 @@ func (v *VM) send(req wire.Request) error {
 }
 
 // Run runs `sh -c shell` in the guest. The error is for transport problems
-// and for ctx ending (the command is then killed in the guest); a command
-// that ran and failed has a non-zero Result.ExitCode and a nil error.
+// and for ctx ending, or Config.CommandTimeout passing when ctx has no
+// deadline (the command is then killed in the guest), and for a stuck
+// guest kernel (ErrGuestStuck); a command that ran and failed has a
+// non-zero Result.ExitCode and a nil error.
 func (v *VM) Run(ctx context.Context, shell string) (Result, error) {
 	return v.Exec(ctx, Cmd{Shell: shell})
 }
@@ -779,6 +801,13 @@ func (v *VM) Exec(ctx context.Context, c Cmd) (Result, error) {
 	if what == "" {
 		what = strings.Join(c.Argv, " ")
 	}
+	if _, ok := ctx.Deadline(); !ok && v.cfg.CommandTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, v.cfg.CommandTimeout,
+			fmt.Errorf("%w: no answer within Config.CommandTimeout (%v), the deadline of a guest command whose context has none",
+				context.DeadlineExceeded, v.cfg.CommandTimeout))
+		defer cancel()
+	}
 	resp, err := v.call(ctx, wire.Request{Argv: c.Argv, Shell: c.Shell, Env: c.Env, Dir: c.Dir})
 	if err != nil {
 		return Result{ExitCode: -1}, fmt.Errorf("vm %s: %q: %w", v.cfg.Name, what, err)
@@ -786,7 +815,7 @@ func (v *VM) Exec(ctx context.Context, c Cmd) (Result, error) {
 	res := Result{ExitCode: resp.ExitCode, Stdout: string(resp.Stdout), Stderr: string(resp.Stderr)}
 	if resp.Error != "" {
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("vm %s: %q: %s: %w", v.cfg.Name, what, resp.Error, ctx.Err())
+			return res, fmt.Errorf("vm %s: %q: %s: %w", v.cfg.Name, what, resp.Error, context.Cause(ctx))
 		}
 		return res, fmt.Errorf("vm %s: %q: %s", v.cfg.Name, what, resp.Error)
 	}
