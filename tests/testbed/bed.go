@@ -225,8 +225,6 @@ func Start(ctx context.Context, cfg Config) (*Bed, error) {
 		MemoryMiB: cfg.MemoryMiB,
 		Network:   cfg.Network,
 		Dir:       filepath.Join(b.dir, "vm"),
-		// The pressure run measures it by hand (-readfirst-ms).
-		ReadFirstModule: true,
 	})
 	if err != nil {
 		b.removeImages()

@@ -149,7 +149,7 @@ func waitReads(t *testing.T, v *harness.VM) {
 func TestReadFirst(t *testing.T) {
 	besideAnother(t)
 	dir := harness.TestDir(t)
-	v := harness.MustBoot(t, harness.Config{Name: "readfirst", Dir: dir, MemoryMiB: 1024, CPUs: vmCPUs(t), ReadFirstModule: true, Disks: []harness.Disk{
+	v := harness.MustBoot(t, harness.Config{Name: "readfirst", Dir: dir, MemoryMiB: 1024, CPUs: vmCPUs(t), Disks: []harness.Disk{
 		{Path: filepath.Join(dir, "origin.img"), Size: rfOriginSectors * 512},
 		{Path: filepath.Join(dir, "ssd.img"), Size: rfCacheSectors * 512},
 	}})

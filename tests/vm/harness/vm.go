@@ -104,10 +104,11 @@ type Config struct {
 	// kernel's headers (see Module) and the agent loads it, so every VM
 	// has the "fuaflush" target.
 	NoFUAFlushModule bool
-	// ReadFirstModule also builds and loads dm-readfirst
-	// (kernel/dm-readfirst), the "readfirst" target. No volume uses it
-	// yet: the scenarios that do not test it boot without it.
-	ReadFirstModule bool
+	// NoReadFirstModule boots without tidecache's dm-readfirst target
+	// (kernel/dm-readfirst), which write-back volumes stack under their
+	// write tier. By default it is built and loaded as dm-fuaflush is, so
+	// every VM has the "readfirst" target.
+	NoReadFirstModule bool
 	// Systemd boots the guest like a server, with Debian's systemd as PID
 	// 1 and udev, on a root that survives reboots; nil boots the bare
 	// agent.
@@ -395,7 +396,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	var modules []string
 	for _, name := range []string{FUAFlush, ReadFirst} {
-		if name == FUAFlush && cfg.NoFUAFlushModule || name == ReadFirst && !cfg.ReadFirstModule {
+		if name == FUAFlush && cfg.NoFUAFlushModule || name == ReadFirst && cfg.NoReadFirstModule {
 			continue
 		}
 		ko, err := Module(bootCtx, name, kver)
