@@ -15,7 +15,8 @@
 // Config.NoFUAFlushModule or Config.NoReadFirstModule is set), the qemu
 // command line, the control channel to the agent (JSON lines over
 // virtio-serial, see internal/wire), the ack channel used by power-cut
-// tests and the VM's lifetime.
+// tests, a watch on the guest console for a stuck kernel, and the VM's
+// lifetime.
 //
 // Config.Systemd boots the guest like a server instead: the same initramfs
 // puts the overlay's upper layer on a persistent ext4 disk and switch_roots
@@ -48,13 +49,25 @@
 // uncompressed kernel, an uncompressed initramfs, dm-mod; other modules
 // load when first used); VMs booting at once, or other load, stretch it.
 //
+// Nothing a test runs in the guest waits for ever. A command whose context
+// has no deadline gets Config.CommandTimeout (DefaultCommandTimeout, 20
+// minutes); one meant to run longer passes a context with its own
+// deadline. And while a VM runs, the harness reads its console log every 2
+// s for the guest kernel's own signs that it is stuck or dead: a soft or
+// hard lockup, an RCU stall, a panic, an oops ("BUG: unable to handle").
+// On one it logs the sign and kills qemu, and every pending and later call
+// on the VM fails at once with ErrGuestStuck and the console lines around
+// the sign (console.go). A hung task ("blocked for more than 120
+// seconds") is only logged: tests may block I/O on purpose.
+//
 // Errors callers should expect: ErrUnavailable from Available (and Boot)
 // when a host package is missing; Boot errors carry the console tail; Run
 // and Exec return an error only when the command could not be run to its
-// end (transport failure, qemu gone, ctx done), never for a non-zero exit;
-// ErrHostIO among them when the test machine's own disk kept failing under
-// a guest disk (a passing failure is retried, unseen by the guest: see
-// Config.HostIOErrorWait).
+// end (transport failure, qemu gone, ctx done, Config.CommandTimeout
+// passed), never for a non-zero exit; ErrGuestStuck among them when the
+// guest kernel was stuck, ErrHostIO when the test machine's own disk kept
+// failing under a guest disk (a passing failure is retried, unseen by the
+// guest: see Config.HostIOErrorWait).
 //
 // Environment: TIDECACHE_VM_CACHE (cache directory), TIDECACHE_VM_KERNEL
 // (guest kernel version or vmlinuz path).
