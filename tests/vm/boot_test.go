@@ -317,9 +317,9 @@ func TestSystemdBoot(t *testing.T) {
 	spec := nodeSpec{HDDs: 4, HDDSize: 384 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, CPUs: vmCPUs(t),
-		// The package's DKMS build provides dm-fuaflush, not the harness.
-		NoFUAFlushModule: true,
-		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
+		// The package's DKMS build provides both modules, not the harness.
+		NoFUAFlushModule: true, NoReadFirstModule: true,
+		Systemd: &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
 	s := bootServer(t, cfg)
 	s.spec = spec
@@ -328,9 +328,11 @@ func TestSystemdBoot(t *testing.T) {
 	// man-db's index rebuild is not tidecache's: about 7 s under TCG.
 	s.mustSh("echo 'man-db man-db/auto-update boolean false' | debconf-set-selections")
 	out := s.mustSh("DEBIAN_FRONTEND=noninteractive apt-get install -y " + deb + " 2>&1")
-	t.Logf("apt-get install (with the DKMS build of dm-fuaflush): %.1f s", time.Since(start).Seconds())
-	if mod := strings.TrimSpace(s.mustSh("modinfo -n dm-fuaflush")); !strings.Contains(mod, "/updates/dkms/") {
-		t.Fatalf("dm-fuaflush is %s, want the package's DKMS build under updates/dkms\n%s", mod, out)
+	t.Logf("apt-get install (with the DKMS build of dm-fuaflush and dm-readfirst): %.1f s", time.Since(start).Seconds())
+	for _, m := range []string{"dm-fuaflush", "dm-readfirst"} {
+		if mod := strings.TrimSpace(s.mustSh("modinfo -n " + m)); !strings.Contains(mod, "/updates/dkms/") {
+			t.Fatalf("%s is %s, want the package's DKMS build under updates/dkms\n%s", m, mod, out)
+		}
 	}
 	if got := strings.TrimSpace(s.sh("systemctl is-enabled tidecache-assemble.service").Stdout); got != "enabled" {
 		t.Fatalf("tidecache-assemble.service is %q after install, want enabled", got)

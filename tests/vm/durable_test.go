@@ -115,14 +115,17 @@ func TestLegacyStackMigration(t *testing.T) {
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
 	n.mustTidectl("volume flush db")
 
-	// The old stack: tc-db is dm-writecache over the read tier, no wtier.
+	// The old stack: tc-db is dm-writecache over the read tier, no wtier
+	// and no readfirst layer.
 	n.mustSh(`set -e
 sz=$(blockdev --getsz /dev/mapper/tc-db)
-wc=$(dmsetup table tc-db-wtier | cut -d' ' -f3-)
+rt=$(dmsetup info -c --noheadings --separator : -o major,minor tc-db-rtier | tr -d ' ')
+wc=$(dmsetup table tc-db-wtier | cut -d' ' -f3- | awk -v rt="$rt" '{$3 = rt; print}')
 dmsetup suspend tc-db
 dmsetup load tc-db --table "0 $sz linear /dev/mapper/tc-db-rtier 0"
 dmsetup resume tc-db
 dmsetup remove tc-db-wtier
+dmsetup remove tc-db-rfirst
 dmsetup suspend tc-db
 dmsetup load tc-db --table "0 $sz $wc"
 dmsetup resume tc-db`)
@@ -150,7 +153,7 @@ dmsetup resume tc-db`)
 	lines := strings.TrimSpace(n.mustSh("cat /run/lines"))
 	t.Logf("writer appended %s lines during the migration", lines)
 
-	want := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}
+	want := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rfirst", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}
 	if got := n.dmDevices(); !slices.Equal(got, want) {
 		t.Fatalf("devices after migration %v, want %v", got, want)
 	}

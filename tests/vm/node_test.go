@@ -214,6 +214,10 @@ type volumeJSON struct {
 		ReadHits   uint64 `json:"read_hits"`
 		ReadMisses uint64 `json:"read_misses"`
 	} `json:"read_cache"`
+	ReadFirst *struct {
+		HeldTotal uint64 `json:"held_total"`
+		MaxHoldMs uint64 `json:"max_hold_ms"`
+	} `json:"read_first"`
 	Protection string `json:"protection"`
 	Mirror     *struct {
 		Health     string `json:"health"`

@@ -255,3 +255,97 @@ func TestReadFirst(t *testing.T) {
 	v.MustRun(t, rfPattern("/dev/mapper/tcrf-slow", 0, 16<<20, true))
 	v.MustRun(t, rfPattern(rfCache, 0, 16<<20, true))
 }
+
+// writeTierOrigin returns the device tc-<vol>-wtier writes back to, as
+// "major:minor", and that of the device named dev.
+func writeTierOrigin(t *testing.T, n *node, vol, dev string) (origin, want string) {
+	t.Helper()
+	f := strings.Fields(n.mustSh("dmsetup table tc-" + vol + "-wtier"))
+	if len(f) < 6 || f[2] != "writecache" {
+		t.Fatalf("tc-%s-wtier table %v: want a writecache", vol, f)
+	}
+	want = strings.TrimSpace(n.mustSh("dmsetup info -c --noheadings --separator : -o major,minor " + dev + " | tr -d ' '"))
+	return f[4], want
+}
+
+// TestReadFirstLayer checks the readfirst layer of the product's stack: a
+// new writeback volume gets tc-<vol>-rfirst between its write tier and the
+// origin, and `volume show` and the status report it; `volume tune
+// --readfirst-max-hold 0` takes it out and `--reset` puts it back, live,
+// with dirty blocks in the cache and none of them lost or drained; a
+// volume running the stack of a tidecache without the layer (made here by
+// hand) gets it from `volume repair`, the same way.
+func TestReadFirstLayer(t *testing.T) {
+	besideAnother(t)
+	n := bootNode(t, smallNode)
+	n.createPool("tank")
+	n.mustTidectl("volume create db --size 128M --write-cache 32M")
+	hasLayer := func(when string, want bool) {
+		t.Helper()
+		got, layer := writeTierOrigin(t, n, "db", "tc-db-origin")
+		if want {
+			_, layer = writeTierOrigin(t, n, "db", "tc-db-rfirst")
+		}
+		if got != layer {
+			t.Fatalf("%s: the write tier writes back to %s, want %s (layer %v)\n%s", when, got, layer, want, n.mustSh("dmsetup table"))
+		}
+		if running := n.mustSh("dmsetup info tc-db-rfirst >/dev/null 2>&1 && echo yes || echo no"); (strings.TrimSpace(running) == "yes") != want {
+			t.Fatalf("%s: tc-db-rfirst running: %s, want %v", when, running, want)
+		}
+	}
+	hasLayer("new volume", true)
+	if tbl := n.mustSh("dmsetup table tc-db-rfirst"); !strings.HasSuffix(strings.TrimSpace(tbl), " 1000 50") {
+		t.Fatalf("tc-db-rfirst table %q: want the default hold of 1000 ms and idle window of 50 ms", tbl)
+	}
+	if v := n.volume("db"); v.ReadFirst == nil || v.ReadFirst.MaxHoldMs != 1000 {
+		t.Fatalf("volume show: read_first %+v, want the layer's status", v.ReadFirst)
+	}
+	if show := n.mustTidectl("volume show db"); !strings.Contains(show, "read-first: write-back held up to 1000 ms") {
+		t.Fatalf("volume show does not describe the layer:\n%s", show)
+	}
+
+	// Dirty blocks, with checksums, that the changes below must keep.
+	data := fioJob("/dev/mapper/tc-db", "rfl", "randwrite", "0", "16M")
+	n.fio(data)
+	dirty := func(when string) uint64 {
+		t.Helper()
+		v := n.volume("db")
+		if v.WriteCache == nil || v.WriteCache.DirtyBlocks == 0 {
+			t.Fatalf("%s: no dirty block left (%+v): the change drained the cache", when, v.WriteCache)
+		}
+		return v.WriteCache.DirtyBlocks
+	}
+	before := dirty("after the writes")
+
+	n.mustTidectl("volume tune db --readfirst-max-hold 0")
+	hasLayer("tuned to 0", false)
+	if show := n.mustTidectl("volume show db"); !strings.Contains(show, "read-first: off") || !strings.Contains(show, "no read-first layer") {
+		t.Fatalf("volume show after --readfirst-max-hold 0:\n%s", show)
+	}
+	n.fio(data + " --verify_only")
+	n.mustTidectl("volume check db")
+
+	n.mustTidectl("volume tune db --reset")
+	hasLayer("reset", true)
+	n.fio(data + " --verify_only")
+
+	// The stack of a tidecache without the layer, as an upgrade finds it.
+	n.mustSh(`set -e
+o=$(dmsetup info -c --noheadings --separator : -o major,minor tc-db-origin | tr -d ' ')
+wc=$(dmsetup table tc-db-wtier | awk -v o="$o" '{$5 = o; print}')
+dmsetup suspend tc-db-wtier
+dmsetup load tc-db-wtier --table "$wc"
+dmsetup resume tc-db-wtier
+dmsetup remove tc-db-rfirst`)
+	hasLayer("hand-made old stack", false)
+	if res := n.tidectl("volume check db"); res.ExitCode == 0 {
+		t.Fatalf("volume check passes a stack without the layer:\n%s", res.Stdout)
+	}
+	n.mustTidectl("volume repair db")
+	hasLayer("repair", true)
+	n.mustTidectl("volume check db")
+	n.fio(data + " --verify_only")
+	if after := dirty("after the changes"); after > before {
+		t.Fatalf("dirty blocks grew from %d to %d with no write", before, after)
+	}
+}

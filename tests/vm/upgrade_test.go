@@ -37,9 +37,9 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
-		// The package's DKMS build provides dm-fuaflush, not the harness.
-		NoFUAFlushModule: true,
-		Systemd:          &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
+		// The package's DKMS build provides both modules, not the harness.
+		NoFUAFlushModule: true, NoReadFirstModule: true,
+		Systemd: &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
 	s := bootServer(t, cfg)
 	s.spec = spec
@@ -53,8 +53,11 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	if path, test := info(); !strings.Contains(path, "/updates/dkms/") || test != "" {
 		t.Fatalf("after the first install: dm-fuaflush at %s with tidecache_test %q, want the DKMS build without it", path, test)
 	}
-	if st := s.mustSh("dkms status -m tidecache-fuaflush"); !strings.Contains(st, "tidecache-fuaflush/"+version+",") || !strings.Contains(st, "installed") {
+	if st := s.mustSh("dkms status -m tidecache-dkms"); !strings.Contains(st, "tidecache-dkms/"+version+",") || !strings.Contains(st, "installed") {
 		t.Fatalf("dkms status after the first install:\n%s\nwant version %s installed", st, version)
+	}
+	if rf := strings.TrimSpace(s.mustSh("modinfo -n dm-readfirst")); !strings.Contains(rf, "/updates/dkms/") {
+		t.Fatalf("after the first install: dm-readfirst at %s, want the package's DKMS build", rf)
 	}
 
 	s.createPool("fast")
@@ -71,8 +74,8 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 		t.Fatalf("after the upgrade: dm-fuaflush at %s with tidecache_test %q, want the new source's DKMS build (%q)\n%s",
 			path, test, marker, tailLines(out, 30))
 	}
-	st := s.mustSh("dkms status -m tidecache-fuaflush")
-	if !strings.Contains(st, "tidecache-fuaflush/"+version+"+"+marker+",") || strings.Contains(st, "tidecache-fuaflush/"+version+",") {
+	st := s.mustSh("dkms status -m tidecache-dkms")
+	if !strings.Contains(st, "tidecache-dkms/"+version+"+"+marker+",") || strings.Contains(st, "tidecache-dkms/"+version+",") {
 		t.Fatalf("dkms status after the upgrade:\n%s\nwant only version %s+%s", st, version, marker)
 	}
 	if pid := s.prop("tidecached.service", "MainPID"); pid == daemonPID || pid == "0" || s.prop("tidecached.service", "ActiveState") != "active" {
@@ -84,8 +87,8 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	}
 	w.stop()
 	// The new build loads and provides the target to the next table.
-	if got := s.mustSh("dmsetup targets"); !strings.Contains(got, "fuaflush") {
-		t.Fatalf("dmsetup targets lists no fuaflush after the upgrade:\n%s", got)
+	if got := s.mustSh("dmsetup targets"); !strings.Contains(got, "fuaflush") || !strings.Contains(got, "readfirst") {
+		t.Fatalf("dmsetup targets lacks fuaflush or readfirst after the upgrade:\n%s", got)
 	}
 	t.Logf("upgrade %s -> %s+%s: dm-fuaflush rebuilt (%s), the daemon restarted, the writer verified throughout", version, version, marker, path)
 }

@@ -120,7 +120,7 @@ func TestVolumeLifecycle(t *testing.T) {
 	if v.Mode != "writeback" || v.State != "active" || v.Device != "/dev/mapper/tc-db" || v.SizeBytes != 256<<20 {
 		t.Fatalf("new volume: %+v", v)
 	}
-	wantDevs := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}
+	wantDevs := []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rfirst", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}
 	if got := n.dmDevices(); !slices.Equal(got, wantDevs) {
 		t.Fatalf("dm devices = %v, want %v", got, wantDevs)
 	}
@@ -208,7 +208,7 @@ func TestLiveModeChanges(t *testing.T) {
 	}{
 		{"writethrough", "linear", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier"}},
 		{"passthrough", "linear", []string{"tc-db", "tc-db-origin"}},
-		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
+		{"writeback", "fuaflush", []string{"tc-db", "tc-db-origin", "tc-db-rdata", "tc-db-rfirst", "tc-db-rmeta", "tc-db-rtier", "tc-db-wdata", "tc-db-wtier"}},
 	}
 	for _, s := range steps {
 		start := time.Now()
