@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/blockdev"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/stack"
 )
@@ -175,6 +176,11 @@ func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table,
 		return false, nil, fmt.Errorf("table of %s: %w", d.Name, err)
 	}
 	same, err := d.Table.Equivalent(got, e.disks.devNumber)
+	if _, missing := errors.AsType[*blockdev.NotExistError](err); missing {
+		// The wanted table names a device that does not exist (a layer
+		// not created yet): whatever runs is not it.
+		return false, got, nil
+	}
 	if err != nil {
 		return false, got, fmt.Errorf("compare table of %s: %w", d.Name, err)
 	}
