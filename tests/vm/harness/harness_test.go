@@ -295,6 +295,46 @@ func freeLoopbackAddr(t *testing.T) string {
 // (qemu's blkdebug): a failure that clears is retried while the guest is
 // paused, so the guest's writes succeed and read back; one that does not
 // clear stops the VM with ErrHostIO naming the image and the host's reason.
+// TestHarnessGuestStuck has the guest print a hung task and then a soft
+// lockup on its console, as the kernel would (through /dev/kmsg): the hung
+// task is only logged, and the lockup makes the pending command, and every
+// later one, fail at once with ErrGuestStuck, and ends qemu.
+func TestHarnessGuestStuck(t *testing.T) {
+	requireHost(t)
+	v := MustBoot(t, Config{Name: "stuck", Dir: TestDir(t)})
+	v.MustRun(t, "echo '<3>INFO: task harness-test:1 blocked for more than 120 seconds.' > /dev/kmsg")
+	time.Sleep(2 * consolePoll)
+	if out := v.MustRun(t, "echo alive"); strings.TrimSpace(out) != "alive" {
+		t.Fatalf("after a hung task: %q", out)
+	}
+
+	pending := make(chan error, 1)
+	go func() {
+		_, err := v.Run(t.Context(), "sleep 120")
+		pending <- err
+	}()
+	start := time.Now()
+	v.MustRun(t, "echo '<0>watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [harness-test:1]' > /dev/kmsg")
+	var err error
+	select {
+	case err = <-pending:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pending command still waits 30 s after a soft lockup")
+	}
+	t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, ErrGuestStuck) || !strings.Contains(err.Error(), "stuck for 23s! [harness-test:1]") {
+		t.Fatalf("pending command: %v; want ErrGuestStuck with the console line", err)
+	}
+	if _, err := v.Run(t.Context(), "true"); !errors.Is(err, ErrGuestStuck) {
+		t.Errorf("a later command: %v; want ErrGuestStuck", err)
+	}
+	select {
+	case <-v.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("qemu still running after the guest was found stuck")
+	}
+}
+
 func TestHarnessHostIOError(t *testing.T) {
 	requireHost(t)
 	dir := TestDir(t)
