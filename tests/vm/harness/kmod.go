@@ -28,6 +28,7 @@ import (
 const (
 	FUAFlush  = "dm-fuaflush"  // completes FUA writes after a flush (pkg/engine durable)
 	ReadFirst = "dm-readfirst" // holds background writes while reads wait
+	ErrHold   = "dm-errhold"   // holds failed I/O until told to retry or fail it
 )
 
 // kmodFormat is part of the cache key: bump it when the way a module is
