@@ -282,29 +282,29 @@ func (e *Engine) writecacheStatus(ctx context.Context, name string) (dm.Writecac
 // fuaFlushStatus reads the status of a fuaflush device; ok is false when
 // the device does not exist or its table is not a fuaflush.
 func (e *Engine) fuaFlushStatus(ctx context.Context, name string) (dm.FUAFlushStatus, bool, error) {
-	params, ok, err := e.targetStatus(ctx, name, dm.FUAFlushTarget)
-	if err != nil || !ok {
-		return dm.FUAFlushStatus{}, false, err
-	}
-	fs, err := dm.ParseFUAFlushStatus(params)
-	if err != nil {
-		return dm.FUAFlushStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
-	}
-	return fs, true, nil
+	return parsedStatus(ctx, e, name, dm.FUAFlushTarget, dm.ParseFUAFlushStatus)
 }
 
 // readFirstStatus reads the status of a readfirst device; ok is false when
 // the device does not exist or its table is not a readfirst.
 func (e *Engine) readFirstStatus(ctx context.Context, name string) (dm.ReadFirstStatus, bool, error) {
-	params, ok, err := e.targetStatus(ctx, name, dm.ReadFirstTarget)
+	return parsedStatus(ctx, e, name, dm.ReadFirstTarget, dm.ParseReadFirstStatus)
+}
+
+// parsedStatus reads the status of a device running target (see
+// targetStatus) and parses it with parse; ok is false when the device does
+// not exist or runs another target.
+func parsedStatus[T any](ctx context.Context, e *Engine, name, target string, parse func(string) (T, error)) (T, bool, error) {
+	var zero T
+	params, ok, err := e.targetStatus(ctx, name, target)
 	if err != nil || !ok {
-		return dm.ReadFirstStatus{}, false, err
+		return zero, false, err
 	}
-	rs, err := dm.ParseReadFirstStatus(params)
+	st, err := parse(params)
 	if err != nil {
-		return dm.ReadFirstStatus{}, false, fmt.Errorf("status of %s: %w", name, err)
+		return zero, false, fmt.Errorf("status of %s: %w", name, err)
 	}
-	return rs, true, nil
+	return st, true, nil
 }
 
 // cacheStatus reads the dm-cache status of a device; ok is false when the
