@@ -106,11 +106,12 @@ func DefaultTuning() Tuning {
 	//
 	// dm-readfirst under every write tier, holding write-back for at most
 	// 1 s while reads wait, released after 50 ms without a read: bounding
-	// writeback_jobs alone still left reads after a write burst at 0.70×
-	// the bare RAID10 (p99 2.44×) in the pressure benchmark, because
-	// every read queued behind the write-back already in the disks'
-	// queues; with the layer they ran at 1.24× (p99 1.16×), writes and the
-	// idle drain unchanged (docs/benchmarks-pressure-readfirst.md). A
+	// writeback_jobs alone still left reads after a write burst at 0.68×
+	// the bare RAID10 (p99 2.36×) in the full pressure run, because every
+	// read queued behind the write-back already in the disks' queues; with
+	// the layer they ran at 1.25× (p99 1.12×), writes once the cache was
+	// full at 1.10× and the idle drain at 0.93× the array's write rate
+	// (docs/benchmarks-pressure.md, tc-wb against tc-wb-norf). A
 	// 50 ms idle window is longer than the gap between two reads of a
 	// reader (a disk service time) and shorter than a user notices.
 	return Tuning{ReadBlockSectors: 512, MirrorMinRecoveryRate: 64 << 10, ReadFirstMaxHoldMs: 1000, ReadFirstIdleMs: 50}
