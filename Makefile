@@ -47,20 +47,21 @@ SHARE      ?= build/share
 DEBROOT    ?= build/deb
 DEB_OUT    ?= build
 DEB_VERSION ?= 0.1.0+git$(shell git rev-list --count HEAD 2>/dev/null || echo 0).$(shell git rev-parse --short HEAD 2>/dev/null || echo local)
-# The kernel modules, dm-fuaflush and dm-readfirst, are one DKMS package,
-# tidecache-dkms (kernel/dkms.conf). Its DKMS version is the package's: DKMS
-# keys a build to its version, so each package's module source is built
-# anew, and an upgrade replaces the previous version's build
-# (deploy/debian/postinst).
+# The kernel modules, dm-fuaflush, dm-readfirst and dm-errhold, are one DKMS
+# package, tidecache-dkms (kernel/dkms.conf). Its DKMS version is the
+# package's: DKMS keys a build to its version, so each package's module
+# source is built anew, and an upgrade replaces the previous version's
+# build (deploy/debian/postinst).
 DKMS_VER   ?= $(DEB_VERSION)
-# FUAFLUSH_SRC and READFIRST_SRC are where each module's source is taken
-# from (a test builds a package of a changed copy).
+# FUAFLUSH_SRC, READFIRST_SRC and ERRHOLD_SRC are where each module's
+# source is taken from (a test builds a package of a changed copy).
 FUAFLUSH_SRC  ?= kernel/dm-fuaflush
 READFIRST_SRC ?= kernel/dm-readfirst
+ERRHOLD_SRC   ?= kernel/dm-errhold
 DEB_ARCH   ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 
 .PHONY: install
-install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source of both kernel modules (tidecache-dkms) under $(DESTDIR)$(PREFIX).
+install: build ## Install binaries, units, udev rule, man pages, completion, docs and the DKMS source of the kernel modules (tidecache-dkms) under $(DESTDIR)$(PREFIX).
 	rm -rf $(SHARE) && $(GO) run ./internal/cmd/gendocs -out $(SHARE)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/udev/rules.d \
 		$(DESTDIR)$(PREFIX)/share/man/man7 $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
@@ -106,21 +107,22 @@ deb: ## Build build/tidecache_<version>_<arch>.deb (dpkg-deb): everything `make 
 # Kbuild and source in its own directory.
 dkms-src:
 	@test -n "$(DKMS_SRC)" || { echo "dkms-src: set DKMS_SRC=<directory>" >&2; exit 1; }
-	install -d $(DKMS_SRC)/dm-fuaflush $(DKMS_SRC)/dm-readfirst
+	install -d $(DKMS_SRC)/dm-fuaflush $(DKMS_SRC)/dm-readfirst $(DKMS_SRC)/dm-errhold
 	install -m 0644 kernel/Kbuild $(DKMS_SRC)/
 	sed 's/^PACKAGE_VERSION=.*/PACKAGE_VERSION="$(DKMS_VER)"/' kernel/dkms.conf > $(DKMS_SRC)/dkms.conf
 	install -m 0644 $(FUAFLUSH_SRC)/dm-fuaflush.c $(FUAFLUSH_SRC)/Kbuild $(DKMS_SRC)/dm-fuaflush/
 	install -m 0644 $(READFIRST_SRC)/dm-readfirst.c $(READFIRST_SRC)/Kbuild $(DKMS_SRC)/dm-readfirst/
+	install -m 0644 $(ERRHOLD_SRC)/dm-errhold.c $(ERRHOLD_SRC)/Kbuild $(DKMS_SRC)/dm-errhold/
 
 .PHONY: kmod
-kmod: ## Build both kernel modules, kernel/dm-fuaflush/dm-fuaflush.ko and kernel/dm-readfirst/dm-readfirst.ko, for the running kernel, or KVER=<version> (needs linux-headers-<version>).
+kmod: ## Build the kernel modules, kernel/dm-fuaflush/dm-fuaflush.ko, kernel/dm-readfirst/dm-readfirst.ko and kernel/dm-errhold/dm-errhold.ko, for the running kernel, or KVER=<version> (needs linux-headers-<version>).
 	$(MAKE) -C kernel $(if $(KVER),KVER=$(KVER))
 
 .PHONY: kmod-install
 # kmod-install first removes the builds of tidecache-fuaflush, the DKMS
 # package that had dm-fuaflush alone: DKMS would keep its dm-fuaflush.ko in
 # place of the new one, and delete the new one when that package goes.
-kmod-install: ## Install dm-fuaflush (durable FUA writes) and dm-readfirst (reads before write-back) with DKMS (package tidecache-dkms) for the running kernel and load both; DKMS rebuilds them for new kernels (needs dkms, headers).
+kmod-install: ## Install dm-fuaflush (durable FUA writes), dm-readfirst (reads before write-back) and dm-errhold (holds a peer leg's failed I/O) with DKMS (package tidecache-dkms) for the running kernel and load them; DKMS rebuilds them for new kernels (needs dkms, headers).
 	@command -v dkms >/dev/null || { echo "kmod-install: install dkms and linux-headers-$$(uname -r) first" >&2; exit 1; }
 	@mkdir -p /var/lib/dkms
 	@for dir in /var/lib/dkms/tidecache-fuaflush/*; do \
@@ -133,7 +135,7 @@ kmod-install: ## Install dm-fuaflush (durable FUA writes) and dm-readfirst (read
 	@$(MAKE) --no-print-directory -s dkms-src DKMS_SRC=/usr/src/tidecache-dkms-$(DKMS_VER)
 	@dkms status -m tidecache-dkms -v $(DKMS_VER) | grep -q . || dkms add -m tidecache-dkms -v $(DKMS_VER)
 	@dkms install -m tidecache-dkms -v $(DKMS_VER) --force
-	@modprobe -a dm-fuaflush dm-readfirst && echo "kmod-install: dm-fuaflush and dm-readfirst $(DKMS_VER) installed and loaded"
+	@modprobe -a dm-fuaflush dm-readfirst dm-errhold && echo "kmod-install: dm-fuaflush, dm-readfirst and dm-errhold $(DKMS_VER) installed and loaded"
 
 .PHONY: demo
 demo: deps build ## Boot a VM with emulated HDD RAID10 + SSD, create a cached volume, compare fio results.

@@ -12,14 +12,14 @@ import (
 	"testing"
 )
 
-// TestDKMSBuild builds tidecache-dkms, the DKMS package of dm-fuaflush and
-// dm-readfirst, the way a server installs it: `make dkms-src` lays out the
-// source as the .deb and `make kmod-install` ship it, and dkms builds it
-// with kernel/dkms.conf against the kernel headers the VM tests use, in a
-// private DKMS tree (nothing under /var/lib/dkms or /lib/modules is
-// touched, the signing key is made in the test's directory). It checks
-// that DKMS builds and signs both modules, and that dkms.conf's version is
-// each module's own.
+// TestDKMSBuild builds tidecache-dkms, the DKMS package of dm-fuaflush,
+// dm-readfirst and dm-errhold, the way a server installs it: `make
+// dkms-src` lays out the source as the .deb and `make kmod-install` ship
+// it, and dkms builds it with kernel/dkms.conf against the kernel headers
+// the VM tests use, in a private DKMS tree (nothing under /var/lib/dkms or
+// /lib/modules is touched, the signing key is made in the test's
+// directory). It checks that DKMS builds and signs every module, and that
+// dkms.conf's version is each module's own.
 func TestDKMSBuild(t *testing.T) {
 	for _, tool := range []string{"dkms", "make"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -54,7 +54,7 @@ func TestDKMSBuild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dkms build: %v\n%s", err, out)
 	}
-	for _, mod := range []string{"dm-fuaflush", "dm-readfirst"} {
+	for _, mod := range []string{"dm-fuaflush", "dm-readfirst", "dm-errhold"} {
 		ko := filepath.Join(dir, "tree", "tidecache-dkms", version, kver, "x86_64", "module", mod+".ko")
 		if _, err := os.Stat(ko); err != nil {
 			t.Errorf("dkms built no %s at %s: %v\n%s", mod, ko, err, out)
