@@ -542,6 +542,7 @@ func TestContainerfile(t *testing.T) {
 		"COPY kernel/dkms.conf kernel/Kbuild " + dst + "\n",
 		"COPY kernel/dm-fuaflush/dm-fuaflush.c kernel/dm-fuaflush/Kbuild " + dst + "dm-fuaflush/\n",
 		"COPY kernel/dm-readfirst/dm-readfirst.c kernel/dm-readfirst/Kbuild " + dst + "dm-readfirst/\n",
+		"COPY kernel/dm-errhold/dm-errhold.c kernel/dm-errhold/Kbuild " + dst + "dm-errhold/\n",
 	} {
 		if !strings.Contains(cf, line) {
 			t.Errorf("Containerfile lacks %q (the DKMS source under dkms.conf's version)", strings.TrimSpace(line))

@@ -74,10 +74,11 @@ func TestDebianPackage(t *testing.T) {
 		"/usr/sbin/tidectl", "/usr/sbin/tidecached",
 		"/usr/lib/systemd/system/tidecached.service", "/usr/lib/systemd/system/tidecache-assemble.service",
 		"/usr/lib/udev/rules.d/12-tidecache.rules", "/etc/default/tidecache",
-		// One DKMS package of both modules, its version the package's.
+		// One DKMS package of all three modules, its version the package's.
 		dkmsSrc + "dkms.conf", dkmsSrc + "Kbuild",
 		dkmsSrc + "dm-fuaflush/dm-fuaflush.c", dkmsSrc + "dm-fuaflush/Kbuild",
 		dkmsSrc + "dm-readfirst/dm-readfirst.c", dkmsSrc + "dm-readfirst/Kbuild",
+		dkmsSrc + "dm-errhold/dm-errhold.c", dkmsSrc + "dm-errhold/Kbuild",
 		"/usr/share/bash-completion/completions/tidectl", "/usr/share/zsh/vendor-completions/_tidectl",
 		"/usr/share/fish/vendor_completions.d/tidectl.fish",
 		"/usr/share/tidecache/prometheus/tidecache-alerts.yml", "/usr/share/tidecache/grafana/tidecache.json",
@@ -117,12 +118,13 @@ func TestDebianPackage(t *testing.T) {
 	}
 
 	// The shipped dkms.conf names the package's version, so DKMS builds
-	// each package's source anew, and builds both modules.
+	// each package's source anew, and builds all three modules.
 	conf, err := exec.Command("sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xO ."+dkmsSrc+"dkms.conf").Output()
 	for _, line := range []string{
 		`PACKAGE_NAME="tidecache-dkms"`, `PACKAGE_VERSION="1.2.3+test"`,
 		`BUILT_MODULE_NAME[0]="dm-fuaflush"`, `BUILT_MODULE_LOCATION[0]="dm-fuaflush/"`,
 		`BUILT_MODULE_NAME[1]="dm-readfirst"`, `BUILT_MODULE_LOCATION[1]="dm-readfirst/"`,
+		`BUILT_MODULE_NAME[2]="dm-errhold"`, `BUILT_MODULE_LOCATION[2]="dm-errhold/"`,
 	} {
 		if err != nil || !strings.Contains(string(conf), "\n"+line+"\n") {
 			t.Errorf("dkms.conf in the package (%v) lacks %s:\n%s", err, line, conf)
