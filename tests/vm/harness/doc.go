@@ -11,12 +11,12 @@
 // (cached in CacheDir, rebuilt when the kernel, kernel/modules.txt or the
 // init script change), tidecache's own kernel modules (built on the host
 // against the guest kernel's headers, cached by a hash of their sources,
-// and loaded by the agent: dm-fuaflush and dm-readfirst in every VM unless
-// Config.NoFUAFlushModule or Config.NoReadFirstModule is set), the qemu
-// command line, the control channel to the agent (JSON lines over
-// virtio-serial, see internal/wire), the ack channel used by power-cut
-// tests, a watch on the guest console for a stuck kernel, and the VM's
-// lifetime.
+// and loaded by the agent: dm-fuaflush, dm-readfirst and dm-errhold in
+// every VM unless Config.NoFUAFlushModule, Config.NoReadFirstModule or
+// Config.NoErrHoldModule is set), the qemu command line, the control
+// channel to the agent (JSON lines over virtio-serial, see internal/wire),
+// the ack channel used by power-cut tests, a watch on the guest console for
+// a stuck kernel, and the VM's lifetime.
 //
 // Config.Systemd boots the guest like a server instead: the same initramfs
 // puts the overlay's upper layer on a persistent ext4 disk and switch_roots

@@ -18,10 +18,11 @@ import (
 )
 
 // The guest kernel gets tidecache's own device-mapper targets (kernel/<name>:
-// dm-fuaflush, dm-readfirst), built on the host against the guest kernel's
-// headers (/lib/modules/<kver>/build, package linux-headers-<kver>) and
-// loaded by the agent with insmod (see wire.ParamInsmod). The modules land
-// in the cache directory, which the guest sees through its 9p root.
+// dm-fuaflush, dm-readfirst, dm-errhold), built on the host against the
+// guest kernel's headers (/lib/modules/<kver>/build, package
+// linux-headers-<kver>) and loaded by the agent with insmod (see
+// wire.ParamInsmod). The modules land in the cache directory, which the
+// guest sees through its 9p root.
 
 // tidecache's own kernel modules, each built from the repository
 // directory kernel/<name>.
@@ -40,12 +41,12 @@ var kmodCache struct {
 	paths map[string]string // name + " " + kver -> .ko
 }
 
-// Module returns the path of <name>.ko (FUAFlush, ReadFirst) built for
-// the guest kernel kver (KernelVersion), building it when the cache holds
-// no module built from the same sources against the same headers. It is
-// built at most once per process; builds in other processes are safe (the
-// module is renamed into place). The error names the package to install
-// when the headers or the build tools are missing.
+// Module returns the path of <name>.ko (FUAFlush, ReadFirst, ErrHold)
+// built for the guest kernel kver (KernelVersion), building it when the
+// cache holds no module built from the same sources against the same
+// headers. It is built at most once per process; builds in other
+// processes are safe (the module is renamed into place). The error names
+// the package to install when the headers or the build tools are missing.
 func Module(ctx context.Context, name, kver string) (string, error) {
 	kmodCache.Lock()
 	defer kmodCache.Unlock()

@@ -109,6 +109,11 @@ type Config struct {
 	// write tier. By default it is built and loaded as dm-fuaflush is, so
 	// every VM has the "readfirst" target.
 	NoReadFirstModule bool
+	// NoErrHoldModule boots without tidecache's dm-errhold target
+	// (kernel/dm-errhold), which tidecache puts under the peer leg of a
+	// volume that can fail over. By default it is built and loaded as
+	// dm-fuaflush is, so every VM has the "errhold" target.
+	NoErrHoldModule bool
 	// Systemd boots the guest like a server, with Debian's systemd as PID
 	// 1 and udev, on a root that survives reboots; nil boots the bare
 	// agent.
@@ -395,15 +400,22 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 		useCached(kernelPath, "vmlinux-")
 	}
 	var modules []string
-	for _, name := range []string{FUAFlush, ReadFirst} {
-		if name == FUAFlush && cfg.NoFUAFlushModule || name == ReadFirst && cfg.NoReadFirstModule {
+	for _, m := range []struct {
+		name string
+		skip bool
+	}{
+		{FUAFlush, cfg.NoFUAFlushModule},
+		{ReadFirst, cfg.NoReadFirstModule},
+		{ErrHold, cfg.NoErrHoldModule},
+	} {
+		if m.skip {
 			continue
 		}
-		ko, err := Module(bootCtx, name, kver)
+		ko, err := Module(bootCtx, m.name, kver)
 		if err != nil {
 			return nil, err
 		}
-		useCached(ko, name+"-")
+		useCached(ko, m.name+"-")
 		modules = append(modules, ko)
 	}
 	useCached(agent, "agent-")
