@@ -68,6 +68,7 @@ var paramsEquivalence = map[string]func(want, got string, canon DeviceCanon) (bo
 	"linear":        equivalentParams(ParseLinearParams, LinearParams.Equivalent),
 	FUAFlushTarget:  equivalentParams(ParseFUAFlushParams, FUAFlushParams.Equivalent),
 	ReadFirstTarget: equivalentParams(ParseReadFirstParams, ReadFirstParams.Equivalent),
+	ErrHoldTarget:   equivalentParams(ParseErrHoldParams, ErrHoldParams.Equivalent),
 	"writecache":    equivalentParams(ParseWritecacheParams, WritecacheParams.Equivalent),
 	"cache":         equivalentParams(ParseCacheParams, CacheParams.Equivalent),
 	RaidTarget:      equivalentParams(ParseRaid1Params, Raid1Params.Equivalent),
