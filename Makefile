@@ -13,7 +13,7 @@ N       ?= 100
 # a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 dkms busybox-static kmod cpio \
 	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs xfsprogs procps systemd xz-utils prometheus curl \
-	mariadb-server sysbench udev
+	mariadb-server sysbench udev nftables
 # What `make bench` adds: the peers it measures tidecache against (bcache,
 # lvm2).
 BENCH_PACKAGES := bcache-tools lvm2

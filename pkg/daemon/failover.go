@@ -310,24 +310,38 @@ const legDownGrace = time.Second
 // knows are attached (sysfs reads only).
 const guardPoll = 250 * time.Millisecond
 
+// heldRetryEvery is how often the guard resubmits the I/O a live peer
+// leg failed and holds, while the replica cannot be recorded outdated:
+// a replica whose SSD or namespace is back then takes the writes, and
+// they complete on both legs.
+const heldRetryEvery = 2 * time.Second
+
 // PeerLegGuard is what guardPeerLegs needs of the engine.
 type PeerLegGuard interface {
 	PeerLegs(ctx context.Context) ([]engine.PeerLeg, error)
 	FailPeerLeg(ctx context.Context, leg engine.PeerLeg) error
 	// Attached reports whether a controller of the export is live.
 	Attached(nqn string) (bool, error)
+	// PeerLegHeld counts the I/Os the volume's peer leg failed and holds.
+	PeerLegHeld(ctx context.Context, volume string) (uint64, error)
+	// RetryPeerLeg resubmits them.
+	RetryPeerLeg(ctx context.Context, leg engine.PeerLeg) error
+	// RearmPeerLeg makes a leg failed on purpose hold errors again.
+	RearmPeerLeg(ctx context.Context, leg engine.PeerLeg) error
 }
 
 // guardPeerLegs watches, every mirrorInterval, the peer legs of this
 // node's volumes that can fail over. Their writes wait while the peer
-// does not answer (engine.FailoverLegTimeouts); once it has not answered
-// for legDownGrace, the daemon records the replica outdated in etcd, in a
-// transaction that holds only while the spec still names this node, and
-// only then fails the leg, so the writes complete on the local one. If
-// the record cannot be made (etcd unreachable, or the volume failed over
-// meanwhile) the writes go on waiting: completing them would acknowledge
-// writes the cluster could lose by failing over to the replica. The
-// record is deleted once the leg is back in sync.
+// does not answer (engine.FailoverLegTimeouts), and while it fails them
+// (the leg's errhold slices hold the I/O: its SSD or namespace errors);
+// once it has not taken writes for legDownGrace, the daemon records the
+// replica outdated in etcd, in a transaction that holds only while the
+// spec still names this node, and only then fails the leg, so the writes
+// complete on the local one. If the record cannot be made (etcd
+// unreachable, or the volume failed over meanwhile) the writes go on
+// waiting, the held ones resubmitted every heldRetryEvery: completing
+// them would acknowledge writes the cluster could lose by failing over to
+// the replica. The record is deleted once the leg is back in sync.
 func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 	t := time.NewTicker(guardPoll)
 	defer t.Stop()
@@ -358,6 +372,12 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 				if live, err := g.Attached(legs[i].NQN); err == nil && !live {
 					legs[i].Attached, legs[i].InSync = false, false
 				}
+				if held, err := g.PeerLegHeld(ctx, legs[i].Volume); err == nil {
+					legs[i].Held = held
+					if held > 0 {
+						legs[i].InSync = false
+					}
+				}
 			}
 		}
 		d.guardRound(ctx, g, gs, legs, now)
@@ -368,39 +388,63 @@ func (d *daemon) guardPeerLegs(ctx context.Context, g PeerLegGuard) {
 type guardState struct {
 	down   map[string]time.Time // since when the leg has not answered
 	marked map[string]bool      // whether the outdated mark may exist
-	warned map[string]bool      // an error was logged for this outage
+	warned map[string]string    // the error last logged for this outage
 	// goneOn are the volumes whose leg was failed after the mark: they go
 	// on without it until it is attached again (dm-raid may show it
 	// alive until the next write fails on it).
 	goneOn map[string]bool
+	// retried is when the I/O a leg holds was last resubmitted.
+	retried map[string]time.Time
 }
 
 func newGuardState() *guardState {
-	return &guardState{down: map[string]time.Time{}, marked: map[string]bool{}, warned: map[string]bool{}, goneOn: map[string]bool{}}
+	return &guardState{down: map[string]time.Time{}, marked: map[string]bool{}, warned: map[string]string{},
+		goneOn: map[string]bool{}, retried: map[string]time.Time{}}
+}
+
+// warn reports whether err is news for the volume's outage, the first
+// error or another than the last one logged: the guard logs each reason
+// the writes keep waiting once, not every round.
+func (gs *guardState) warn(volume string, err error) bool {
+	if gs.warned[volume] == err.Error() {
+		return false
+	}
+	gs.warned[volume] = err.Error()
+	return true
 }
 
 // guardRound is one look of guardPeerLegs at the legs, at now.
 func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState, legs []engine.PeerLeg, now time.Time) {
 	for _, l := range legs {
 		switch {
-		case l.Attached:
+		case l.Attached && l.Held == 0:
 			delete(gs.down, l.Volume)
 			delete(gs.warned, l.Volume)
 			delete(gs.goneOn, l.Volume)
-			if l.InSync {
-				d.clearOutdated(ctx, l.Volume, gs.marked)
+			delete(gs.retried, l.Volume)
+			if !l.InSync {
+				continue
 			}
+			// The mark goes only once the leg holds the peer's errors
+			// again: without the mark, an error must not fail the leg.
+			if l.Passing {
+				if err := g.RearmPeerLeg(ctx, l); err != nil {
+					d.log.Warn("peer leg back in sync, but its errors cannot be held again: its replica stays recorded outdated", "volume", l.Volume, "err", err)
+					continue
+				}
+			}
+			d.clearOutdated(ctx, l.Volume, gs.marked)
 			continue
 		case gs.goneOn[l.Volume]:
 			continue // failed after the mark
 		case l.Failed:
-			// Out of the mirror without this loop (the replica's SSD
-			// failed its writes): the writes go on, so the mark is
+			// Out of the mirror without this loop (a stack whose peer
+			// slices pass errors, built before errhold, or a leg
+			// recorded out of sync): the writes go on, so the mark is
 			// written at once; it stays until the leg is back in sync.
 			if err := d.markOutdated(ctx, l, now); err != nil {
-				if !gs.warned[l.Volume] {
+				if gs.warn(l.Volume, err) {
 					d.log.Error("peer leg failed, and its replica cannot be recorded outdated", "volume", l.Volume, "peer", l.Node, "err", err)
-					gs.warned[l.Volume] = true
 				}
 				continue
 			}
@@ -410,17 +454,28 @@ func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState,
 		since, ok := gs.down[l.Volume]
 		if !ok {
 			gs.down[l.Volume] = now
-			d.log.Warn("peer leg of a volume that can fail over does not answer: its writes wait until the replica is recorded outdated",
-				"volume", l.Volume, "peer", l.Node)
+			gs.retried[l.Volume] = now
+			if l.Held > 0 {
+				d.log.Warn("peer leg of a volume that can fail over fails I/O: it is held, and the volume's writes wait until the peer takes them or the replica is recorded outdated",
+					"volume", l.Volume, "peer", l.Node, "held", l.Held)
+			} else {
+				d.log.Warn("peer leg of a volume that can fail over does not answer: its writes wait until the replica is recorded outdated",
+					"volume", l.Volume, "peer", l.Node)
+			}
 			continue
 		}
 		if now.Sub(since) < legDownGrace {
 			continue
 		}
 		if err := d.goOnWithoutPeer(ctx, g, l, now); err != nil {
-			if !gs.warned[l.Volume] {
+			if gs.warn(l.Volume, err) {
 				d.log.Error("writes to the volume keep waiting", "volume", l.Volume, "peer", l.Node, "err", err, "waiting_for", now.Sub(since).Round(time.Second))
-				gs.warned[l.Volume] = true
+			}
+			if l.Attached && l.Held > 0 && now.Sub(gs.retried[l.Volume]) >= heldRetryEvery {
+				gs.retried[l.Volume] = now
+				if err := g.RetryPeerLeg(ctx, l); err != nil {
+					d.log.Warn("cannot resubmit the I/O the peer leg holds", "volume", l.Volume, "err", err)
+				}
 			}
 			continue
 		}

@@ -324,13 +324,23 @@ func TestUnfenceOwnerBack(t *testing.T) {
 	}
 }
 
-// fakeGuard records the legs the daemon fails.
-type fakeGuard struct{ failed []string }
+// fakeGuard records the legs the daemon fails, retries and rearms.
+type fakeGuard struct{ failed, retried, rearmed []string }
 
-func (f *fakeGuard) PeerLegs(context.Context) ([]engine.PeerLeg, error) { return nil, nil }
-func (f *fakeGuard) Attached(string) (bool, error)                      { return false, nil }
+func (f *fakeGuard) PeerLegs(context.Context) ([]engine.PeerLeg, error)  { return nil, nil }
+func (f *fakeGuard) Attached(string) (bool, error)                       { return false, nil }
+func (f *fakeGuard) PeerLegHeld(context.Context, string) (uint64, error) { return 0, nil }
 func (f *fakeGuard) FailPeerLeg(_ context.Context, leg engine.PeerLeg) error {
-	f.failed = append(f.failed, leg.Volume)
+	return f.record(&f.failed, leg)
+}
+func (f *fakeGuard) RetryPeerLeg(_ context.Context, leg engine.PeerLeg) error {
+	return f.record(&f.retried, leg)
+}
+func (f *fakeGuard) RearmPeerLeg(_ context.Context, leg engine.PeerLeg) error {
+	return f.record(&f.rearmed, leg)
+}
+func (f *fakeGuard) record(to *[]string, leg engine.PeerLeg) error {
+	*to = append(*to, leg.Volume)
 	return nil
 }
 
@@ -425,6 +435,78 @@ func TestGuardRounds(t *testing.T) {
 	d.guardRound(ctx, g, gs, []engine.PeerLeg{{Volume: "logs", Node: "b", Failed: true}}, t0)
 	if !marked("logs") || len(g.failed) != 1 {
 		t.Fatalf("leg failed by dm-raid: marked %v, legs failed %v", marked("logs"), g.failed)
+	}
+}
+
+// TestGuardHeldIO runs the guard through a peer whose SSD fails writes
+// while its controller stays live: the I/O its errhold slices hold counts
+// as the leg not answering (the writes wait), the leg is failed only
+// after the mark, held I/O is resubmitted every heldRetryEvery while the
+// mark cannot be made (here: the volume failed over meanwhile), and a leg
+// failed on purpose holds errors again before its mark is cleared.
+func TestGuardHeldIO(t *testing.T) {
+	st := clusterStore(t)
+	ctx := context.Background()
+	d := storeDaemon(st, Config{Node: "a"})
+	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
+	for _, s := range []api.VolumeSpec{
+		{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared},
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+	} {
+		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marked := func(name string) bool {
+		_, _, err := st.GetReplicaOutdated(ctx, name)
+		return err == nil
+	}
+	g := &fakeGuard{}
+	gs := newGuardState()
+	t0 := time.Now()
+	held := engine.PeerLeg{Volume: "db", Node: "b", Attached: true, Held: 2}
+	back := engine.PeerLeg{Volume: "db", Node: "b", Attached: true, InSync: true, Passing: true}
+	steps := []struct {
+		name            string
+		leg             engine.PeerLeg
+		at              time.Duration
+		failed, rearmed int
+		wantMark        bool
+	}{
+		{"the peer fails writes, the controller live: held, the writes wait", held, 0, 0, 0, false},
+		{"within the grace", held, legDownGrace / 2, 0, 0, false},
+		{"grace over: marked, then failed", held, legDownGrace, 1, 0, true},
+		{"attached again, resyncing, errors still passed: the mark stays", engine.PeerLeg{Volume: "db", Node: "b", Attached: true, Passing: true}, 5 * time.Second, 1, 0, true},
+		{"in sync: errors held again, then the mark is cleared", back, 6 * time.Second, 1, 1, false},
+	}
+	for _, s := range steps {
+		d.guardRound(ctx, g, gs, []engine.PeerLeg{s.leg}, t0.Add(s.at))
+		if len(g.failed) != s.failed || len(g.rearmed) != s.rearmed || marked("db") != s.wantMark {
+			t.Fatalf("%s: failed %v, rearmed %v, marked %v; want %d failed, %d rearmed, marked %v",
+				s.name, g.failed, g.rearmed, marked("db"), s.failed, s.rearmed, s.wantMark)
+		}
+	}
+	if len(g.retried) != 0 {
+		t.Fatalf("held I/O resubmitted though the mark was made at once: %v", g.retried)
+	}
+
+	// The mark cannot be made (the volume failed over meanwhile): the
+	// leg is never failed, and what it holds is resubmitted every
+	// heldRetryEvery, in case the peer takes it after all.
+	stuck := engine.PeerLeg{Volume: "moved", Node: "b", Attached: true, Held: 1}
+	for at := time.Duration(0); at <= 2*heldRetryEvery+legDownGrace; at += 250 * time.Millisecond {
+		d.guardRound(ctx, g, gs, []engine.PeerLeg{stuck}, t0.Add(at))
+	}
+	if len(g.failed) != 1 || marked("moved") {
+		t.Fatalf("leg of a volume that failed over: failed %v, marked %v; want neither", g.failed, marked("moved"))
+	}
+	if len(g.retried) != 2 {
+		t.Fatalf("held I/O resubmitted %d times in %s, want 2 (every %s)", len(g.retried), 2*heldRetryEvery+legDownGrace, heldRetryEvery)
+	}
+	// The peer took them: nothing held, the leg attached and in sync.
+	d.guardRound(ctx, g, gs, []engine.PeerLeg{{Volume: "moved", Node: "b", Attached: true, InSync: true}}, t0.Add(time.Minute))
+	if len(g.failed) != 1 || len(g.rearmed) != 1 {
+		t.Fatalf("after the peer took the held I/O: failed %v, rearmed %v", g.failed, g.rearmed)
 	}
 }
 

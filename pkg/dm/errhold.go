@@ -34,9 +34,7 @@ type ErrHoldParams struct {
 
 // String returns "<dev> <offset>", the form the kernel prints in the
 // table.
-func (p ErrHoldParams) String() string {
-	return p.Device + " " + utoa(p.Offset)
-}
+func (p ErrHoldParams) String() string { return LinearParams(p).String() }
 
 // Target returns an errhold target mapping [start, start+length) onto
 // Device from Offset.
@@ -47,10 +45,7 @@ func (p ErrHoldParams) Target(start, length uint64) Target {
 // Equivalent reports whether p and o map the same sectors of the same
 // device once canon has resolved both device references.
 func (p ErrHoldParams) Equivalent(o ErrHoldParams, canon DeviceCanon) (bool, error) {
-	if err := canonDevices(canon, &p.Device, &o.Device); err != nil {
-		return false, err
-	}
-	return p == o, nil
+	return LinearParams(p).Equivalent(LinearParams(o), canon)
 }
 
 // Validate checks the parameters before they reach the kernel.
@@ -67,19 +62,8 @@ func (p ErrHoldParams) Validate() error {
 //	dev path: the device below, a path or major:minor
 //	offset:   start sector on that device
 func ParseErrHoldParams(s string) (ErrHoldParams, error) {
-	r := newArgReader("errhold params", s)
-	var p ErrHoldParams
-	var err error
-	if p.Device, err = r.next("device"); err != nil {
-		return ErrHoldParams{}, err
-	}
-	if p.Offset, err = r.uint("offset", 64); err != nil {
-		return ErrHoldParams{}, err
-	}
-	if err := r.done(); err != nil {
-		return ErrHoldParams{}, err
-	}
-	return p, nil
+	p, err := parseDeviceOffset("errhold params", s)
+	return ErrHoldParams(p), err
 }
 
 // ErrHoldStatus is the status of an errhold target.

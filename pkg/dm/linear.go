@@ -48,7 +48,13 @@ func (p LinearParams) Validate() error {
 //	dev path: the underlying block device, a path or major:minor
 //	offset:   start sector on that device (decimal, 512-byte sectors)
 func ParseLinearParams(s string) (LinearParams, error) {
-	r := newArgReader("linear params", s)
+	return parseDeviceOffset("linear params", s)
+}
+
+// parseDeviceOffset parses "<dev path> <offset>", the parameters of the
+// targets that map one device from an offset (linear, errhold).
+func parseDeviceOffset(what, s string) (LinearParams, error) {
+	r := newArgReader(what, s)
 	var p LinearParams
 	var err error
 	if p.Device, err = r.next("device"); err != nil {

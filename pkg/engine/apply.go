@@ -100,6 +100,9 @@ func (e *Engine) reload(ctx context.Context, name string, table dm.Table, check 
 	} else if ok && wc.Error != 0 {
 		return fmt.Errorf("reload %s: write cache in error state (%d): the SSD failed; a reload would drop blocks written since its last commit (left as it is; see the runbook)", name, wc.Error)
 	}
+	if err := e.refuseWhileHeld(ctx, name); err != nil {
+		return fmt.Errorf("reload %s: %w", name, err)
+	}
 	if err := e.dm.Suspend(ctx, name, dm.SuspendOptions{}); err != nil {
 		return fmt.Errorf("suspend %s: %w", name, err)
 	}
@@ -160,6 +163,9 @@ func (e *Engine) removeDevice(ctx context.Context, name string) error {
 	if info.OpenCount > 0 {
 		return fmt.Errorf("remove %s: %w (open count %d: unmount it or stop what uses it)", name, dm.ErrBusy, info.OpenCount)
 	}
+	if err := e.refuseWhileHeld(ctx, name); err != nil {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
 	if err := e.dm.Remove(ctx, name); err != nil {
 		return fmt.Errorf("remove %s: %w", name, err)
 	}
@@ -194,4 +200,29 @@ func (e *Engine) sameTable(ctx context.Context, d stack.Device) (bool, dm.Table,
 		}
 	}
 	return same, got, nil
+}
+
+// ErrPeerLegHeld is returned for a reload or removal in a volume whose
+// peer leg holds I/O its peer failed (dm-errhold): a suspend, and the
+// flush a removal makes, wait for every I/O in flight below the device,
+// and the held I/O completes only when the daemon's guard retries it, or
+// fails it once the replica is recorded outdated. Going ahead would hang
+// the command, and the engine's lock with it.
+var ErrPeerLegHeld = errors.New("the volume's peer leg holds writes its peer failed; they complete once the peer takes them or the daemon records the replica outdated")
+
+// refuseWhileHeld returns ErrPeerLegHeld when the volume the device
+// belongs to has I/O held in its peer leg.
+func (e *Engine) refuseWhileHeld(ctx context.Context, name string) error {
+	volume, ok := stack.VolumeOf(name)
+	if !ok {
+		return nil
+	}
+	held, _, err := e.peerSlices(ctx, volume)
+	switch {
+	case err != nil:
+		return err
+	case held > 0:
+		return fmt.Errorf("%w (%d held)", ErrPeerLegHeld, held)
+	}
+	return nil
 }

@@ -201,7 +201,7 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	}
 	for _, v := range l.Volumes {
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
-		if canFailOver(v) || v.FailedOver != nil {
+		if v.CanFailOver() || v.FailedOver != nil {
 			// Proof of ownership is etcd's: the cluster may have failed
 			// the volume over while this node was down, and a copy
 			// started here would write stale blocks to the shared origin

@@ -37,9 +37,22 @@ const readFirstFix = "it comes with dm-fuaflush in tidecache's DKMS package (`ma
 	"or the tidecache-dkms package); to run the volume without it, and let write-back compete with reads for the HDDs, " +
 	"set `tidectl volume tune <volume> --readfirst-max-hold 0`"
 
+// ErrNoErrHold is returned when a volume that can fail over has the
+// errhold target under its peer leg and the kernel does not have it.
+// Without it an I/O error from the peer makes md drop the leg and
+// acknowledge writes on the local leg alone, which a failover to the
+// replica would lose: tidecache refuses to build such a mirror.
+var ErrNoErrHold = errors.New("the errhold kernel target (module " + dm.ErrHoldModule + ") is not available")
+
+// errHoldFix tells the operator how to get the errhold target.
+const errHoldFix = "it comes with dm-fuaflush in tidecache's DKMS package (`make kmod-install` in the tidecache sources, " +
+	"or the tidecache-dkms package); a volume on a shared origin mirrored to a peer needs it to hold the writes its peer " +
+	"fails until the cluster has recorded the replica outdated"
+
 // requireTargets makes sure the kernel has every target type a stack uses
-// that is not always loaded: fuaflush and readfirst, which come from
-// tidecache's own modules, and dm-raid for a mirrored write cache. It tries modprobe once
+// that is not always loaded: fuaflush, readfirst and errhold, which come
+// from tidecache's own modules, and dm-raid for a mirrored write cache.
+// It tries modprobe once
 // before giving up, so a DKMS-installed module loads on first use. It runs
 // before any device is touched, so a refusal leaves the volume as it was.
 func (e *Engine) requireTargets(ctx context.Context, st stack.Stack) error {
@@ -51,6 +64,11 @@ func (e *Engine) requireTargets(ctx context.Context, st stack.Stack) error {
 	if hasTarget(st, dm.ReadFirstTarget) {
 		if err := e.loadTarget(ctx, dm.ReadFirstTarget, dm.ReadFirstModule); err != nil {
 			return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoReadFirst, err, readFirstFix)
+		}
+	}
+	if hasTarget(st, dm.ErrHoldTarget) {
+		if err := e.loadTarget(ctx, dm.ErrHoldTarget, dm.ErrHoldModule); err != nil {
+			return fmt.Errorf("volume %s: %w (%v); %s", st.Volume, ErrNoErrHold, err, errHoldFix)
 		}
 	}
 	if st.Top().Table[0].Type != dm.FUAFlushTarget {

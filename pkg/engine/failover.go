@@ -328,17 +328,10 @@ var FailoverLegTimeouts = nvmeof.Timeouts{KeepAlive: 2 * time.Second, ReconnectD
 
 // peerLegTimeouts are the timeouts a volume's peer leg is attached with.
 func peerLegTimeouts(v pool.Volume) nvmeof.Timeouts {
-	if canFailOver(v) {
+	if v.CanFailOver() {
 		return FailoverLegTimeouts
 	}
 	return nvmeof.PeerLegTimeouts
-}
-
-// canFailOver reports whether a volume can fail over: a shared origin
-// (an adopted device) mirrored to a peer. Local adoption refuses protect
-// peer, so only the cluster's shared origins are both.
-func canFailOver(v pool.Volume) bool {
-	return v.Adopted != nil && v.WriteMirror != nil && v.WriteMirror.Remote != nil
 }
 
 // PeerLeg is the state of the peer leg of a running volume that can fail
@@ -357,6 +350,14 @@ type PeerLeg struct {
 	// Failed says the leg is out of the mirror (dm-raid failed it, or it
 	// is recorded out of sync): writes go on without it.
 	Failed bool
+	// Held counts the I/Os the peer failed that the leg's errhold slices
+	// hold: writes that wait, unacknowledged, though the controller is
+	// live (the replica's SSD or namespace fails them).
+	Held uint64
+	// Passing says a slice passes the peer's errors up (FailPeerLeg sent
+	// it "fail"): it must hold them again (RearmPeerLeg) before the
+	// replica is counted in sync.
+	Passing bool
 }
 
 // PeerLegs reports the peer legs of this node's running volumes that can
@@ -369,7 +370,7 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 	var out []PeerLeg
 	for _, p := range found.sortedPools() {
 		for _, v := range p.Layout.Volumes {
-			if !canFailOver(v) || v.Mode != pool.ModeWriteback {
+			if !v.CanFailOver() || v.Mode != pool.ModeWriteback {
 				continue
 			}
 			info := e.volumeInfo(ctx, p, v)
@@ -389,6 +390,9 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 				leg.Failed = len(m.Health) > 1 && (m.Health[1] == dm.LegDead || m.Health[1] == dm.LegMissing)
 			}
 			leg.Failed = leg.Failed || slices.Contains(v.WriteMirror.OutOfSync, 1)
+			if leg.Held, leg.Passing, err = e.peerSlices(ctx, v.Name); err != nil {
+				return nil, err
+			}
 			out = append(out, leg)
 		}
 	}
@@ -405,10 +409,84 @@ func (e *Engine) PeerLegs(ctx context.Context) ([]PeerLeg, error) {
 // the daemon's next look at the mirrors (RecordMirrors), and until then a
 // volume that can fail over is never started on one leg (RepairVolume).
 func (e *Engine) FailPeerLeg(ctx context.Context, leg PeerLeg) error {
+	// The slices pass errors up first: the I/O they hold fails now, and
+	// the I/O the controller's deletion fails is not held in turn.
+	if err := e.messagePeerSlices(ctx, leg.Volume, dm.ErrHoldFail); err != nil {
+		return fmt.Errorf("volume %s: fail the peer leg: %w", leg.Volume, err)
+	}
 	if err := e.initiator.Detach(leg.NQN); err != nil {
 		return fmt.Errorf("volume %s: fail the peer leg: %w", leg.Volume, err)
 	}
 	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", leg.Volume, "peer", leg.Node)
+	return nil
+}
+
+// peerSliceRoles are the devices of a peer leg, the errhold slices of a
+// volume that can fail over.
+var peerSliceRoles = []stack.Role{stack.RoleWriteMeta1, stack.RoleWriteLeg1}
+
+// peerSlices reads the errhold slices of a volume's peer leg: the I/Os
+// they hold, and whether one passes errors up. Slices that do not run
+// errhold (a stack built before it) hold nothing.
+func (e *Engine) peerSlices(ctx context.Context, volume string) (held uint64, passing bool, err error) {
+	for _, r := range peerSliceRoles {
+		st, ok, err := parsedStatus(ctx, e, stack.DeviceName(volume, r), dm.ErrHoldTarget, dm.ParseErrHoldStatus)
+		if err != nil {
+			return 0, false, fmt.Errorf("volume %s: peer leg: %w", volume, err)
+		}
+		if ok {
+			held += st.HeldNow
+			passing = passing || st.Passing
+		}
+	}
+	return held, passing, nil
+}
+
+// PeerLegHeld returns the I/Os the peer leg of a volume holds (see
+// PeerLeg.Held): a cheap look, two status ioctls, for the guard's polls
+// between full scans.
+func (e *Engine) PeerLegHeld(ctx context.Context, volume string) (uint64, error) {
+	held, _, err := e.peerSlices(ctx, volume)
+	return held, err
+}
+
+// RetryPeerLeg resubmits the I/Os the peer leg of a volume holds: if the
+// peer answers again (its SSD or namespace is back) the writes complete
+// on both legs; if not, they are held again. It is always safe, and takes
+// no engine lock, for the same reason as FailPeerLeg.
+func (e *Engine) RetryPeerLeg(ctx context.Context, leg PeerLeg) error {
+	if err := e.messagePeerSlices(ctx, leg.Volume, dm.ErrHoldRetry); err != nil {
+		return fmt.Errorf("volume %s: retry the peer leg: %w", leg.Volume, err)
+	}
+	return nil
+}
+
+// RearmPeerLeg makes the slices of a volume's peer leg hold the peer's
+// errors again after FailPeerLeg let them through: the leg is back in
+// sync, and its replica is about to count as holding every write again.
+func (e *Engine) RearmPeerLeg(ctx context.Context, leg PeerLeg) error {
+	if err := e.messagePeerSlices(ctx, leg.Volume, dm.ErrHoldHold); err != nil {
+		return fmt.Errorf("volume %s: hold the peer leg's errors again: %w", leg.Volume, err)
+	}
+	e.log.Info("peer leg back in sync: its errors are held again until the replica is recorded outdated", "volume", leg.Volume, "peer", leg.Node)
+	return nil
+}
+
+// messagePeerSlices sends msg to each errhold slice of a volume's peer
+// leg; slices that do not run errhold, or do not exist, are skipped.
+func (e *Engine) messagePeerSlices(ctx context.Context, volume, msg string) error {
+	for _, r := range peerSliceRoles {
+		name := stack.DeviceName(volume, r)
+		switch _, ok, err := e.targetStatus(ctx, name, dm.ErrHoldTarget); {
+		case err != nil:
+			return err
+		case !ok:
+			continue
+		}
+		if _, err := e.dm.Message(ctx, name, 0, msg); err != nil {
+			return fmt.Errorf("message %q to %s: %w", msg, name, err)
+		}
+	}
 	return nil
 }
 

@@ -101,6 +101,15 @@ func (l *Layout) SetMirrorOutOfSync(volume string, legs []int) (changed bool, er
 	return true, nil
 }
 
+// CanFailOver reports whether the volume can fail over to another node: a
+// shared origin (an adopted device) whose write cache is mirrored to a
+// peer. Local adoption refuses protect peer, so only the cluster's shared
+// origins are both. Such a volume's peer leg must never drop out of its
+// mirror before the cluster has recorded the replica behind.
+func (v *Volume) CanFailOver() bool {
+	return v.Adopted != nil && v.WriteMirror != nil && v.WriteMirror.Remote != nil
+}
+
 // Protection returns the volume's protection.
 func (v *Volume) Protection() Protection {
 	switch {

@@ -22,8 +22,8 @@ const (
 	RoleWriteData  Role = "wdata"  // linear: dm-writecache cache slice; raid1 of the legs below when mirrored
 	RoleWriteMeta0 Role = "wmeta0" // linear: mirror leg 0's dm-raid metadata slice
 	RoleWriteLeg0  Role = "wleg0"  // linear: mirror leg 0's data slice (the volume's write cache slice)
-	RoleWriteMeta1 Role = "wmeta1" // linear: mirror leg 1's dm-raid metadata slice
-	RoleWriteLeg1  Role = "wleg1"  // linear: mirror leg 1's data slice, on another SSD
+	RoleWriteMeta1 Role = "wmeta1" // linear (errhold on a peer that can take over): mirror leg 1's dm-raid metadata slice
+	RoleWriteLeg1  Role = "wleg1"  // linear (errhold on a peer that can take over): mirror leg 1's data slice, on another SSD
 	RoleReadFirst  Role = "rfirst" // readfirst: under the write tier, holds its write-back while reads wait
 	RoleWriteTier  Role = "wtier"  // writecache: the write-back tier
 	RoleTop        Role = "top"    // the user's device: fuaflush over the write tier, or linear
@@ -48,6 +48,22 @@ func DeviceName(volume string, role Role) string {
 		return NamePrefix + volume
 	}
 	return NamePrefix + volume + "-" + string(role)
+}
+
+// VolumeOf returns the volume whose device DeviceName named dmName, and
+// false for a name DeviceName does not make. Volume names never end in a
+// role's suffix (pool.ReservedVolumeSuffixes), so the split is unique.
+func VolumeOf(dmName string) (string, bool) {
+	rest, ok := strings.CutPrefix(dmName, NamePrefix)
+	if !ok || rest == "" {
+		return "", false
+	}
+	for _, r := range Roles {
+		if v, ok := strings.CutSuffix(rest, "-"+string(r)); ok && r != RoleTop && v != "" {
+			return v, true
+		}
+	}
+	return rest, true
 }
 
 // DeviceUUID returns the dm UUID of a volume's device in the given role:

@@ -317,8 +317,8 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 		}
 		var meta, data Device
 		if dev != "" {
-			meta = add(l.meta, dm.Table{dm.LinearParams{Device: dev, Offset: metaExt.Offset}.Target(0, metaExt.Length)})
-			data = add(l.data, dm.Table{dm.LinearParams{Device: dev, Offset: dataExt.Offset}.Target(0, dataExt.Length)})
+			meta = add(l.meta, dm.Table{peerSlice(v, dev, metaExt)})
+			data = add(l.data, dm.Table{peerSlice(v, dev, dataExt)})
 		} else {
 			if meta, err = slice(l.meta, metaExt); err != nil {
 				return Device{}, err
@@ -343,6 +343,22 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 		}
 	}
 	return add(RoleWriteData, dm.Table{params.Target(0, v.WriteCache.Length)}), nil
+}
+
+// peerSlice returns the target of one slice of a peer leg on dev, the
+// attached export of the peer's replica. On a volume that can fail over
+// it is errhold, not linear: an I/O error from the peer (its SSD failing
+// writes, its namespace disabled, the controller deleted) is held rather
+// than passed up, where md would drop the leg and acknowledge the write
+// on the local leg alone, possibly while this node cannot record in etcd
+// that the replica is behind and a failover may promote it. The daemon
+// resubmits held I/O, or, once the replica is recorded outdated, fails it
+// (engine.FailPeerLeg).
+func peerSlice(v pool.Volume, dev string, ext pool.Extent) dm.Target {
+	if v.CanFailOver() {
+		return dm.ErrHoldParams{Device: dev, Offset: ext.Offset}.Target(0, ext.Length)
+	}
+	return dm.LinearParams{Device: dev, Offset: ext.Offset}.Target(0, ext.Length)
 }
 
 // fuaBarrier returns the target that sits on the write tier: fuaflush,

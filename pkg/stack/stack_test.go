@@ -342,6 +342,27 @@ func TestBuildPeerMirror(t *testing.T) {
 	if raid, _ := s.Find(RoleWriteData); !strings.HasSuffix(raid.Table[0].Params, "tc-db-wleg0 - -") {
 		t.Errorf("raid without the export = %q, want leg 1 missing", raid.Table[0].Params)
 	}
+	// On a shared origin the volume can fail over: the peer leg's slices
+	// hold the I/O the peer fails (errhold) instead of passing the error
+	// to md, which would drop the leg and go on on the local one.
+	shared := v
+	shared.Adopted = &pool.Adopted{Path: "/dev/nvme3n1", SizeSectors: 2097152}
+	shared.Origin = pool.Extent{Length: 2097152}
+	withOrigin := attached
+	withOrigin.Adopted = testDevices.Adopted
+	s, err = Build(shared, withOrigin, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, table := range map[Role]string{
+		RoleWriteMeta1: "0 2048 errhold /dev/nvme2n1 0",
+		RoleWriteLeg1:  "0 262144 errhold /dev/nvme2n1 2048",
+		RoleWriteMeta0: "0 2048 linear /dev/nvme0n1 286720",
+	} {
+		if d, ok := s.Find(role); !ok || strings.TrimSpace(d.Table.String()) != table {
+			t.Errorf("shared origin: %s = %q, want %q", role, d.Table.String(), table)
+		}
+	}
 	v.WriteMirror.OutOfSync = []int{1}
 	if _, err := Build(v, Devices{Origin: testDevices.Origin, Remote: attached.Remote}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {
 		t.Errorf("Build on the stale remote leg alone: %v, want ErrStaleLeg", err)
@@ -377,6 +398,23 @@ func TestUdevFlags(t *testing.T) {
 	} {
 		if got := UdevFlags(tc.uuid); got != tc.want {
 			t.Errorf("UdevFlags(%q) = %#x, want %#x", tc.uuid, got, tc.want)
+		}
+	}
+}
+
+// TestVolumeOf: the volume of every name DeviceName makes, a volume with
+// dashes included, and no volume for names tidecache does not make.
+func TestVolumeOf(t *testing.T) {
+	for _, volume := range []string{"db", "my-db", "w"} {
+		for _, r := range Roles {
+			if got, ok := VolumeOf(DeviceName(volume, r)); !ok || got != volume {
+				t.Errorf("VolumeOf(%q) = %q, %v; want %q", DeviceName(volume, r), got, ok, volume)
+			}
+		}
+	}
+	for _, name := range []string{"tc-", "tcr-db", "vg-lv", ""} {
+		if got, ok := VolumeOf(name); ok {
+			t.Errorf("VolumeOf(%q) = %q, want none", name, got)
 		}
 	}
 }

@@ -77,6 +77,42 @@ func (c failoverCluster) show(from, volume string) failoverVolume {
 	return v
 }
 
+// startFailoverCluster boots san, a and b, starts their daemons (san
+// exporting lun0, its RAID10) and waits until the three are registered
+// and one leads. The caller defers c.dumpLogs (the VMs stop with the
+// test's context, before any cleanup runs).
+func startFailoverCluster(t *testing.T, bin string) (failoverCluster, clusterView) {
+	t.Helper()
+	c := failoverCluster{&etcdCluster{
+		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
+		names:       []string{"san", "a", "b"},
+		nodes:       map[string]*node{},
+	}}
+	var wg sync.WaitGroup
+	booted := make([]*node, len(c.names))
+	errs := make([]error, len(c.names))
+	for i, name := range c.names {
+		wg.Go(func() { booted[i], errs[i] = c.bootAsync(name) })
+	}
+	wg.Wait()
+	for i, name := range c.names {
+		if errs[i] != nil {
+			t.Fatalf("node %s: %v", name, errs[i])
+		}
+		c.nodes[name] = booted[i]
+	}
+	c.a, c.b = c.nodes["a"], c.nodes["b"]
+	c.extra = map[string]string{"san": "--export lun0=/dev/md/lun0"}
+	for _, name := range c.names {
+		c.startDaemon(name)
+	}
+	v, took := c.waitNodes("san", "all three registered", 2*time.Minute, func(v clusterView) bool {
+		return slices.Equal(v.names(), []string{"a", "b", "san"}) && v.Leader != ""
+	})
+	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
+	return c, v
+}
+
 // TestFailoverSharedOrigin checks failover of a volume on a shared origin,
 // on three nodes running the cluster's etcd as three embedded members:
 //   - san exports its RAID10 (the shared origin) to a and b, one NVMe/TCP
@@ -104,34 +140,8 @@ func TestFailoverSharedOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := failoverCluster{&etcdCluster{
-		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
-		names:       []string{"san", "a", "b"},
-		nodes:       map[string]*node{},
-	}}
-	var wg sync.WaitGroup
-	booted := make([]*node, len(c.names))
-	errs := make([]error, len(c.names))
-	for i, name := range c.names {
-		wg.Go(func() { booted[i], errs[i] = c.bootAsync(name) })
-	}
-	wg.Wait()
-	for i, name := range c.names {
-		if errs[i] != nil {
-			t.Fatalf("node %s: %v", name, errs[i])
-		}
-		c.nodes[name] = booted[i]
-	}
-	c.a, c.b = c.nodes["a"], c.nodes["b"]
+	c, v := startFailoverCluster(t, bin)
 	defer c.dumpLogs()
-	c.extra = map[string]string{"san": "--export lun0=/dev/md/lun0"}
-	for _, name := range c.names {
-		c.startDaemon(name)
-	}
-	v, took := c.waitNodes("san", "all three registered", 2*time.Minute, func(v clusterView) bool {
-		return slices.Equal(v.names(), []string{"a", "b", "san"}) && v.Leader != ""
-	})
-	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
 
 	// a leads tidecache (its rivals' daemons restarted until it does) and
 	// etcd's raft, so that one kill takes both leaders with the owner.
