@@ -112,6 +112,8 @@ type Mirror struct {
 	SyncPercent float64 `json:"sync_percent,omitempty"`
 	// OutOfSync lists the legs the layout records as lacking writes.
 	OutOfSync []int `json:"out_of_sync,omitempty"`
+	// PeerHeld counts the writes the peer failed that wait on its leg.
+	PeerHeld uint64 `json:"peer_held,omitempty"`
 }
 
 // statePending is the State of a cluster volume whose node has not
@@ -144,7 +146,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	out.FailedOverFrom = v.FailedOverFrom
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
-			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync}
+			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync, PeerHeld: m.PeerHeld}
 	}
 	return out
 }

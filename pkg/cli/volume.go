@@ -441,6 +441,9 @@ func protection(v Volume) string {
 	switch {
 	case m == nil:
 		return fmt.Sprintf("%s (%s; the mirror is not running)", kind, where)
+	case m.PeerHeld > 0:
+		return fmt.Sprintf("%s, WAITING: %d write(s) %s failed are held on its leg, unacknowledged, until it takes them or the replica is recorded outdated in etcd (the daemon's log says which)",
+			kind, m.PeerHeld, cmp.Or(v.PeerNode, "the peer"))
 	case m.Degraded && m.SyncAction == "recover":
 		return fmt.Sprintf("%s, DEGRADED: legs %s, rebuilding a leg, %.1f%% done", kind, m.Health, m.SyncPercent)
 	case m.Degraded && kind == "peer":

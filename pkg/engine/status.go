@@ -94,6 +94,11 @@ type MirrorStatus struct {
 	Degraded bool `json:"degraded"`
 	// SyncPercent is the share of the resync or rebuild done.
 	SyncPercent float64 `json:"sync_percent"`
+	// PeerHeld counts the I/Os the peer failed that the peer leg holds
+	// (dm-errhold, on a volume that can fail over): writes that wait,
+	// unacknowledged, until the peer takes them or the daemon records the
+	// replica outdated.
+	PeerHeld uint64 `json:"peer_held,omitempty"`
 }
 
 // WriteCacheStatus is the write tier as dm-writecache reports it.
@@ -221,6 +226,12 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 		info.State, info.Error = api.StateError, err.Error()
 		return info
 	} else if ok {
+		if v.CanFailOver() {
+			if ms.PeerHeld, _, err = e.peerSlices(ctx, v.Name); err != nil {
+				info.State, info.Error = api.StateError, err.Error()
+				return info
+			}
+		}
 		info.Mirror = &ms
 	}
 	rc, ok, err := e.cacheStatus(ctx, stack.DeviceName(v.Name, stack.RoleReadTier))

@@ -81,10 +81,11 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			FUAFlush:       &dm.FUAFlushStatus{FUAWrites: 1200, Flushes: 410, FlushErrors: 0},
 			ReadFirst:      &dm.ReadFirstStatus{ReadsInFlight: 2, HeldNow: 16, HeldTotal: 5400, ReleasedAtMaxHold: 120, MaxHoldMs: 1000, IdleMs: 50},
 			WritebackLimit: &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin},
-			// Mirrored, one leg failed: one copy of the two it wants.
-			Protection: pool.ProtectLocal,
+			// A shared origin mirrored to a peer, the peer leg failed: one
+			// copy of the two it wants, 3 writes the peer failed held.
+			Protection: pool.ProtectPeer, AdoptedDevice: "/dev/nvme1n1 (wwid uuid.0b5e2f4c)",
 			Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegDead},
-				SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100},
+				SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100, PeerHeld: 3},
 		},
 		{
 			Name: "logs", Pool: "fast", Mode: pool.ModeWritethrough, State: api.StateActive, Device: "/dev/mapper/tc-logs",
@@ -252,6 +253,9 @@ tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
 # HELP tidecache_volume_mirror_sync_ratio Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.
 # TYPE tidecache_volume_mirror_sync_ratio gauge
 tidecache_volume_mirror_sync_ratio{pool="fast",volume="db"} 1
+# HELP tidecache_volume_mirror_peer_held_ios I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.
+# TYPE tidecache_volume_mirror_peer_held_ios gauge
+tidecache_volume_mirror_peer_held_ios{pool="fast",volume="db"} 3
 # HELP tidecache_scrape_collector_success 1 if the source of this collector answered during the scrape, 0 if it failed (the daemon logs why).
 # TYPE tidecache_scrape_collector_success gauge
 tidecache_scrape_collector_success{collector="volume"} 1
@@ -277,6 +281,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_readfirst_held_writes_total", "tidecache_volume_readfirst_released_at_max_hold_total",
 	"tidecache_volume_readfirst_held_writes", "tidecache_volume_readfirst_max_hold_seconds",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
+	"tidecache_volume_mirror_peer_held_ios",
 	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_scrape_collector_success",
 }
 

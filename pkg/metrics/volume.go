@@ -64,6 +64,7 @@ var (
 		[]string{"volume", "pool", "from"}, nil)
 	volumeDataLossDesc   = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
 	volumeMirrorSyncDesc = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
+	volumePeerHeldDesc   = volumeDesc("mirror_peer_held_ios", "I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.")
 	volumeDescs          = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
@@ -74,7 +75,7 @@ var (
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
 		volumeRFHeldDesc, volumeRFLateDesc, volumeRFHeldNowDesc, volumeRFMaxHoldDesc,
-		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumeDataLossDesc,
+		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumePeerHeldDesc, volumeDataLossDesc,
 		volumeFailedOverDesc,
 	}
 )
@@ -122,6 +123,9 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 			if m := v.Mirror; m != nil {
 				copies = m.Copies
 				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
+				if v.Protection == pool.ProtectPeer && v.AdoptedDevice != "" { // a volume that can fail over: its peer leg holds errors
+					gauge(ch, volumePeerHeldDesc, float64(m.PeerHeld), v.Name, v.Pool)
+				}
 			}
 		case v.FailedOverFrom != "":
 			// It was peer-protected; since it failed over it runs on the

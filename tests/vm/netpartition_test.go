@@ -92,6 +92,8 @@ func TestNetworkPartitionReplicaSSDFails(t *testing.T) {
 	failWrites(t, c.b, "tcr-db")
 	failed := time.Now()
 	atFailure := lastAckOf(t, c.a)
+	// volume show says the writes wait on the peer leg.
+	c.a.eventually(30*time.Second, `tidectl -o json volume show db | grep -E '"peer_held": *[1-9]'`, "peer_held")
 	t.Logf("a cut from etcd, b's replica failing writes %.1fs later; %d records acknowledged by then", failed.Sub(cut).Seconds(), atFailure+1)
 
 	// The leader fails db over to b once a's record has expired.
