@@ -58,6 +58,24 @@
 // on a trusted network; Start logs a warning for a plaintext peer URL that
 // is not on loopback.
 //
+// # Authentication
+//
+// Loopback keeps other hosts out but lets every local user in, and any of
+// them who can delete a volume spec makes the root daemon flush and delete
+// the volume. So a single member serving clients on loopback without
+// client certificates, given an AuthDir (tidecached does), turns etcd's
+// own authentication on when it starts: a user root (every record) and a
+// user viewer (read under AuthPrefix only), their passwords in files in
+// AuthDir, root's readable by root alone, the viewer's by everyone
+// (pkg/etcdauth says how clients pick one). Start does this level-based
+// on every start: on a new member, on one an older tidecache made without
+// authentication (its records are kept), and after a crash halfway;
+// Credential returns root's for the daemon's own client. A cluster, or a
+// member on a network address, authenticates its clients with TLS client
+// certificates instead (Insecure: not at all), and keeps authentication
+// as it finds it. Passwords go over loopback in clear, which only root
+// can read.
+//
 // # Lifecycle
 //
 // Start returns once the member serves client requests, or fails; the
@@ -96,6 +114,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/tidecache/tidecache/pkg/etcdauth"
+	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/store/etcdlog"
 )
 
@@ -184,6 +204,16 @@ type Config struct {
 	// without peer TLS. Start refuses those unless it is set, and then
 	// logs a warning for each (tidecached --insecure-etcd).
 	Insecure bool
+	// AuthDir is where the password files of etcd's authentication live
+	// (etcdauth.DefaultDir for tidecached). Set, a single member serving
+	// clients on loopback without client certificates turns
+	// authentication on and keeps its users (see "Authentication" above).
+	// Empty, Start leaves authentication as the data has it: tests, and
+	// members whose clients are authenticated otherwise.
+	AuthDir string
+	// AuthPrefix is the key prefix the viewer may read: tidecache's
+	// records (store.DefaultPrefix if empty).
+	AuthPrefix string
 	// Logger receives etcd's warnings and errors. Nil discards them.
 	Logger *slog.Logger
 }
@@ -230,6 +260,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PeerURL == "" {
 		c.PeerURL = d.PeerURL
+	}
+	if c.AuthPrefix == "" {
+		c.AuthPrefix = store.DefaultPrefix
 	}
 	return c
 }
@@ -289,9 +322,16 @@ func parseURL(field, s string, tls bool) (*url.URL, error) {
 type Server struct {
 	etcd *embed.Etcd
 	// own are this member's client URLs with the ports actually bound.
-	own       []string
+	own []string
+	// cred is root's credential when authentication is on (Credential).
+	cred      etcdauth.Credential
 	closeOnce sync.Once
 }
+
+// Credential returns the credential the daemon's own client presents:
+// root's, when the member has etcd's authentication on and its password
+// file is readable; none otherwise.
+func (s *Server) Credential() etcdauth.Credential { return s.cred }
 
 // Start starts the member and waits until it serves clients, for at most
 // ctx's deadline or DefaultStartTimeout. A member of a cluster serves only
@@ -315,6 +355,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			strings.Join(exposed, "; "))
 	}
 	warnExposed(log, cfg, curl, purl)
+	if cfg.manageAuth() {
+		// Before the data directory, whose 0700 would otherwise be
+		// given to a parent they share (/var/lib/tidecache) and lock
+		// other users out of the viewer's password.
+		if err := os.MkdirAll(cfg.AuthDir, etcdauth.DirMode); err != nil {
+			return nil, fmt.Errorf("etcdserver: credentials directory: %w", err)
+		}
+	}
 	// embed creates the directory 0700 itself but only warns about a
 	// looser existing one; refuse nothing, create it right if missing.
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -357,6 +405,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		awaitClientURLs(ctx, e, ClientURLWait)
 	}
 	s := &Server{etcd: e}
+	switch {
+	case cfg.manageAuth():
+		if s.cred, err = ensureAuth(ctx, e.Server, cfg.AuthDir, cfg.AuthPrefix, log); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("etcdserver: member %q: %w", cfg.Name, err)
+		}
+	case cfg.AuthDir != "" && e.Server.AuthStore().IsAuthEnabled():
+		// Authentication a loopback life of this member turned on stays
+		// on; the daemon keeps using root's password if it is there.
+		file := etcdauth.PasswordFile(cfg.AuthDir, etcdauth.RootUser)
+		if pw, err := etcdauth.ReadPassword(file); err == nil {
+			s.cred = etcdauth.Credential{User: etcdauth.RootUser, Password: pw, File: file}
+		} else {
+			log.Warn("embedded etcd has authentication on and root's password is unreadable: clients need --etcd-user and --etcd-password-file", "err", err)
+		}
+	}
 	for _, l := range e.Clients {
 		u := url.URL{Scheme: curl.Scheme, Host: l.Addr().String()}
 		s.own = append(s.own, u.String())

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store/etcdlog"
 )
@@ -53,6 +55,11 @@ var (
 	// not be reached. The kernel tables are unaffected; the daemon reports
 	// the outage and retries.
 	ErrUnavailable = errors.New("etcd unavailable")
+	// ErrPermissionDenied: etcd's authentication refused the request.
+	// Either the credential may not do it (the embedded etcd's viewer may
+	// only read), or none was given to an etcd that requires one, or the
+	// password is wrong. Retrying does not help; another credential does.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // Meta is where a record sits in etcd's history. ModRevision is the value
@@ -111,11 +118,19 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialKeepAliveTimeout: cfg.DialTimeout,
 		PermitWithoutStream:  true,
 		TLS:                  tlsCfg,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
 		// Errors only: at warn the client logs every retried request, which
 		// during an outage repeats what Healthy already reports.
 		Logger: etcdlog.New(log, zapcore.ErrorLevel),
 	})
 	if err != nil {
+		if hint := deniedHint(err, cfg.Username); hint != "" {
+			return nil, &sentinelError{ErrPermissionDenied, fmt.Errorf("store: etcd at %s: %s: %w", strings.Join(cfg.Endpoints, ","), hint, err)}
+		}
+		if cfg.Username != "" && unavailable(err) {
+			return nil, &sentinelError{ErrUnavailable, fmt.Errorf("store: etcd at %s: cannot authenticate as %q: etcd unavailable: %w", strings.Join(cfg.Endpoints, ","), cfg.Username, err)}
+		}
 		return nil, fmt.Errorf("store: etcd client for %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	return &Store{client: c, prefix: cfg.Prefix, cfg: cfg, log: log}, nil
@@ -157,10 +172,34 @@ func (s *Store) wrap(ctx context.Context, what string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
+	if hint := deniedHint(err, s.cfg.Username); hint != "" {
+		return &sentinelError{ErrPermissionDenied, fmt.Errorf("store: %s: %s: %w", what, hint, err)}
+	}
 	if unavailable(err) || ctx.Err() != nil {
 		return &sentinelError{ErrUnavailable, fmt.Errorf("store: %s: etcd unavailable: %w", what, err)}
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// deniedHint says, in an operator's words, why etcd's authentication
+// refused a request made as user ("" for none) and what to do, or returns
+// "" for any other error. The flags named are tidectl's and tidecached's.
+func deniedHint(err error, user string) string {
+	etcdErr := rpctypes.Error(err)
+	switch {
+	case errors.Is(etcdErr, rpctypes.ErrPermissionDenied) && user == etcdauth.ViewerUser:
+		return "etcd permission denied: the viewer credential may only read; changes need root's (run as root on the node of the embedded etcd, or give --etcd-user root)"
+	case errors.Is(etcdErr, rpctypes.ErrPermissionDenied):
+		return fmt.Sprintf("etcd permission denied: user %q may not do this (see its role: etcdctl role get)", user)
+	case errors.Is(etcdErr, rpctypes.ErrUserEmpty):
+		return "etcd requires a user and none was given: run as root or as a user who can read " + etcdauth.DefaultDir +
+			"'s password files on the node of the embedded etcd, or give --etcd-user and --etcd-password-file"
+	case errors.Is(etcdErr, rpctypes.ErrAuthFailed):
+		return fmt.Sprintf("etcd refused the password of user %q (a password file that no longer matches: see docs/security.md, \"Rotate\")", user)
+	case errors.Is(etcdErr, rpctypes.ErrUserNotFound):
+		return fmt.Sprintf("etcd has no user %q", user)
+	}
+	return ""
 }
 
 func unavailable(err error) bool {
