@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 
-// Package harness boots real-kernel test VMs: qemu (TCG) running the host's
-// Debian kernel from a generated busybox initramfs, whose /init mounts the
-// host's root read-only over virtio-9p under a tmpfs overlay, chroots in and
-// runs the guest agent (tests/vm/harness/agent). Tests then run the host's own
-// binaries in the guest (dmsetup, mdadm, fio, our builds) against virtio
-// disks backed by raw image files.
+// Package harness boots real-kernel test VMs: qemu (TCG) running one of the
+// host's Debian kernels from a generated busybox initramfs, whose /init
+// mounts the host's root read-only over virtio-9p under a tmpfs overlay,
+// chroots in and runs the guest agent (tests/vm/harness/agent). Tests then
+// run the host's own binaries in the guest (dmsetup, mdadm, fio, our
+// builds) against virtio disks backed by raw image files.
 //
 // It owns everything between a test and the guest kernel: the initramfs
 // (cached in CacheDir, rebuilt when the kernel, kernel/modules.txt or the
@@ -17,6 +17,16 @@
 // channel to the agent (JSON lines over virtio-serial, see internal/wire),
 // the ack channel used by power-cut tests, a watch on the guest console for
 // a stuck kernel, and the VM's lifetime.
+//
+// The guest kernel is bookworm's 6.1 (DefaultKernel) unless Config.Kernel
+// or EnvKernel names another: Kernel612 is bookworm's 6.12, the series
+// Debian 13 runs, which has what Debian's 6.1 lacks, such as NVMe in-band
+// authentication (an nvmet host's dhchap_key). The initramfs, the modules
+// the guest loads from the host's /lib/modules/<version> and tidecache's
+// own modules follow the choice, each cached per kernel version; `make
+// deps` installs both kernels with their headers. A test that needs 6.12
+// sets Config.Kernel; any scenario runs on 6.12 with
+// TIDECACHE_VM_KERNEL=6.12 go test -tags vm ./tests/vm/ -run TestX.
 //
 // Config.Systemd boots the guest like a server instead: the same initramfs
 // puts the overlay's upper layer on a persistent ext4 disk and switch_roots
@@ -70,5 +80,6 @@
 // guest: see Config.HostIOErrorWait).
 //
 // Environment: TIDECACHE_VM_CACHE (cache directory), TIDECACHE_VM_KERNEL
-// (guest kernel version or vmlinuz path).
+// (the guest kernel of VMs whose Config.Kernel is empty: a series such as
+// 6.12, a version, or a vmlinuz path).
 package harness

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -27,9 +28,36 @@ const (
 	// EnvCache overrides the cache directory (default <repo>/.cache/vm). It
 	// must be visible to the guest: not under /run, /dev, /proc or /sys.
 	EnvCache = "TIDECACHE_VM_CACHE"
-	// EnvKernel selects the guest kernel: a version such as 6.1.0-56-amd64
-	// (booting /boot/vmlinuz-<version>) or a path to a vmlinuz-<version>.
+	// EnvKernel selects the guest kernel of every VM whose Config.Kernel
+	// is empty, in the same forms: a series such as 6.12 (Kernel612), a
+	// version such as 6.1.0-56-amd64, or a path to a vmlinuz-<version>.
+	// It runs any scenario on another kernel:
+	// TIDECACHE_VM_KERNEL=6.12 go test -tags vm ./tests/vm/ -run TestX.
 	EnvKernel = "TIDECACHE_VM_KERNEL"
+)
+
+// Guest kernels by series. Config.Kernel (or EnvKernel) names the kernel a
+// VM boots: a series boots the newest installed Debian kernel of that
+// series in the plain amd64 flavour (/boot/vmlinuz-<series>.*-amd64, not
+// -cloud- or -rt-); a full version boots /boot/vmlinuz-<version>; a path
+// boots that vmlinuz-<version> file as it is (compressed, so more slowly).
+// Whichever it is, the guest loads its modules from the host's
+// /lib/modules/<version>, the initramfs is built from them, and tidecache's
+// own modules are built against /lib/modules/<version>/build (see Module).
+// `make deps` installs both series below.
+const (
+	// Kernel61 is Debian bookworm's own kernel (packages
+	// linux-image-amd64 and linux-headers-amd64): DefaultKernel.
+	Kernel61 = "6.1"
+	// Kernel612 is bookworm's 6.12 (linux-image-6.12-amd64 and
+	// linux-headers-6.12-amd64), the series Debian 13 runs. Unlike
+	// Debian's 6.1 it is built with NVMe in-band authentication
+	// (CONFIG_NVME_AUTH, CONFIG_NVME_TARGET_AUTH: an nvmet host has a
+	// dhchap_key) and NVMe/TCP TLS.
+	Kernel612 = "6.12"
+	// DefaultKernel is the series a VM boots when neither Config.Kernel
+	// nor EnvKernel names a kernel.
+	DefaultKernel = Kernel61
 )
 
 // ErrUnavailable is wrapped by Available's error: a host tool the VM
@@ -42,23 +70,29 @@ const (
 	busyboxBinary = "/bin/busybox"
 )
 
-// Available reports whether the host can boot test VMs. Its error names
-// every missing piece with the Debian package that provides it; VM tests
-// fail on it (they do not skip).
-func Available() error {
+// Available reports whether the host can boot test VMs with the default
+// kernel. Its error names every missing piece with the Debian package that
+// provides it; VM tests fail on it (they do not skip).
+func Available() error { return KernelAvailable("") }
+
+// KernelAvailable is Available for VMs whose Config.Kernel is kernel.
+func KernelAvailable(kernel string) error {
 	var missing []string
 	if _, err := exec.LookPath(qemuBinary); err != nil {
 		missing = append(missing, qemuBinary+" (package qemu-system-x86)")
 	}
-	if kver, err := KernelVersion(); err != nil {
+	if k, err := resolveKernel(kernel); err != nil {
 		missing = append(missing, err.Error())
 	} else {
+		kver := k.version
 		if _, err := os.Stat(filepath.Join("/lib/modules", kver, "modules.dep")); err != nil {
-			missing = append(missing, "/lib/modules/"+kver+"/modules.dep (package linux-image-"+kver+")")
+			missing = append(missing, "/lib/modules/"+kver+"/modules.dep (package linux-image-"+kver+
+				", tracked by "+metaPackage("image", kver)+")")
 		}
-		// Every VM gets dm-fuaflush, built against the guest kernel.
+		// Every VM gets tidecache's modules, built against the guest kernel.
 		if _, err := os.Stat(filepath.Join("/lib/modules", kver, "build", "Makefile")); err != nil {
-			missing = append(missing, "/lib/modules/"+kver+"/build (package linux-headers-"+kver+", tracked by linux-headers-amd64)")
+			missing = append(missing, "/lib/modules/"+kver+"/build (package linux-headers-"+kver+
+				", tracked by "+metaPackage("headers", kver)+")")
 		}
 	}
 	if _, err := exec.LookPath("make"); err != nil {
@@ -119,38 +153,90 @@ func goTool() (string, error) {
 	return p, nil
 }
 
-// KernelVersion returns the guest kernel's version: EnvKernel when set,
-// else the newest /boot/vmlinuz-*.
-func KernelVersion() (string, error) {
-	if v := os.Getenv(EnvKernel); v != "" {
-		if strings.Contains(v, "/") {
-			base := filepath.Base(v)
-			if !strings.HasPrefix(base, "vmlinuz-") {
-				return "", fmt.Errorf("%s=%s: want a version or a path to vmlinuz-<version>", EnvKernel, v)
-			}
-			return strings.TrimPrefix(base, "vmlinuz-"), nil
-		}
-		return v, nil
+// KernelVersion returns the version (uname -r) of the kernel a VM boots
+// when its Config.Kernel is empty: EnvKernel's choice, else the newest
+// installed DefaultKernel.
+func KernelVersion() (string, error) { return ResolveKernel("") }
+
+// ResolveKernel returns the version (uname -r) of the kernel a VM whose
+// Config.Kernel is kernel boots, or an error naming the packages to
+// install when there is none.
+func ResolveKernel(kernel string) (string, error) {
+	k, err := resolveKernel(kernel)
+	return k.version, err
+}
+
+// guestKernel is a resolved Config.Kernel.
+type guestKernel struct {
+	version string // uname -r in the guest, the name under /lib/modules
+	image   string // the vmlinuz (bzImage) to boot
+	asGiven bool   // image is the caller's path: boot it as it is
+}
+
+// seriesRE matches a kernel series such as 6.1 or 6.12.
+var seriesRE = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
+// resolveKernel resolves a Config.Kernel value; "" is EnvKernel's value,
+// else DefaultKernel.
+func resolveKernel(kernel string) (guestKernel, error) {
+	from := "Config.Kernel"
+	if kernel == "" {
+		kernel, from = os.Getenv(EnvKernel), EnvKernel
 	}
-	paths, _ := filepath.Glob("/boot/vmlinuz-*")
+	if kernel == "" {
+		kernel, from = DefaultKernel, "the default kernel"
+	}
+	switch {
+	case strings.Contains(kernel, "/"):
+		base := filepath.Base(kernel)
+		v, ok := strings.CutPrefix(base, "vmlinuz-")
+		if !ok || v == "" {
+			return guestKernel{}, fmt.Errorf("%s %s: want a series (%s), a version or a path to vmlinuz-<version>", from, kernel, Kernel612)
+		}
+		return guestKernel{version: v, image: kernel, asGiven: true}, nil
+	case seriesRE.MatchString(kernel):
+		v, err := newestOfSeries("/boot", kernel)
+		if err != nil {
+			return guestKernel{}, fmt.Errorf("%s %s: %w", from, kernel, err)
+		}
+		return guestKernel{version: v, image: "/boot/vmlinuz-" + v}, nil
+	default:
+		return guestKernel{version: kernel, image: "/boot/vmlinuz-" + kernel}, nil
+	}
+}
+
+// newestOfSeries returns the version of the newest <bootDir>/vmlinuz-* of
+// a series in Debian's plain amd64 flavour: 6.1.0-56-amd64 or
+// 6.12.117+deb12-amd64, not 6.1.0-56-cloud-amd64.
+func newestOfSeries(bootDir, series string) (string, error) {
+	re := regexp.MustCompile(`^` + regexp.QuoteMeta(series) + `\.[0-9][^-]*(-[0-9]+)?-amd64$`)
+	paths, _ := filepath.Glob(filepath.Join(bootDir, "vmlinuz-"+series+".*"))
 	var versions []string
 	for _, p := range paths {
-		versions = append(versions, strings.TrimPrefix(filepath.Base(p), "vmlinuz-"))
+		if v := strings.TrimPrefix(filepath.Base(p), "vmlinuz-"); re.MatchString(v) {
+			versions = append(versions, v)
+		}
 	}
 	if len(versions) == 0 {
-		return "", errors.New("no /boot/vmlinuz-* (package linux-image-amd64)")
+		return "", fmt.Errorf("no %s/vmlinuz-%s.*-amd64 (package %s)", bootDir, series, metaPackage("image", series))
 	}
 	sort.Slice(versions, func(i, j int) bool { return versionLess(versions[i], versions[j]) })
 	return versions[len(versions)-1], nil
 }
 
-// kernelImage returns the vmlinuz path for a version.
-func kernelImage(kver string) string {
-	if v := os.Getenv(EnvKernel); strings.Contains(v, "/") {
-		return v
+// metaPackage names the Debian package that tracks the newest kernel image
+// or headers (kind "image" or "headers") of kver's series: bookworm's own
+// 6.1 is linux-<kind>-amd64, another series linux-<kind>-<series>-amd64.
+func metaPackage(kind, kver string) string {
+	series := seriesPrefixRE.FindString(kver)
+	if series == "" || series == Kernel61 {
+		return "linux-" + kind + "-amd64"
 	}
-	return "/boot/vmlinuz-" + kver
+	return "linux-" + kind + "-" + series + "-amd64"
 }
+
+// seriesPrefixRE matches the series at the start of a kernel version.
+var seriesPrefixRE = regexp.MustCompile(`^[0-9]+\.[0-9]+`)
 
 // versionLess compares version strings piecewise: runs of digits as
 // numbers, anything else as text ("6.1.0-9" < "6.1.0-56").

@@ -26,24 +26,57 @@ func TestVersionOrder(t *testing.T) {
 	}
 }
 
-func TestKernelVersionEnv(t *testing.T) {
+func TestResolveKernel(t *testing.T) {
 	t.Setenv(EnvKernel, "6.1.0-1-amd64")
-	if v, err := KernelVersion(); err != nil || v != "6.1.0-1-amd64" {
-		t.Errorf("version: %q, %v", v, err)
+	if k, err := resolveKernel(""); err != nil || k.version != "6.1.0-1-amd64" || k.image != "/boot/vmlinuz-6.1.0-1-amd64" || k.asGiven {
+		t.Errorf("version from %s: %+v, %v", EnvKernel, k, err)
 	}
-	if kernelImage("6.1.0-1-amd64") != "/boot/vmlinuz-6.1.0-1-amd64" {
-		t.Error("kernel image path")
+	if v, err := KernelVersion(); err != nil || v != "6.1.0-1-amd64" {
+		t.Errorf("KernelVersion: %q, %v", v, err)
+	}
+	// Config.Kernel wins over the environment.
+	if k, err := resolveKernel("6.12.9+deb12-amd64"); err != nil || k.version != "6.12.9+deb12-amd64" || k.image != "/boot/vmlinuz-6.12.9+deb12-amd64" {
+		t.Errorf("version from Config.Kernel: %+v, %v", k, err)
 	}
 	t.Setenv(EnvKernel, "/x/vmlinuz-6.2.0-test")
-	if v, err := KernelVersion(); err != nil || v != "6.2.0-test" {
-		t.Errorf("path: %q, %v", v, err)
+	if k, err := resolveKernel(""); err != nil || k.version != "6.2.0-test" || k.image != "/x/vmlinuz-6.2.0-test" || !k.asGiven {
+		t.Errorf("path: %+v, %v", k, err)
 	}
-	if kernelImage("6.2.0-test") != "/x/vmlinuz-6.2.0-test" {
-		t.Error("kernel image from path")
+	for _, bad := range []string{"/x/bzImage", "/x/vmlinuz-"} {
+		t.Setenv(EnvKernel, bad)
+		if _, err := KernelVersion(); err == nil || !strings.Contains(err.Error(), EnvKernel) {
+			t.Errorf("%s: got %v, want an error naming %s", bad, err, EnvKernel)
+		}
 	}
-	t.Setenv(EnvKernel, "/x/bzImage")
-	if _, err := KernelVersion(); err == nil {
-		t.Error("path without vmlinuz- accepted")
+}
+
+func TestNewestOfSeries(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{
+		"6.1.0-9-amd64", "6.1.0-56-amd64", "6.1.0-57-cloud-amd64", "6.1.0-58-rt-amd64",
+		"6.12.100+deb12-amd64", "6.12.117+deb12-amd64", "6.12.118+deb12-cloud-amd64", "6.10.1-1-amd64",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "vmlinuz-"+v), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for series, want := range map[string]string{
+		Kernel61: "6.1.0-56-amd64", Kernel612: "6.12.117+deb12-amd64", "6.10": "6.10.1-1-amd64",
+	} {
+		if got, err := newestOfSeries(dir, series); err != nil || got != want {
+			t.Errorf("series %s: got %q, %v; want %s", series, got, err, want)
+		}
+	}
+	_, err := newestOfSeries(dir, "6.6")
+	if err == nil || !strings.Contains(err.Error(), "linux-image-6.6-amd64") {
+		t.Errorf("missing series: got %v, want an error naming linux-image-6.6-amd64", err)
+	}
+	for kver, want := range map[string]string{
+		"6.1.0-56-amd64": "linux-headers-amd64", "6.12.117+deb12-amd64": "linux-headers-6.12-amd64", "6.12": "linux-headers-6.12-amd64",
+	} {
+		if got := metaPackage("headers", kver); got != want {
+			t.Errorf("metaPackage(headers, %s) = %s, want %s", kver, got, want)
+		}
 	}
 }
 
@@ -159,26 +192,31 @@ func TestBzImagePayload(t *testing.T) {
 	}
 }
 
-// TestHostKernelPVH checks, where the host has a kernel, that it yields a
-// bootable PVH vmlinux (Boot's fast path), and leaves it in the cache for
-// the VM tests.
+// TestHostKernelPVH checks, for each kernel series the harness knows that
+// the host has, that it yields a bootable PVH vmlinux (Boot's fast path:
+// 6.1 is xz-compressed, 6.12 zstd), and leaves it in the cache for the VM
+// tests.
 func TestHostKernelPVH(t *testing.T) {
-	kver, err := KernelVersion()
-	if err != nil {
-		t.Skip(err)
-	}
-	if _, err := os.Stat(kernelImage(kver)); err != nil {
-		t.Skip(err)
-	}
-	cache, err := CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := kernelForBoot(context.Background(), cache, kver)
-	if err != nil {
-		t.Fatalf("no PVH vmlinux, Boot falls back to %s: %v", path, err)
-	}
-	if err := checkPVH(path); err != nil {
-		t.Fatal(err)
+	for _, series := range []string{Kernel61, Kernel612} {
+		t.Run(series, func(t *testing.T) {
+			k, err := resolveKernel(series)
+			if err != nil {
+				t.Skip(err)
+			}
+			if _, err := os.Stat(k.image); err != nil {
+				t.Skip(err)
+			}
+			cache, err := CacheDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			path, err := kernelForBoot(context.Background(), cache, k)
+			if err != nil {
+				t.Fatalf("no PVH vmlinux, Boot falls back to %s: %v", path, err)
+			}
+			if err := checkPVH(path); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -31,17 +31,16 @@ const xenElfNotePhys32Entry = 18
 
 var vmlinuxMu sync.Mutex
 
-// kernelForBoot returns the image to give qemu's -kernel for kver: the
-// cached PVH vmlinux, or the bzImage (with the reason it is not the
-// vmlinux). A TIDECACHE_VM_KERNEL path is used as it is.
-func kernelForBoot(ctx context.Context, cacheDir, kver string) (path string, fallback error) {
-	bz := kernelImage(kver)
-	if os.Getenv(EnvKernel) == bz {
-		return bz, nil
+// kernelForBoot returns the image to give qemu's -kernel for k: the cached
+// PVH vmlinux, or the bzImage (with the reason it is not the vmlinux). A
+// path given in Config.Kernel or EnvKernel is used as it is.
+func kernelForBoot(ctx context.Context, cacheDir string, k guestKernel) (path string, fallback error) {
+	if k.asGiven {
+		return k.image, nil
 	}
-	vmlinux, err := extractVmlinux(ctx, cacheDir, kver, bz)
+	vmlinux, err := extractVmlinux(ctx, cacheDir, k.version, k.image)
 	if err != nil {
-		return bz, err
+		return k.image, err
 	}
 	return vmlinux, nil
 }

@@ -42,7 +42,7 @@ var kmodCache struct {
 }
 
 // Module returns the path of <name>.ko (FUAFlush, ReadFirst, ErrHold)
-// built for the guest kernel kver (KernelVersion), building it when the
+// built for the guest kernel kver (ResolveKernel), building it when the
 // cache holds no module built from the same sources against the same
 // headers. It is built at most once per process; builds in other
 // processes are safe (the module is renamed into place). The error names
@@ -79,7 +79,7 @@ func kernelBuildDir(kver string) (string, error) {
 	dir := filepath.Join("/lib/modules", kver, "build")
 	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
 		return "", fmt.Errorf("no kernel headers at %s: install package linux-headers-%s "+
-			"(linux-headers-amd64 tracks linux-image-amd64; `make deps`)", dir, kver)
+			"(%s tracks it; `make deps`)", dir, kver, metaPackage("headers", kver))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "Module.symvers")); err != nil {
 		return "", fmt.Errorf("%s has no Module.symvers: reinstall package linux-headers-%s", dir, kver)

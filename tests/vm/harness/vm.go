@@ -99,6 +99,12 @@ type Config struct {
 	Dir         string
 	Logger      *slog.Logger // default: discard
 	ExtraAppend string       // appended to the kernel command line
+	// Kernel chooses the guest kernel: Kernel612 boots bookworm's 6.12,
+	// "" the kernel EnvKernel names, else DefaultKernel (Debian's 6.1). A
+	// full version or a path to a vmlinuz-<version> works too (see
+	// Kernel61). The initramfs, the modules the guest loads and
+	// tidecache's own modules follow the choice; VM.KernelVersion reports it.
+	Kernel string
 	// NoFUAFlushModule boots without tidecache's dm-fuaflush target
 	// (kernel/dm-fuaflush). By default Boot builds it against the guest
 	// kernel's headers (see Module) and the agent loads it, so every VM
@@ -331,6 +337,7 @@ type Cmd struct {
 // VM is a running qemu guest. Its methods are safe for concurrent use.
 type VM struct {
 	cfg     Config
+	kver    string // the guest kernel's version
 	log     *slog.Logger
 	bootDir string
 	console string // console log path
@@ -367,7 +374,7 @@ type VM struct {
 // power cycle: the images hold what qemu had completed.
 func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	start := time.Now()
-	if err := Available(); err != nil {
+	if err := KernelAvailable(cfg.Kernel); err != nil {
 		return nil, err
 	}
 	cfg, err := cfg.withDefaults()
@@ -381,10 +388,11 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	kver, err := KernelVersion()
+	gk, err := resolveKernel(cfg.Kernel)
 	if err != nil {
 		return nil, fmt.Errorf("vm %s: %w", cfg.Name, err)
 	}
+	kver := gk.version
 	agent, err := buildAgent(bootCtx, cache)
 	if err != nil {
 		return nil, err
@@ -393,7 +401,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	kernelPath, err := kernelForBoot(bootCtx, cache, kver)
+	kernelPath, err := kernelForBoot(bootCtx, cache, gk)
 	if err != nil {
 		cfg.Logger.Warn("booting the compressed kernel (slower)", "vm", cfg.Name, "reason", err)
 	} else if filepath.Dir(kernelPath) == cache {
@@ -451,6 +459,7 @@ func Boot(ctx context.Context, cfg Config) (*VM, error) {
 	}
 	v := &VM{
 		cfg:     cfg,
+		kver:    kver,
 		log:     cfg.Logger.With("vm", cfg.Name),
 		bootDir: bootDir,
 		console: filepath.Join(bootDir, "console.log"),
@@ -945,6 +954,10 @@ func (v *VM) BootDuration() time.Duration { return v.booted }
 
 // Name returns Config.Name.
 func (v *VM) Name() string { return v.cfg.Name }
+
+// KernelVersion returns the version of the kernel the VM booted (its
+// `uname -r`), as Config.Kernel chose it.
+func (v *VM) KernelVersion() string { return v.kver }
 
 // Config returns the VM's configuration with defaults filled in; pass it
 // to Boot again to power-cycle the VM after Kill.

@@ -4,7 +4,10 @@
 // prints their output: a quick way to try something against the real
 // kernel, or to see why a VM does not boot.
 //
-//	go run ./tests/vm/harness/vmrun [-disk path:size]... [-mem MiB] [-keep] 'uname -r' 'dmsetup targets'
+//	go run ./tests/vm/harness/vmrun [-disk path:size]... [-mem MiB] [-kernel 6.12] 'uname -r' 'dmsetup targets'
+//
+// -kernel chooses the guest kernel as harness.Config.Kernel does (6.12, a
+// version, or a vmlinuz path); by default the harness's default, 6.1.
 //
 // With -systemd ROOT.img the guest boots Debian's systemd with udev
 // (harness.SystemdBoot); the commands start once the agent's unit runs, so
@@ -70,12 +73,13 @@ func main() {
 		verbose = flag.Bool("v", false, "log harness steps")
 		root    = flag.String("systemd", "", "boot systemd as PID 1, with the root's overlay upper layer on this disk image (made when missing)")
 		mask    = flag.String("mask", "", "with -systemd: comma-separated units to mask")
+		kernel  = flag.String("kernel", "", "guest kernel: a series ("+harness.Kernel612+"), a version or a vmlinuz path (default "+harness.EnvKernel+", else "+harness.DefaultKernel+")")
 	)
 	flag.Var(&disks, "disk", "disk image path[:size with M or G], repeatable (created sparse when missing)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := harness.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF}
+	cfg := harness.Config{Name: *name, Disks: disks, MemoryMiB: *mem, CPUs: *cpus, ExtraAppend: *appendF, Kernel: *kernel}
 	if *root != "" {
 		cfg.Systemd = &harness.SystemdBoot{RootImage: *root}
 		if *mask != "" {
@@ -96,7 +100,7 @@ func run(ctx context.Context, cfg harness.Config, verbose bool, cmds []string) i
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "vmrun: booted in %v (state in %s)\n", v.BootDuration().Round(time.Millisecond), v.BootDir())
+	fmt.Fprintf(os.Stderr, "vmrun: booted %s in %v (state in %s)\n", v.KernelVersion(), v.BootDuration().Round(time.Millisecond), v.BootDir())
 	defer v.Shutdown(context.Background())
 	for _, c := range cmds {
 		start := time.Now()
