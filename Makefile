@@ -8,12 +8,17 @@ BIN     := bin
 GO      ?= go
 N       ?= 100
 
+# VMs boot bookworm's 6.1 (linux-image-amd64) by default; a test
+# (harness.Kernel612) or TIDECACHE_VM_KERNEL=6.12 boots its 6.12, which has
+# NVMe in-band auth. Each meta-package tracks the newest ABI of its series,
+# the one the harness boots; zstd unpacks 6.12's image for the fast boot.
+VM_KERNEL_PACKAGES := linux-image-6.12-amd64 linux-headers-6.12-amd64 zstd
 # Debian packages the demo and the tests need (the VM boots Debian's kernel
 # and runs the host's own fio, mdadm, dmsetup, MariaDB and sysbench through
 # a 9p root).
 APT_PACKAGES := qemu-system-x86 linux-image-amd64 linux-headers-amd64 dkms busybox-static kmod cpio \
 	dmsetup mdadm fio nvme-cli util-linux fdisk e2fsprogs xfsprogs procps systemd xz-utils prometheus curl \
-	mariadb-server sysbench udev nftables
+	mariadb-server sysbench udev nftables $(VM_KERNEL_PACKAGES)
 # What `make bench` adds: the peers it measures tidecache against (bcache,
 # lvm2).
 BENCH_PACKAGES := bcache-tools lvm2
