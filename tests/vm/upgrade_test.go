@@ -37,8 +37,8 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	spec := nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536,
-		// The package's DKMS build provides both modules, not the harness.
-		NoFUAFlushModule: true, NoReadFirstModule: true,
+		// The package's DKMS build provides the modules, not the harness.
+		NoFUAFlushModule: true, NoReadFirstModule: true, NoErrHoldModule: true,
 		Systemd: &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
 	s := bootServer(t, cfg)
@@ -56,8 +56,10 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 	if st := s.mustSh("dkms status -m tidecache-dkms"); !strings.Contains(st, "tidecache-dkms/"+version+",") || !strings.Contains(st, "installed") {
 		t.Fatalf("dkms status after the first install:\n%s\nwant version %s installed", st, version)
 	}
-	if rf := strings.TrimSpace(s.mustSh("modinfo -n dm-readfirst")); !strings.Contains(rf, "/updates/dkms/") {
-		t.Fatalf("after the first install: dm-readfirst at %s, want the package's DKMS build", rf)
+	for _, m := range []string{"dm-readfirst", "dm-errhold"} {
+		if p := strings.TrimSpace(s.mustSh("modinfo -n " + m)); !strings.Contains(p, "/updates/dkms/") {
+			t.Fatalf("after the first install: %s at %s, want the package's DKMS build", m, p)
+		}
 	}
 
 	s.createPool("fast")
@@ -86,9 +88,15 @@ func TestUpgradeRebuildsModule(t *testing.T) {
 		t.Errorf("tc-db's table changed across the upgrade:\n%s\nwas\n%s", got, table)
 	}
 	w.stop()
-	// The new build loads and provides the target to the next table.
-	if got := s.mustSh("dmsetup targets"); !strings.Contains(got, "fuaflush") || !strings.Contains(got, "readfirst") {
-		t.Fatalf("dmsetup targets lacks fuaflush or readfirst after the upgrade:\n%s", got)
+	// The new build loads and provides the target to the next table;
+	// dm-errhold, in no volume here, is loaded by hand (at boot,
+	// tidecache-assemble.service loads it).
+	s.mustSh("modprobe dm-errhold")
+	got := s.mustSh("dmsetup targets")
+	for _, target := range []string{"fuaflush", "readfirst", "errhold"} {
+		if !strings.Contains(got, target) {
+			t.Fatalf("dmsetup targets lacks %s after the upgrade:\n%s", target, got)
+		}
 	}
 	t.Logf("upgrade %s -> %s+%s: dm-fuaflush rebuilt (%s), the daemon restarted, the writer verified throughout", version, version, marker, path)
 }
