@@ -38,6 +38,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/metrics"
 	"github.com/tidecache/tidecache/pkg/reconcile"
@@ -63,6 +64,12 @@ type Config struct {
 	EtcdDataDir   string
 	EtcdClientURL string
 	EtcdPeerURL   string
+	// EtcdAuthDir is where the embedded member keeps the passwords of
+	// etcd's authentication, which it turns on when it serves clients on
+	// loopback without client certificates (pkg/etcdauth; the daemon's
+	// client then uses root's). Empty: authentication is left as the data
+	// has it, and any local user can change records (tests).
+	EtcdAuthDir string
 	// Store configures the etcd client (endpoints, TLS, prefix).
 	Store store.Config
 	// LeaseTTL bounds how long a dead node stays listed.
@@ -136,6 +143,7 @@ func Default() Config {
 		EtcdDataDir:       "/var/lib/tidecache/etcd",
 		StateDir:          "/var/lib/tidecache",
 		EtcdClientURL:     etcdserver.DefaultClientURL,
+		EtcdAuthDir:       etcdauth.DefaultDir,
 		Store:             store.DefaultConfig(),
 		LeaseTTL:          10 * time.Second,
 		InventoryInterval: 30 * time.Second,
@@ -251,13 +259,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	if cfg.EmbeddedEtcd {
 		srv, err := etcdserver.Start(ctx, etcdserver.Config{
 			DataDir: cfg.EtcdDataDir, Name: cfg.Node, ClientURL: cfg.EtcdClientURL, PeerURL: cfg.EtcdPeerURL,
-			Insecure: cfg.InsecureEtcd, Logger: log,
+			Insecure: cfg.InsecureEtcd, AuthDir: cfg.EtcdAuthDir, AuthPrefix: cfg.Store.Prefix, Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("embedded etcd: %w", err)
 		}
 		defer srv.Close()
 		cfg.Store.Endpoints = srv.Endpoints()
+		if c := srv.Credential(); !c.None() {
+			cfg.Store.Username, cfg.Store.Password = c.User, c.Password
+		}
 		log.Info("embedded etcd started", "endpoints", cfg.Store.Endpoints, "data_dir", cfg.EtcdDataDir)
 	}
 	cfg.Store.Logger = log

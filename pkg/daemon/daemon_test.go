@@ -102,6 +102,9 @@ func testConfig(t *testing.T, dataDir string) Config {
 	cfg.ShutdownTimeout = 20 * time.Second
 	cfg.Engine.LockPath = filepath.Join(t.TempDir(), "engine.lock")
 	cfg.StateDir = t.TempDir()
+	// Without etcd's authentication, so that the tests' own clients need
+	// no password; TestAuthDaemon has it on.
+	cfg.EtcdAuthDir = ""
 	return cfg
 }
 

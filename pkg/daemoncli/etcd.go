@@ -9,11 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/cli"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
+	"github.com/tidecache/tidecache/pkg/store"
 )
 
 func newEtcdCmd(g *cli.Globals) *cobra.Command {
 	cfg := etcdserver.DefaultConfig()
+	cfg.AuthDir = etcdauth.DefaultDir
 	cmd := &cobra.Command{
 		Use:   "etcd",
 		Short: "Run only the etcd member tidecached can embed",
@@ -38,7 +41,12 @@ With --cert-file and --key-file it serves clients over TLS (give an
 https:// --client-url); with --client-ca-file as well it requires every
 client to present a certificate signed by that CA (mutual TLS), and refuses
 clients without one. tidectl and tidecached connect with --etcd-cert,
---etcd-key and --etcd-ca.`,
+--etcd-key and --etcd-ca.
+
+A single member serving clients on loopback without client certificates
+turns etcd's authentication on, like the embedded one: root's password
+(0600) and a read-only viewer's (0644) are in --auth-dir, where tidectl
+and tidecached on this node find them. See docs/security.md.`,
 		Example: `  tidecached etcd
   tidecached etcd --client-url https://10.0.0.1:2389 --cert-file /etc/tidecache/etcd.crt \
       --key-file /etc/tidecache/etcd.key --client-ca-file /etc/tidecache/ca.crt
@@ -81,6 +89,8 @@ clients without one. tidectl and tidecached connect with --etcd-cert,
 	f.StringVar(&cfg.CertFile, "cert-file", "", "server certificate (PEM): serve clients over TLS")
 	f.StringVar(&cfg.KeyFile, "key-file", "", "server key (PEM)")
 	f.StringVar(&cfg.CAFile, "client-ca-file", "", "CA (PEM) client certificates must be signed by: require them (mutual TLS)")
+	f.StringVar(&cfg.AuthDir, "auth-dir", cfg.AuthDir, "where root's (0600) and the viewer's (0644) passwords of etcd's authentication are kept; it is on for a single member serving loopback without client certificates")
+	f.StringVar(&cfg.AuthPrefix, "auth-prefix", store.DefaultPrefix, "key prefix the viewer may read (tidecache's --etcd-prefix)")
 	f.BoolVar(&cfg.Insecure, "insecure-etcd", false, "serve a non-loopback --client-url without client certificates (--client-ca-file), or peers without peer TLS (refused otherwise): anyone who reaches it can change every volume")
 	cmd.MarkFlagsRequiredTogether("cert-file", "key-file")
 	return cmd

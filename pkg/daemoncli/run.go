@@ -15,6 +15,7 @@ import (
 
 	"github.com/tidecache/tidecache/pkg/cli"
 	"github.com/tidecache/tidecache/pkg/daemon"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -23,6 +24,9 @@ func newRunCmd(g *cli.Globals) *cobra.Command {
 	cfg := daemon.Default()
 	var endpoints string
 	var exports []string
+	// The credential of etcd's authentication named on the command line;
+	// without one the daemon picks root's on the node (etcdauth.Choose).
+	var etcdUser, etcdPasswordFile string
 	// The embedded member's settings daemon.Config does not carry: server
 	// TLS (CertFile, KeyFile, CAFile) and membership of a multi-member
 	// cluster (Name, PeerURL, InitialCluster..., Peer*File).
@@ -62,10 +66,22 @@ mutual TLS between members; keep plaintext peers on a trusted network (a
 warning is logged otherwise). See docs/runbook.md, "Run etcd with three
 members".
 
+A single member serving clients on loopback without client certificates
+(the default --embedded-etcd) turns etcd's authentication on: any local
+user could otherwise delete a spec, and the daemon would then delete the
+volume. It keeps a root user, whose password only root can read, and a
+viewer that may only read tidecache's records, whose password every user
+can read, in --etcd-auth-dir; the daemon uses root's. A member an older
+tidecache made without authentication is switched over at start with its
+records. See docs/security.md.
+
 Other nodes, and production clusters, use an external etcd:
---etcd-endpoints with --etcd-cert/--etcd-key/--etcd-ca for mutual TLS. A
-plaintext (http://) endpoint that is not on loopback is logged as a
-warning at start.
+--etcd-endpoints with --etcd-cert/--etcd-key/--etcd-ca for mutual TLS, or
+--etcd-user/--etcd-password-file for an etcd with password
+authentication. Endpoints on loopback without either use root's password
+from --etcd-auth-dir if it is there (a 'tidecached etcd' member on this
+node). A plaintext (http://) endpoint that is not on loopback is logged as
+a warning at start.
 
 If etcd becomes unreachable, the kernel tables stay as they are and I/O is
 unaffected; the daemon reports the outage (tidecache_etcd_up 0) and catches
@@ -121,6 +137,18 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 			case !cfg.EmbeddedEtcd:
 				warnPlaintext(cfg.Logger, cfg.Store)
 			}
+			if !cfg.EmbeddedEtcd && cfg.Store.Username == "" {
+				// An external etcd (or the member started above, when it
+				// has authentication on but could not hand over root's).
+				cred, err := etcdauth.Choose(etcdauth.Request{User: etcdUser, PasswordFile: etcdPasswordFile, Dir: cfg.EtcdAuthDir,
+					Endpoints: cfg.Store.Endpoints, ClientCert: cfg.Store.CertFile != ""})
+				if err != nil {
+					return err
+				}
+				cfg.Store.Username, cfg.Store.Password = cred.User, cred.Password
+			} else if cfg.EmbeddedEtcd && (etcdUser != "" || etcdPasswordFile != "") {
+				return errors.New("--etcd-user and --etcd-password-file are for an external etcd: with --embedded-etcd the daemon uses root's password from --etcd-auth-dir")
+			}
 			return daemon.Run(cmd.Context(), cfg)
 		},
 	}
@@ -151,6 +179,9 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.StringVar(&cfg.Store.KeyFile, "etcd-key", "", "client key for etcd mutual TLS")
 	f.StringVar(&cfg.Store.CAFile, "etcd-ca", "", "CA certificate that signed the etcd server's certificate")
 	f.StringVar(&cfg.Store.Prefix, "etcd-prefix", cfg.Store.Prefix, "key prefix of tidecache's records")
+	f.StringVar(&etcdUser, "etcd-user", "", "user of etcd's password authentication (an external etcd; default: root's password from --etcd-auth-dir for loopback endpoints)")
+	f.StringVar(&etcdPasswordFile, "etcd-password-file", "", "file holding --etcd-user's password (first line)")
+	f.StringVar(&cfg.EtcdAuthDir, "etcd-auth-dir", cfg.EtcdAuthDir, "where the embedded etcd keeps its root (0600) and viewer (0644) passwords; etcd's authentication is on for a single member serving loopback without client certificates")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "node lease TTL: how long a dead node stays listed")
 	f.DurationVar(&cfg.Reconcile.ResyncInterval, "resync-interval", cfg.Reconcile.ResyncInterval, "how often every volume is checked against the kernel's tables")
 	f.StringVar(&cfg.Reconcile.DriftPolicy, "drift-policy", cfg.Reconcile.DriftPolicy, "what to do when a table was changed behind tidecache's back: repair or report")
@@ -182,6 +213,7 @@ func startEmbedded(ctx context.Context, cfg *daemon.Config, member etcdserver.Co
 	}
 	member.DataDir, member.ClientURL, member.Logger = cfg.EtcdDataDir, cfg.EtcdClientURL, cfg.Logger
 	member.Insecure = cfg.InsecureEtcd
+	member.AuthDir, member.AuthPrefix = cfg.EtcdAuthDir, cfg.Store.Prefix
 	if member.Name == "" {
 		member.Name = cfg.Node
 	}
@@ -194,6 +226,9 @@ func startEmbedded(ctx context.Context, cfg *daemon.Config, member etcdserver.Co
 	}
 	cfg.EmbeddedEtcd = false
 	cfg.Store.Endpoints = srv.Endpoints()
+	if c := srv.Credential(); !c.None() {
+		cfg.Store.Username, cfg.Store.Password = c.User, c.Password
+	}
 	cfg.Logger.Info("embedded etcd started", "member", member.Name, "endpoints", cfg.Store.Endpoints,
 		"data_dir", cfg.EtcdDataDir, "client_cert_auth", member.CAFile != "", "cluster", member.InitialCluster != "")
 	return srv.Close, nil
