@@ -186,6 +186,14 @@ vm-run: ## Boot a throwaway VM and run CMD in it: make vm-run CMD="'dmsetup targ
 test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles each (default 100): make test-crash N=100
 	$(GO) test -count=1 -tags vm -timeout 180m -v -run 'TestPowerCut|TestCrashSuite' ./tests/vm/ -crash-cycles=$(N) -powercut-cycles=$(N)
 
+.PHONY: test-partition
+# N defaults to 3 rounds here (the 100 of test-crash would take a day):
+# each round boots its three VMs and runs every case, about 10 minutes
+# under emulation.
+PARTITION_ROUNDS = $(if $(filter command line environment,$(origin N)),$(N),3)
+test-partition: ## The network-partition suite (TestNetworkPartition: seven cases on three VMs) N times (default 3): make test-partition N=5
+	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/
+
 .PHONY: bench
 bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then the pressure run, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first two's goals: each run <90 min to docs/, QUICK=1 <30 min each to .cache/bench/.
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
