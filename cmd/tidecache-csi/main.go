@@ -21,6 +21,7 @@ import (
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/command"
 	"github.com/tidecache/tidecache/pkg/csi"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/version"
 )
@@ -61,6 +62,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		key       = fs.String("etcd-key", "", "client key for etcd mutual TLS")
 		ca        = fs.String("etcd-ca", "", "CA certificate that signed the etcd server's certificate")
 		prefix    = fs.String("etcd-prefix", store.DefaultPrefix, "key prefix of tidecache's records")
+		etcdUser  = fs.String("etcd-user", "", "user of etcd's password authentication (default on loopback endpoints: root's password in --etcd-auth-dir if readable)")
+		pwFile    = fs.String("etcd-password-file", "", "file holding --etcd-user's password")
+		authDir   = fs.String("etcd-auth-dir", etcdauth.DefaultDir, "where the node's embedded etcd keeps its passwords (tidecached --etcd-auth-dir)")
 		placement = fs.Duration("placement-timeout", csi.Default().PlacementTimeout, "how long CreateVolume waits for the leader to place a volume without a topology requirement")
 		debug     = fs.Bool("debug", false, "log every call and command")
 		showVer   = fs.Bool("version", false, "print the version and exit")
@@ -94,7 +98,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	default:
 		return fmt.Errorf("--mode %q: want controller, node or both", *mode)
 	}
-	etcdSet := *endpoints != "" || *cert != "" || *key != "" || *ca != ""
+	etcdSet := *endpoints != "" || *cert != "" || *key != "" || *ca != "" || *etcdUser != "" || *pwFile != ""
 	switch {
 	case cfg.Controller && *endpoints == "":
 		return errors.New("--etcd-endpoints: the controller service needs etcd")
@@ -116,6 +120,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		scfg := store.DefaultConfig()
 		scfg.Endpoints = strings.Split(*endpoints, ",")
 		scfg.CertFile, scfg.KeyFile, scfg.CAFile, scfg.Prefix, scfg.Logger = *cert, *key, *ca, *prefix, log
+		// The controller creates and deletes specs: root's credential
+		// when it runs on the node of an embedded etcd (a test or a
+		// single-node setup), a TLS client certificate otherwise.
+		cred, err := etcdauth.Choose(etcdauth.Request{User: *etcdUser, PasswordFile: *pwFile, Dir: *authDir,
+			Endpoints: scfg.Endpoints, ClientCert: *cert != ""})
+		if err != nil {
+			return err
+		}
+		scfg.Username, scfg.Password = cred.User, cred.Password
 		st, err := store.Open(ctx, scfg)
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -24,8 +25,11 @@ import (
 type clusterFlags struct {
 	endpoints             string
 	cert, key, ca, prefix string
-	wait                  bool
-	timeout               time.Duration
+	// user and passwordFile name a credential of etcd's authentication;
+	// authDir is where the local member keeps its own (etcdauth).
+	user, passwordFile, authDir string
+	wait                        bool
+	timeout                     time.Duration
 	// replicaNode is volume create's --replica-node.
 	replicaNode string
 	// source says where endpoints came from: --etcd-endpoints, an
@@ -43,12 +47,21 @@ func (g *Globals) store(ctx context.Context) (*store.Store, error) {
 	if g.cl.prefix != "" {
 		cfg.Prefix = g.cl.prefix
 	}
+	cred, err := etcdauth.Choose(etcdauth.Request{User: g.cl.user, PasswordFile: g.cl.passwordFile, Dir: g.cl.authDir,
+		Endpoints: cfg.Endpoints, ClientCert: cfg.CertFile != ""})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	cfg.Username, cfg.Password = cred.User, cred.Password
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := st.Healthy(ctx); err != nil {
 		st.Close()
+		if errors.Is(err, store.ErrPermissionDenied) {
+			return nil, fmt.Errorf("etcd at %s: %w", g.describeEndpoints(), err)
+		}
 		return nil, fmt.Errorf("etcd at %s: %w (is the daemon's etcd up and reachable from here? `tidectl` without cluster settings works on this node's devices)", g.describeEndpoints(), err)
 	}
 	return st, nil
@@ -69,6 +82,9 @@ func addClusterFlags(cmd *cobra.Command, g *Globals) {
 	f.StringVar(&g.cl.key, "etcd-key", "", "client key for etcd mutual TLS")
 	f.StringVar(&g.cl.ca, "etcd-ca", "", "CA of the etcd server certificate")
 	f.StringVar(&g.cl.prefix, "etcd-prefix", "", "key prefix of tidecache's records (default /tidecache/v1/)")
+	f.StringVar(&g.cl.user, "etcd-user", "", "user of etcd's password authentication (default on loopback endpoints: root if its password in --etcd-auth-dir is readable, else the read-only viewer)")
+	f.StringVar(&g.cl.passwordFile, "etcd-password-file", "", "file holding --etcd-user's password (default for root and viewer: theirs in --etcd-auth-dir)")
+	f.StringVar(&g.cl.authDir, "etcd-auth-dir", etcdauth.DefaultDir, "where this node's etcd member (tidecached --embedded-etcd) keeps its root and viewer passwords")
 	f.BoolVar(&g.cl.wait, "wait", false, "cluster mode: wait until the owning node reports the change applied, showing drain progress")
 	f.DurationVar(&g.cl.timeout, "timeout", 5*time.Minute, "cluster mode: how long --wait waits without progress (a drain that keeps writing back is followed to its end; 0: no limit)")
 }

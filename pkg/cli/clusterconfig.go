@@ -15,7 +15,8 @@ import (
 
 // Where tidectl finds the cluster when --etcd-endpoints is not given, so
 // that an operator does not repeat four flags on every call: the
-// environment (TIDECACHE_ETCD_ENDPOINTS, _CERT, _KEY, _CA, _PREFIX), then a
+// environment (TIDECACHE_ETCD_ENDPOINTS, _CERT, _KEY, _CA, _PREFIX, _USER,
+// _PASSWORD_FILE, _AUTH_DIR), then a
 // config file (TIDECACHE_CONFIG, else DefaultConfigFile). A flag wins over
 // the environment, which wins over the file, setting by setting.
 //
@@ -37,12 +38,20 @@ const ConfigFileEnv = "TIDECACHE_CONFIG"
 //	etcdCert: /etc/tidecache/admin.crt
 //	etcdKey: /etc/tidecache/admin.key
 //	etcdCA: /etc/tidecache/ca.crt
+//
+// or, for an etcd with password authentication,
+//
+//	etcdUser: ops
+//	etcdPasswordFile: /etc/tidecache/ops.password
 type fileConfig struct {
-	EtcdEndpoints []string `json:"etcdEndpoints"`
-	EtcdCert      string   `json:"etcdCert"`
-	EtcdKey       string   `json:"etcdKey"`
-	EtcdCA        string   `json:"etcdCA"`
-	EtcdPrefix    string   `json:"etcdPrefix"`
+	EtcdEndpoints    []string `json:"etcdEndpoints"`
+	EtcdCert         string   `json:"etcdCert"`
+	EtcdKey          string   `json:"etcdKey"`
+	EtcdCA           string   `json:"etcdCA"`
+	EtcdPrefix       string   `json:"etcdPrefix"`
+	EtcdUser         string   `json:"etcdUser"`
+	EtcdPasswordFile string   `json:"etcdPasswordFile"`
+	EtcdAuthDir      string   `json:"etcdAuthDir"`
 }
 
 // resolveCluster fills the cluster settings not given as flags from the
@@ -62,7 +71,7 @@ func (g *Globals) resolveCluster(flags *pflag.FlagSet) error {
 	switch {
 	case err == nil:
 		if err := yaml.UnmarshalStrict(b, &fc); err != nil {
-			return usageErrorf("config file %s: %v (keys: etcdEndpoints, etcdCert, etcdKey, etcdCA, etcdPrefix)", path, err)
+			return usageErrorf("config file %s: %v (keys: etcdEndpoints, etcdCert, etcdKey, etcdCA, etcdPrefix, etcdUser, etcdPasswordFile, etcdAuthDir)", path, err)
 		}
 	case errors.Is(err, fs.ErrNotExist) && !explicit:
 	default:
@@ -79,6 +88,9 @@ func (g *Globals) resolveCluster(flags *pflag.FlagSet) error {
 		{"etcd-key", "TIDECACHE_ETCD_KEY", &g.cl.key, fc.EtcdKey},
 		{"etcd-ca", "TIDECACHE_ETCD_CA", &g.cl.ca, fc.EtcdCA},
 		{"etcd-prefix", "TIDECACHE_ETCD_PREFIX", &g.cl.prefix, fc.EtcdPrefix},
+		{"etcd-user", "TIDECACHE_ETCD_USER", &g.cl.user, fc.EtcdUser},
+		{"etcd-password-file", "TIDECACHE_ETCD_PASSWORD_FILE", &g.cl.passwordFile, fc.EtcdPasswordFile},
+		{"etcd-auth-dir", "TIDECACHE_ETCD_AUTH_DIR", &g.cl.authDir, fc.EtcdAuthDir},
 	} {
 		if flags != nil && flags.Changed(s.flag) {
 			continue

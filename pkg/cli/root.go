@@ -135,10 +135,17 @@ commands that act on one node's devices (flush, check, repair, tune)
 work locally only, and say so when given --etcd-endpoints.
 
 Without --etcd-endpoints, the cluster may also come from the environment
-(TIDECACHE_ETCD_ENDPOINTS, TIDECACHE_ETCD_CERT, _KEY, _CA, _PREFIX) or the
-config file (TIDECACHE_CONFIG, default /etc/tidecache/tidectl.yaml: keys
-etcdEndpoints, etcdCert, etcdKey, etcdCA, etcdPrefix); a flag wins over
-the environment, the environment over the file (docs/cli.md).
+(TIDECACHE_ETCD_ENDPOINTS, TIDECACHE_ETCD_CERT, _KEY, _CA, _PREFIX, _USER,
+_PASSWORD_FILE, _AUTH_DIR) or the config file (TIDECACHE_CONFIG, default
+/etc/tidecache/tidectl.yaml: keys etcdEndpoints, etcdCert, etcdKey,
+etcdCA, etcdPrefix, etcdUser, etcdPasswordFile, etcdAuthDir); a flag wins
+over the environment, the environment over the file (docs/cli.md).
+
+The embedded etcd (tidecached --embedded-etcd) has etcd's authentication
+on: on its node, tidectl run as root uses root's password and may change
+everything; run as another user it uses the read-only viewer's, so
+'volume list' works and 'volume delete' is refused. --etcd-user and
+--etcd-password-file choose another credential (docs/security.md).
 
 Exit status: 0 success, 1 error, 2 usage error (bad flag or argument,
 nothing was touched), 3 'volume check' found drift.

@@ -192,8 +192,8 @@ func deniedHint(err error, user string) string {
 	case errors.Is(etcdErr, rpctypes.ErrPermissionDenied):
 		return fmt.Sprintf("etcd permission denied: user %q may not do this (see its role: etcdctl role get)", user)
 	case errors.Is(etcdErr, rpctypes.ErrUserEmpty):
-		return "etcd requires a user and none was given: run as root or as a user who can read " + etcdauth.DefaultDir +
-			"'s password files on the node of the embedded etcd, or give --etcd-user and --etcd-password-file"
+		return "etcd requires a user and none was given: on the node of the embedded etcd run as root, or as a user who can read its viewer password (" +
+			etcdauth.PasswordFile(etcdauth.DefaultDir, etcdauth.ViewerUser) + " by default); elsewhere give --etcd-user and --etcd-password-file"
 	case errors.Is(etcdErr, rpctypes.ErrAuthFailed):
 		return fmt.Sprintf("etcd refused the password of user %q (a password file that no longer matches: see docs/security.md, \"Rotate\")", user)
 	case errors.Is(etcdErr, rpctypes.ErrUserNotFound):
