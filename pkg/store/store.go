@@ -195,7 +195,7 @@ func deniedHint(err error, user string) string {
 		return "etcd requires a user and none was given: on the node of the embedded etcd run as root, or as a user who can read its viewer password (" +
 			etcdauth.PasswordFile(etcdauth.DefaultDir, etcdauth.ViewerUser) + " by default); elsewhere give --etcd-user and --etcd-password-file"
 	case errors.Is(etcdErr, rpctypes.ErrAuthFailed):
-		return fmt.Sprintf("etcd refused the password of user %q (a password file that no longer matches: see docs/security.md, \"Rotate\")", user)
+		return fmt.Sprintf("etcd refused the password of user %q (a password file that no longer matches etcd: docs/security.md, \"How the passwords are made, kept and changed\")", user)
 	case errors.Is(etcdErr, rpctypes.ErrUserNotFound):
 		return fmt.Sprintf("etcd has no user %q", user)
 	}
