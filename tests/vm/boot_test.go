@@ -164,14 +164,22 @@ func (s *server) checkMariaDB(rows int) {
 }
 
 // checkBoot checks what a boot must give a server with cached volumes in
-// /etc/fstab: tidecache-assemble ran, and before local-fs; each file system
-// is mounted from its cached device; udev publishes each file system's
-// UUID for the cached device only; tidecached reached READY=1.
+// /etc/fstab: tidecache-assemble ran, and before local-fs, and loaded
+// tidecache's targets; each file system is mounted from its cached device;
+// udev publishes each file system's UUID for the cached device only;
+// tidecached reached READY=1.
 func (s *server) checkBoot(mounts ...fstabMount) {
 	s.t.Helper()
 	assemble := "tidecache-assemble.service"
 	if got := s.prop(assemble, "ActiveState") + "/" + s.prop(assemble, "Result"); got != "active/success" {
 		s.t.Fatalf("%s: %s\n%s", assemble, got, s.sh("journalctl -b -u "+assemble+" --no-pager").Stdout)
+	}
+	// errhold is in no volume here: only the unit's modprobe loads it.
+	targets := s.mustSh("dmsetup targets")
+	for _, target := range []string{"fuaflush", "readfirst", "errhold"} {
+		if !strings.Contains(targets, target) {
+			s.t.Fatalf("dmsetup targets lacks %s after boot (%s loads it):\n%s", target, assemble, targets)
+		}
 	}
 	assembled := s.monotonic(assemble, "ActiveEnterTimestampMonotonic")
 	localFS := s.monotonic("local-fs.target", "ActiveEnterTimestampMonotonic")
@@ -317,8 +325,8 @@ func TestSystemdBoot(t *testing.T) {
 	spec := nodeSpec{HDDs: 4, HDDSize: 384 << 20, SSDs: []int64{384 << 20}, Spares: []int64{128 << 20, 128 << 20}}
 	cfg := harness.Config{
 		Name: "server", Dir: dir, Disks: spec.disks(dir), MemoryMiB: 1536, CPUs: vmCPUs(t),
-		// The package's DKMS build provides both modules, not the harness.
-		NoFUAFlushModule: true, NoReadFirstModule: true,
+		// The package's DKMS build provides the modules, not the harness.
+		NoFUAFlushModule: true, NoReadFirstModule: true, NoErrHoldModule: true,
 		Systemd: &harness.SystemdBoot{RootImage: filepath.Join(dir, "root.img"), Mask: bootMask},
 	}
 	s := bootServer(t, cfg)
@@ -328,8 +336,8 @@ func TestSystemdBoot(t *testing.T) {
 	// man-db's index rebuild is not tidecache's: about 7 s under TCG.
 	s.mustSh("echo 'man-db man-db/auto-update boolean false' | debconf-set-selections")
 	out := s.mustSh("DEBIAN_FRONTEND=noninteractive apt-get install -y " + deb + " 2>&1")
-	t.Logf("apt-get install (with the DKMS build of dm-fuaflush and dm-readfirst): %.1f s", time.Since(start).Seconds())
-	for _, m := range []string{"dm-fuaflush", "dm-readfirst"} {
+	t.Logf("apt-get install (with the DKMS build of dm-fuaflush, dm-readfirst and dm-errhold): %.1f s", time.Since(start).Seconds())
+	for _, m := range []string{"dm-fuaflush", "dm-readfirst", "dm-errhold"} {
 		if mod := strings.TrimSpace(s.mustSh("modinfo -n " + m)); !strings.Contains(mod, "/updates/dkms/") {
 			t.Fatalf("%s is %s, want the package's DKMS build under updates/dkms\n%s", m, mod, out)
 		}
