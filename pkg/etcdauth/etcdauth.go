@@ -127,8 +127,8 @@ func LoadOrCreate(dir, user string, mode fs.FileMode, create bool) (password str
 	if !errors.Is(err, fs.ErrNotExist) || !create {
 		return "", false, err
 	}
-	if err := os.MkdirAll(dir, DirMode); err != nil {
-		return "", false, fmt.Errorf("etcd credentials directory: %w", err)
+	if err := MakeDir(dir); err != nil {
+		return "", false, err
 	}
 	if pw, err = NewPassword(); err != nil {
 		return "", false, err
@@ -137,6 +137,23 @@ func LoadOrCreate(dir, user string, mode fs.FileMode, create bool) (password str
 		return "", false, fmt.Errorf("write etcd password of %s: %w", user, err)
 	}
 	return pw, true, nil
+}
+
+// MakeDir creates dir with DirMode if it does not exist. The mode is set
+// explicitly: tidecached's unit runs with UMask=0077, which would make it
+// 0700 and keep every other user from the viewer's file. An existing
+// directory keeps the mode the operator gave it.
+func MakeDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return fmt.Errorf("etcd credentials directory: %w", err)
+	}
+	if err := os.Chmod(dir, DirMode); err != nil {
+		return fmt.Errorf("etcd credentials directory: %w", err)
+	}
+	return nil
 }
 
 // Unreachable returns the first directory on the way to path that users

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -67,6 +68,9 @@ func TestAuthChoose(t *testing.T) {
 // TestAuthLoadOrCreate: a password is made once, with the mode asked, and
 // read back after; without create a missing file is an error.
 func TestAuthLoadOrCreate(t *testing.T) {
+	// tidecached's unit runs with UMask=0077: the modes must not depend
+	// on it.
+	defer syscall.Umask(syscall.Umask(0o077))
 	dir := filepath.Join(t.TempDir(), "etcd-auth")
 	if _, _, err := LoadOrCreate(dir, RootUser, RootMode, false); err == nil {
 		t.Fatal("LoadOrCreate without create made or found a password in an empty directory")

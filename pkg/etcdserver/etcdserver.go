@@ -359,8 +359,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// Before the data directory, whose 0700 would otherwise be
 		// given to a parent they share (/var/lib/tidecache) and lock
 		// other users out of the viewer's password.
-		if err := os.MkdirAll(cfg.AuthDir, etcdauth.DirMode); err != nil {
-			return nil, fmt.Errorf("etcdserver: credentials directory: %w", err)
+		if err := etcdauth.MakeDir(cfg.AuthDir); err != nil {
+			return nil, fmt.Errorf("etcdserver: %w", err)
 		}
 	}
 	// embed creates the directory 0700 itself but only warns about a
