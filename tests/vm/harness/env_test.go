@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -189,6 +190,30 @@ func TestBzImagePayload(t *testing.T) {
 	}
 	if err := decompress(context.Background(), []byte("????"), &out); err == nil {
 		t.Error("unknown compression accepted")
+	}
+}
+
+// TestDecompressSizeTrailer checks the xz and zstd payloads as the kernel's
+// build makes them (Debian's 6.1 and 6.12): the compressed stream, then the
+// uncompressed size in 4 bytes.
+func TestDecompressSizeTrailer(t *testing.T) {
+	const contents = "vmlinux contents"
+	for _, tool := range [][]string{{"xz", "--check=crc32", "-c"}, {"zstd", "-q", "-c"}} {
+		if _, err := exec.LookPath(tool[0]); err != nil {
+			t.Logf("no %s: %v", tool[0], err)
+			continue
+		}
+		cmd := exec.Command(tool[0], tool[1:]...)
+		cmd.Stdin = strings.NewReader(contents)
+		z, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", tool[0], err)
+		}
+		z = binary.LittleEndian.AppendUint32(z, uint32(len(contents)))
+		var out bytes.Buffer
+		if err := decompress(context.Background(), z, &out); err != nil || out.String() != contents {
+			t.Errorf("%s: got %q, %v; want %q", tool[0], out.String(), err, contents)
+		}
 	}
 }
 

@@ -111,7 +111,10 @@ func bzImagePayload(b []byte) ([]byte, error) {
 }
 
 // decompress writes the decompressed payload to w: gzip in Go, xz and zstd
-// with the host's xz and zstd tools.
+// with the host's xz and zstd tools. The kernel's build appends the
+// uncompressed size (4 bytes, little-endian) to the compressed stream: gzip
+// and xz are told to stop after one stream, and zstd, which has no such
+// option and refuses the trailer, is given the stream without it.
 func decompress(ctx context.Context, payload []byte, w io.Writer) error {
 	var tool []string
 	switch {
@@ -127,6 +130,9 @@ func decompress(ctx context.Context, payload []byte, w io.Writer) error {
 		tool = []string{"xz", "-dc", "--single-stream"}
 	case bytes.HasPrefix(payload, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		tool = []string{"zstd", "-dc"}
+		if len(payload) > 4 {
+			payload = payload[:len(payload)-4]
+		}
 	default:
 		return fmt.Errorf("unknown compression (magic % x)", payload[:min(6, len(payload))])
 	}
