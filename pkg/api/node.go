@@ -22,6 +22,15 @@ type Node struct {
 	Instance string `json:"instance,omitempty"`
 	// Address is where peers and tidectl reach the daemon (host:port).
 	Address string `json:"address,omitempty"`
+	// Addresses are the node's network addresses (loopback and link-local
+	// left out): the NVMe/TCP targets of other nodes admit connections
+	// from these only (their source-address allow-list).
+	Addresses []string `json:"addresses,omitempty"`
+	// NVMeUnauthenticated says the node serves NVMe/TCP on a network
+	// address without in-band authentication (tidecached run
+	// --insecure-nvme): only its source-address allow-list keeps others
+	// from connecting as an allowed host.
+	NVMeUnauthenticated bool `json:"nvmeUnauthenticated,omitempty"`
 	// ReplicaAddress is where the node's NVMe/TCP target serves replicas
 	// to peers (IPv4:port); empty when the node keeps none. The leader
 	// places replicas only on nodes that have one.

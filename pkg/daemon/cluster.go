@@ -27,9 +27,11 @@ import (
 func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	n := api.Node{Name: d.cfg.Node, Instance: d.cfg.Instance, Address: d.cfg.Address, ReplicaAddress: d.cfg.ReplicaAddress, FaultDomain: d.cfg.FaultDomain,
 		Version: version.Version, StartedAt: started, UpdatedAt: time.Now()}
+	n.Addresses = localAddresses()
 	if n.ReplicaAddress != "" {
 		host, port, _ := replicaAddress(n.ReplicaAddress)
 		n.ReplicaAddress = net.JoinHostPort(host, strconv.Itoa(port))
+		n.NVMeUnauthenticated = !isLoopback(host)
 	}
 	pools, err := d.eng.Pools(ctx)
 	if err != nil {

@@ -88,6 +88,12 @@ type Config struct {
 	// left out). Empty: the node keeps no replicas, and the leader never
 	// places one on it.
 	ReplicaAddress string
+	// InsecureNVMe accepts serving NVMe/TCP on a network ReplicaAddress
+	// without in-band authentication, protected only by the
+	// source-address allow-list (nvmeallow.go): the kernel's target
+	// admits a host by the host NQN it declares, and host NQNs follow
+	// from node names. Without it such an address is refused.
+	InsecureNVMe bool
 	// Exports are shared devices (an origin several nodes see, such as a
 	// SAN LUN) this node's NVMe/TCP target serves to every other node on
 	// ReplicaAddress, except to fenced nodes (see exports.go).
@@ -179,8 +185,12 @@ func (c Config) Validate() error {
 		return errors.New("config: inventory and placement intervals must be positive")
 	}
 	if c.ReplicaAddress != "" {
-		if _, _, err := replicaAddress(c.ReplicaAddress); err != nil {
+		host, _, err := replicaAddress(c.ReplicaAddress)
+		if err != nil {
 			return fmt.Errorf("config replica-address: %w", err)
+		}
+		if !isLoopback(host) && !c.InsecureNVMe {
+			return fmt.Errorf("config replica-address %s: %w", c.ReplicaAddress, ErrNVMeUnauthenticated)
 		}
 	}
 	if err := validateExports(c.Exports, c.ReplicaAddress); err != nil {
@@ -310,6 +320,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	}
 	d.ctrl = ctrl
 	d.restoreFences()
+	if host, _, err := replicaAddress(cfg.ReplicaAddress); err == nil {
+		dmet.SetNVMeUnauthenticated(!isLoopback(host))
+	}
+	d.restoreNVMeAllowList(ctx)
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -114,6 +115,10 @@ type targetState struct {
 	replicasCut map[string]bool
 	exports     []api.ExportInventory
 	acks        []api.FenceAck
+	// allowed is the NVMe/TCP allow-list in force (nvmeallow.go), once
+	// allowApplied.
+	allowed      []netip.Addr
+	allowApplied bool
 	// checkUnused checks a device before its first export; nil is
 	// blockdev.Checker's CheckUnused (tests replace it: their devices are
 	// files).
@@ -268,6 +273,7 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 	fenced := s.fencedSet()
 	exports, exportsCut := d.serveExports(ctx, ferr == nil && nerr == nil, nodes, fenced)
 	d.replicaKept(ctx)
+	d.keepNVMeAllowList(ctx, items, errors.Join(ferr, nerr))
 
 	s.mu.Lock()
 	var acks []api.FenceAck

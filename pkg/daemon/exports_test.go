@@ -41,7 +41,7 @@ func TestValidateExports(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Default()
 			cfg.Node, cfg.EmbeddedEtcd = "n1", true
-			cfg.Exports, cfg.ReplicaAddress = tc.exports, tc.replica
+			cfg.Exports, cfg.ReplicaAddress, cfg.InsecureNVMe = tc.exports, tc.replica, true
 			err := cfg.Validate()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "config export")) {
 				t.Errorf("Validate = %v, want %q", err, tc.want)

@@ -188,6 +188,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
 	f.DurationVar(&cfg.LegRetry, "leg-retry", cfg.LegRetry, "how long after a write mirror leg failed it is first given back to dm-raid (then twice as long after each failed try, up to 10m)")
 	f.StringVar(&cfg.ReplicaAddress, "replica-address", "", "IPv4[:port] where this node's NVMe/TCP target serves replicas of peers' write caches (--protect peer; port 4420 by default); without it the node keeps none")
+	f.BoolVar(&cfg.InsecureNVMe, "insecure-nvme", false, "serve NVMe/TCP on a non-loopback --replica-address without in-band authentication (refused otherwise): the daemon then keeps a source-address allow-list (nftables) of the nodes each subsystem allows, and anyone who can use one of those addresses can connect as an allowed node")
 	f.StringArrayVar(&exports, "export", nil, "NAME=DEVICE: export a shared device (a SAN LUN, an md RAID10) over NVMe/TCP on --replica-address to every other registered node but fenced ones, one subsystem per node, namespace UUID derived from NAME (wwid uuid.<UUID> on every node); repeatable")
 	f.StringVar(&cfg.FaultDomain, "fault-domain", "", "fault domain of this node (a rack, a power feed): a volume's replica goes to another domain when one has room")
 	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")

@@ -146,7 +146,8 @@ func TestRunExportFlag(t *testing.T) {
 		{[]string{"--export", "San=/dev/md/san"}, "invalid export name"},
 		{[]string{"--export", "san=md/san"}, "absolute path"},
 		{[]string{"--export", "san=/dev/md/san"}, "needs --replica-address"},
-		{[]string{"--export", "san=/dev/md/san", "--export", "san=/dev/sdb", "--replica-address", "10.0.0.3"}, "san given twice"},
+		{[]string{"--export", "san=/dev/md/san", "--export", "san=/dev/sdb", "--replica-address", "10.0.0.3", "--insecure-nvme"}, "san given twice"},
+		{[]string{"--replica-address", "10.0.0.3"}, "give --insecure-nvme"},
 	} {
 		_, err := run(t, append([]string{"run", "--node", "n1", "--embedded-etcd"}, tt.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

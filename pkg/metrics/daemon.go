@@ -20,6 +20,8 @@ type DaemonMetrics struct {
 	// exportHosts has a series per shared device the node exports.
 	exportHosts   *prometheus.GaugeVec
 	fencesApplied prometheus.Gauge
+	nvmeNoAuth    prometheus.Gauge
+	nvmeAllowed   prometheus.Gauge
 }
 
 // Replica is one replica the node keeps, for SetReplicas.
@@ -52,6 +54,14 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 			Namespace: namespace, Name: "fences_applied",
 			Help: "Fenced nodes this node has cut off from everything it serves (exports and replicas) and acknowledged.",
 		}),
+		nvmeNoAuth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "nvme_unauthenticated",
+			Help: "1 when this node serves NVMe/TCP on a network address without in-band authentication (--insecure-nvme): only its source-address allow-list keeps other machines from connecting as an allowed host.",
+		}),
+		nvmeAllowed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "nvme_allowed_addresses",
+			Help: "Source addresses the allow-list of this node's NVMe/TCP port admits (the nodes its subsystems allow, fenced ones left out); 0 while none is applied: the node serves no NVMe/TCP, or etcd has not answered since a first start.",
+		}),
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -59,7 +69,7 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	build.Set(1)
-	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, d.replicaExported, d.exportHosts, d.fencesApplied, build} {
+	for _, c := range []prometheus.Collector{d.etcdUp, d.leader, d.replicaExported, d.exportHosts, d.fencesApplied, d.nvmeNoAuth, d.nvmeAllowed, build} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register daemon metrics: %w", err)
 		}
@@ -102,6 +112,22 @@ func (d *DaemonMetrics) SetExports(hosts map[string]int) {
 func (d *DaemonMetrics) SetFencesApplied(n int) {
 	if d != nil {
 		d.fencesApplied.Set(float64(n))
+	}
+}
+
+// SetNVMeUnauthenticated records whether this node serves NVMe/TCP on a
+// network address without in-band authentication.
+func (d *DaemonMetrics) SetNVMeUnauthenticated(on bool) {
+	if d != nil {
+		d.nvmeNoAuth.Set(map[bool]float64{true: 1}[on])
+	}
+}
+
+// SetNVMeAllowed records how many addresses the NVMe/TCP allow-list
+// admits.
+func (d *DaemonMetrics) SetNVMeAllowed(n int) {
+	if d != nil {
+		d.nvmeAllowed.Set(float64(n))
 	}
 }
 

@@ -558,6 +558,8 @@ func TestRegister(t *testing.T) {
 	d.SetExports(map[string]int{"gone": 1})
 	d.SetExports(map[string]int{"lun0": 2, "lun1": 0})
 	d.SetFencesApplied(1)
+	d.SetNVMeUnauthenticated(true)
+	d.SetNVMeAllowed(2)
 	var nilDaemon *DaemonMetrics
 	nilDaemon.SetEtcdUp(true) // a nil *DaemonMetrics records nothing
 	want := `
@@ -568,6 +570,12 @@ tidecache_export_hosts{export="lun1"} 0
 # HELP tidecache_fences_applied Fenced nodes this node has cut off from everything it serves (exports and replicas) and acknowledged.
 # TYPE tidecache_fences_applied gauge
 tidecache_fences_applied 1
+# HELP tidecache_nvme_unauthenticated 1 when this node serves NVMe/TCP on a network address without in-band authentication (--insecure-nvme): only its source-address allow-list keeps other machines from connecting as an allowed host.
+# TYPE tidecache_nvme_unauthenticated gauge
+tidecache_nvme_unauthenticated 1
+# HELP tidecache_nvme_allowed_addresses Source addresses the allow-list of this node's NVMe/TCP port admits (the nodes its subsystems allow, fenced ones left out); 0 while none is applied: the node serves no NVMe/TCP, or etcd has not answered since a first start.
+# TYPE tidecache_nvme_allowed_addresses gauge
+tidecache_nvme_allowed_addresses 2
 # HELP tidecache_build_info Always 1; the version label is the version tidecached was built from.
 # TYPE tidecache_build_info gauge
 tidecache_build_info{version="v0.3.0-12-gabcdef"} 1
@@ -583,7 +591,7 @@ tidecache_replica_exported{owner="n2",volume="ledger"} 0
 tidecache_replica_exported{owner="n2",volume="orders"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tidecache_build_info", "tidecache_etcd_up", "tidecache_leader", "tidecache_replica_exported",
-		"tidecache_export_hosts", "tidecache_fences_applied"); err != nil {
+		"tidecache_export_hosts", "tidecache_fences_applied", "tidecache_nvme_unauthenticated", "tidecache_nvme_allowed_addresses"); err != nil {
 		t.Error(err)
 	}
 	// The pedantic registry checks every metric against its Describe.

@@ -159,7 +159,7 @@ func startCluster(ctx context.Context, bed *testbed.Bed, peer *peerVM) error {
 	if _, err := bed.Run(ctx, "sh", "-c", daemon+" --node bench >/run/daemon.log 2>&1 &"); err != nil {
 		return fmt.Errorf("start the bench VM's daemon: %w", err)
 	}
-	if _, err := peer.run(ctx, daemon+" --node peer --replica-address "+peerAddr+" >/run/daemon.log 2>&1 &"); err != nil {
+	if _, err := peer.run(ctx, daemon+" --node peer --replica-address "+peerAddr+" --insecure-nvme >/run/daemon.log 2>&1 &"); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -423,7 +423,7 @@ func (r *report) writeReplica(b *strings.Builder) error {
 	pf("- **bench VM** (%d MiB): the emulated HDD RAID10 (%s), its SSD, the SSD-alone reference, etcd and\n"+
 		"  `tidecached run --node bench`.\n", r.cfg.MemoryMiB, r.cfg.HDD)
 	pf("- **peer VM** (1 CPU, 768 MiB): one SSD image of the same kind (%s, write-through), a pool on it,\n"+
-		"  `tidecached run --node peer --replica-address %s`; it exports tc-wbp's replica over NVMe/TCP.\n",
+		"  `tidecached run --node peer --replica-address %s --insecure-nvme`; it exports tc-wbp's replica over NVMe/TCP.\n",
 		testbed.FormatBytes(peerSSDBytes), peerAddr)
 	pf("- Kernel %s, %s, %s; host %s.\n\n", r.kernel, r.fio, r.qemu, r.host)
 	t := testbed.Table{Header: []string{"system", "what", "set-up"}}

@@ -51,7 +51,7 @@ func TestFencingExportCutsHost(t *testing.T) {
 	san, b := c.a, c.b
 	san.mustSh("mkdir -p /run/etcd && tidecached etcd --insecure-etcd --client-url " + c.etcd + " --data-dir /run/etcd/data >>/run/etcd.log 2>&1 &")
 	san.eventually(60*time.Second, "tidectl --etcd-endpoints "+c.etcd+" node list", "NODE")
-	c.startDaemon(san, "--replica-address "+sanAddr+" --export san="+san.hdds()[0])
+	c.startDaemon(san, "--replica-address "+sanAddr+" --insecure-nvme --export san="+san.hdds()[0])
 	c.startDaemon(b, "")
 
 	nqn, host := nvmeof.ExportNQN("san", "b"), nvmeof.HostNQN("b")

@@ -187,7 +187,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 	c.b.mustTidectl("pool create spare --origin /dev/vda --ssd /dev/vdb")
 	c.startEtcd(true)
 	c.startDaemon(c.a, "")
-	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
+	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr+" --insecure-nvme")
 
 	// Placement: the leader puts the replica on b; a attaches it.
 	c.a.mustTidectl("volume create db --size 200M --write-cache 64M --protect peer --node a --wait --timeout 2m --etcd-endpoints " + c.etcd)
@@ -254,7 +254,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 		t.Fatalf("b's assembly did not rebuild the replica device:\n%s", out)
 	}
 	back := time.Now()
-	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr)
+	c.startDaemon(c.b, "--replica-address "+peerReplicaAddr+" --insecure-nvme")
 	c.waitMirror("db", "AA", 3*time.Minute)
 	t.Logf("peer back: leg attached, given back and resynced %.1fs after b's daemon started", time.Since(back).Seconds())
 	c.waitVolume("db", "back in sync, recorded", 30*time.Second, func(v peerVolume) bool {

@@ -122,7 +122,7 @@ func (c *etcdCluster) startDaemon(name string) {
 		members = append(members, n+"=http://"+c.addr(n)+":2390")
 	}
 	c.nodes[name].mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl 4s --resync-interval 3s --leg-retry 1s"+
-		" --replica-address %s --embedded-etcd --insecure-etcd --etcd-data-dir /run/etcd/data --etcd-client-url %s"+
+		" --replica-address %s --insecure-nvme --embedded-etcd --insecure-etcd --etcd-data-dir /run/etcd/data --etcd-client-url %s"+
 		" --embedded-etcd-initial-cluster %s --embedded-etcd-heartbeat-interval 300ms --embedded-etcd-election-timeout 3s"+
 		" %s >>/run/daemon.log 2>&1 & echo $! > /run/daemon.pid", name, c.addr(name), c.client(name), strings.Join(members, ","), c.extra[name]))
 }
