@@ -116,9 +116,11 @@ type targetState struct {
 	exports     []api.ExportInventory
 	acks        []api.FenceAck
 	// allowed is the NVMe/TCP allow-list in force (nvmeallow.go), once
-	// allowApplied.
+	// allowApplied; nodes are the node records last read (nil before
+	// the first read), whose addresses it admits.
 	allowed      []netip.Addr
 	allowApplied bool
+	nodes        []store.Item[api.Node]
 	// checkUnused checks a device before its first export; nil is
 	// blockdev.Checker's CheckUnused (tests replace it: their devices are
 	// files).
@@ -273,7 +275,12 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 	fenced := s.fencedSet()
 	exports, exportsCut := d.serveExports(ctx, ferr == nil && nerr == nil, nodes, fenced)
 	d.replicaKept(ctx)
-	d.keepNVMeAllowList(ctx, items, errors.Join(ferr, nerr))
+	if ferr == nil && nerr == nil {
+		s.mu.Lock()
+		s.nodes = items
+		s.mu.Unlock()
+	}
+	d.keepNVMeAllowList(ctx)
 
 	s.mu.Lock()
 	var acks []api.FenceAck

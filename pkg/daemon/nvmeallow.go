@@ -127,10 +127,15 @@ func localAddresses() []string {
 }
 
 // keepNVMeAllowList applies the allow-list for the subsystems this node's
-// target serves now, when the node records could be read (nodes, nil
-// err); otherwise the list in force stays.
-func (d *daemon) keepNVMeAllowList(ctx context.Context, nodes []store.Item[api.Node], nerr error) {
-	if d.cfg.ReplicaAddress == "" || nerr != nil {
+// target serves now and the node records last read; before any was read
+// the list in force stays. It runs after each target round and each time
+// the controller keeps a new replica, so its owner is admitted at once.
+func (d *daemon) keepNVMeAllowList(ctx context.Context) {
+	s := &d.tgt
+	s.mu.Lock()
+	nodes := s.nodes
+	s.mu.Unlock()
+	if d.cfg.ReplicaAddress == "" || nodes == nil {
 		return
 	}
 	subs, err := d.tgt.nvmet().Subsystems("")

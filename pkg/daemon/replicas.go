@@ -105,6 +105,7 @@ func (d *daemon) replicaKept(ctx context.Context) {
 	d.replicas = inv
 	d.mu.Unlock()
 	if changed {
+		d.keepNVMeAllowList(ctx) // the owner of a new replica is admitted now
 		d.publishNow()
 	}
 }
