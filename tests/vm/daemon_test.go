@@ -136,6 +136,10 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustSh("tidecached etcd --data-dir /run/etcd >/run/etcd.log 2>&1 & echo $! > /run/etcd.pid")
+	// The daemon picks its credential when it starts: it starts once the
+	// member answers, its passwords made (etcd's authentication is on for
+	// a single loopback member), as a unit ordered after it would.
+	n.eventually(60*time.Second, "tidectl --etcd-endpoints "+etcdURL+" node list", "NODE")
 	n.startDaemon("--etcd-endpoints " + etcdURL)
 	n.cl("volume create db --size 256M --write-cache 64M --wait --timeout 2m")
 
