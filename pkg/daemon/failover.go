@@ -435,13 +435,16 @@ func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState,
 			}
 			d.clearOutdated(ctx, l.Volume, gs.marked)
 			continue
-		case gs.goneOn[l.Volume]:
+		case gs.goneOn[l.Volume] && l.Held == 0:
 			continue // failed after the mark
-		case l.Failed:
+		case l.Failed && l.Held == 0:
 			// Out of the mirror without this loop (a stack whose peer
 			// slices pass errors, built before errhold, or a leg
 			// recorded out of sync): the writes go on, so the mark is
 			// written at once; it stays until the leg is back in sync.
+			// A leg that holds I/O (one recorded out of sync, attached
+			// again, whose peer fails its resync writes) goes below:
+			// its writes wait until it is failed after the mark.
 			if err := d.markOutdated(ctx, l, now); err != nil {
 				if gs.warn(l.Volume, err) {
 					d.log.Error("peer leg failed, and its replica cannot be recorded outdated", "volume", l.Volume, "peer", l.Node, "err", err)

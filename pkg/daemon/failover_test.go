@@ -503,6 +503,20 @@ func TestGuardHeldIO(t *testing.T) {
 	if len(g.retried) != 2 {
 		t.Fatalf("held I/O resubmitted %d times in %s, want 2 (every %s)", len(g.retried), 2*heldRetryEvery+legDownGrace, heldRetryEvery)
 	}
+	// A leg recorded out of sync (the mark made earlier), attached again
+	// and resyncing, whose peer fails the resync writes: what it holds
+	// is failed after the grace (the mark made again, idempotent), not
+	// left waiting because the leg counts as failed already.
+	resync := engine.PeerLeg{Volume: "db", Node: "b", Attached: true, Failed: true, Held: 1}
+	failedBefore := len(g.failed)
+	for at := time.Duration(0); at <= legDownGrace+time.Second; at += 250 * time.Millisecond {
+		d.guardRound(ctx, g, gs, []engine.PeerLeg{resync}, t0.Add(10*time.Minute+at))
+	}
+	if len(g.failed) != failedBefore+1 || !marked("db") {
+		t.Fatalf("held I/O on a leg recorded out of sync: failed %v (before %d), marked %v; want it failed once, marked", g.failed, failedBefore, marked("db"))
+	}
+	g.failed = g.failed[:failedBefore]
+
 	// The peer took them: nothing held, the leg attached and in sync.
 	d.guardRound(ctx, g, gs, []engine.PeerLeg{{Volume: "moved", Node: "b", Attached: true, InSync: true}}, t0.Add(time.Minute))
 	if len(g.failed) != 1 || len(g.rearmed) != 1 {
