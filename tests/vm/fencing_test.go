@@ -114,9 +114,11 @@ func TestFencingExportCutsHost(t *testing.T) {
 	if res := b.sh(write); res.ExitCode == 0 {
 		t.Fatal("b wrote to the export after its fence was acknowledged")
 	}
-	// The controller gives up (ctrl_loss_tmo 10 s); a new connection is
-	// refused by san's target.
-	b.eventually(30*time.Second, "grep -l "+nqn+" /sys/class/nvme/*/subsysnqn 2>/dev/null | wc -l", "0")
+	// The controller gives up (ctrl_loss_tmo 10 s: ten reconnects, each
+	// of which now waits for a SYN that san's allow-list drops, b's
+	// address having left it with the fence); a new connection is
+	// refused.
+	b.eventually(90*time.Second, "grep -l "+nqn+" /sys/class/nvme/*/subsysnqn 2>/dev/null | wc -l", "0")
 	if res := b.sh("nvme connect -t tcp -a " + sanAddr + " -s 4420 -n " + nqn + " --hostnqn " + host); res.ExitCode == 0 {
 		t.Fatalf("b connected again while fenced:\n%s", res.Stdout)
 	}
