@@ -121,6 +121,9 @@ type targetState struct {
 	allowed      []netip.Addr
 	allowApplied bool
 	nodes        []store.Item[api.Node]
+	// known are the addresses of each node the list admits, kept for
+	// a node whose record is missing for a moment.
+	known map[string][]netip.Addr
 	// checkUnused checks a device before its first export; nil is
 	// blockdev.Checker's CheckUnused (tests replace it: their devices are
 	// files).

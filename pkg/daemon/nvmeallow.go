@@ -50,39 +50,55 @@ func isLoopback(host string) bool {
 // nvmeAllowFile is the file, in Config.StateDir, that holds the list.
 const nvmeAllowFile = "nvme-allow.json"
 
-// nvmeAllowState is the content of nvmeAllowFile.
+// nvmeAllowState is the content of nvmeAllowFile: the addresses of each
+// node the target admits.
 type nvmeAllowState struct {
-	Allowed []netip.Addr `json:"allowed"`
+	Nodes map[string][]netip.Addr `json:"nodes"`
 }
 
-// allowedAddresses returns the source addresses the target admits: those
-// of every node a subsystem allows, but fenced ones. A node is known by
-// the addresses its record publishes (api.Node.Addresses), or, for a
-// record from a version that published none, by the host of its
-// --replica-address. Nodes without a record or an address are returned
-// apart, to be logged: their connections are dropped.
-func allowedAddresses(subs []nvmeof.Subsystem, nodes []store.Item[api.Node], fenced map[string]bool) (allowed []netip.Addr, unknown []string) {
+// allowedAddresses returns the addresses of every node a subsystem
+// allows, fenced ones left out, by node. A node is known by the addresses
+// its record publishes (api.Node.Addresses), or, for a record from a
+// version that published none, by the host of its --replica-address. A
+// node whose record is missing right now (its daemon restarting, its
+// lease expired in an etcd hiccup) keeps the addresses it had in known:
+// dropping them would cut its live connections, and an owner would then
+// fail its peer leg for a replica that never stopped answering. Nodes
+// with no address at all are returned apart, to be logged: their
+// connections are dropped.
+func allowedAddresses(subs []nvmeof.Subsystem, nodes []store.Item[api.Node], fenced map[string]bool, known map[string][]netip.Addr) (allowed map[string][]netip.Addr, unknown []string) {
 	byName := map[string]api.Node{}
 	for _, n := range nodes {
 		byName[n.Value.Name] = n.Value
 	}
-	seen := map[string]bool{}
+	allowed = map[string][]netip.Addr{}
 	for _, sub := range subs {
 		for _, name := range nodesOf(sub) {
-			if fenced[name] || seen[name] {
+			if _, ok := allowed[name]; ok || fenced[name] {
 				continue
 			}
-			seen[name] = true
-			addrs := nodeAddresses(byName[name])
+			addrs := known[name]
+			if rec, ok := byName[name]; ok {
+				addrs = nodeAddresses(rec)
+			}
 			if len(addrs) == 0 {
 				unknown = append(unknown, name)
 			}
-			allowed = append(allowed, addrs...)
+			allowed[name] = addrs
 		}
 	}
-	slices.SortFunc(allowed, netip.Addr.Compare)
 	slices.Sort(unknown)
-	return slices.Compact(allowed), unknown
+	return allowed, unknown
+}
+
+// flatten returns every address of byNode, sorted, once.
+func flatten(byNode map[string][]netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, addrs := range byNode {
+		out = append(out, addrs...)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
 }
 
 // nodeAddresses returns the addresses a node connects from.
@@ -143,19 +159,24 @@ func (d *daemon) keepNVMeAllowList(ctx context.Context) {
 		d.log.Warn("nvme allow-list: cannot list the target's subsystems; the list in force stays", "err", err)
 		return
 	}
-	allowed, unknown := allowedAddresses(subs, nodes, d.tgt.fencedSet())
+	s.mu.Lock()
+	known := s.known
+	s.mu.Unlock()
+	allowed, unknown := allowedAddresses(subs, nodes, d.tgt.fencedSet(), known)
 	if len(unknown) > 0 {
 		d.warnExport("nvme-allow", fmt.Sprintf("nodes %v are allowed on this node's NVMe/TCP target but publish no address: their connections are dropped until they do", unknown))
 	}
 	d.applyNVMeAllowList(ctx, allowed)
 }
 
-// applyNVMeAllowList puts allowed in force if it is not already, and
-// saves it.
-func (d *daemon) applyNVMeAllowList(ctx context.Context, allowed []netip.Addr) {
+// applyNVMeAllowList puts the addresses of allowed in force if they are
+// not already, and saves them.
+func (d *daemon) applyNVMeAllowList(ctx context.Context, allowed map[string][]netip.Addr) {
 	s := &d.tgt
+	flat := flatten(allowed)
 	s.mu.Lock()
-	same := s.allowApplied && slices.Equal(s.allowed, allowed)
+	same := s.allowApplied && slices.Equal(s.allowed, flat)
+	s.known = allowed
 	s.mu.Unlock()
 	if same {
 		return
@@ -168,15 +189,15 @@ func (d *daemon) applyNVMeAllowList(ctx context.Context, allowed []netip.Addr) {
 	if err != nil {
 		return
 	}
-	if err := nvmefw.Apply(ctx, command.Runner{Logger: d.log}, nvmefw.Rules{Listen: listen, Port: port, Allowed: allowed}); err != nil {
+	if err := nvmefw.Apply(ctx, command.Runner{Logger: d.log}, nvmefw.Rules{Listen: listen, Port: port, Allowed: flat}); err != nil {
 		d.log.Error("nvme allow-list not applied: the NVMe/TCP port admits the addresses of the last list applied, or everyone if none was", "err", err)
 		return
 	}
-	d.log.Info("nvme allow-list applied: only these addresses reach this node's NVMe/TCP target", "port", port, "allowed", allowed)
+	d.log.Info("nvme allow-list applied: only these addresses reach this node's NVMe/TCP target", "port", port, "allowed", flat)
 	s.mu.Lock()
-	s.allowed, s.allowApplied = allowed, true
+	s.allowed, s.allowApplied = flat, true
 	s.mu.Unlock()
-	d.dmet.SetNVMeAllowed(len(allowed))
+	d.dmet.SetNVMeAllowed(len(flat))
 	if err := saveNVMeAllowList(d.cfg.StateDir, allowed); err != nil {
 		d.log.Error("nvme allow-list not saved: a restart without etcd would leave the port open", "err", err)
 	}
@@ -199,7 +220,7 @@ func (d *daemon) restoreNVMeAllowList(ctx context.Context) {
 	}
 }
 
-func loadNVMeAllowList(dir string) ([]netip.Addr, bool, error) {
+func loadNVMeAllowList(dir string) (map[string][]netip.Addr, bool, error) {
 	b, err := os.ReadFile(filepath.Join(dir, nvmeAllowFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -211,14 +232,17 @@ func loadNVMeAllowList(dir string) ([]netip.Addr, bool, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, false, fmt.Errorf("read saved nvme allow-list %s: %w", filepath.Join(dir, nvmeAllowFile), err)
 	}
-	return st.Allowed, true, nil
+	if st.Nodes == nil {
+		st.Nodes = map[string][]netip.Addr{}
+	}
+	return st.Nodes, true, nil
 }
 
-func saveNVMeAllowList(dir string, allowed []netip.Addr) error {
+func saveNVMeAllowList(dir string, allowed map[string][]netip.Addr) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save nvme allow-list: %w", err)
 	}
-	b, err := json.Marshal(nvmeAllowState{Allowed: allowed})
+	b, err := json.Marshal(nvmeAllowState{Nodes: allowed})
 	if err != nil {
 		return fmt.Errorf("save nvme allow-list: %w", err)
 	}

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -34,13 +35,23 @@ func TestAllowedAddresses(t *testing.T) {
 		{Value: api.Node{Name: "old", ReplicaAddress: "10.0.0.5:4420"}},
 		{Value: api.Node{Name: "x", Addresses: []string{"10.0.0.9"}}}, // allowed nowhere
 	}
-	allowed, unknown := allowedAddresses(subs, nodes, map[string]bool{"c": true})
+	allowed, unknown := allowedAddresses(subs, nodes, map[string]bool{"c": true}, nil)
 	want := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3"), netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("fd00::2")}
-	if !slices.Equal(allowed, want) {
-		t.Errorf("allowed %v, want %v (c fenced, x allowed nowhere)", allowed, want)
+	if got := flatten(allowed); !slices.Equal(got, want) {
+		t.Errorf("allowed %v, want %v (c fenced, x allowed nowhere)", got, want)
 	}
 	if !slices.Equal(unknown, []string{"gone"}) {
 		t.Errorf("nodes without an address %v, want [gone]", unknown)
+	}
+
+	// a's record missing for a moment (its daemon restarting): a keeps
+	// the addresses it had, or its live connections would be cut; c,
+	// fenced, stays out whatever was known of it.
+	known := allowed
+	known["c"] = []netip.Addr{netip.MustParseAddr("10.0.0.4")}
+	allowed, _ = allowedAddresses(subs, nodes[1:], map[string]bool{"c": true}, known)
+	if got := flatten(allowed); !slices.Equal(got, want) {
+		t.Errorf("with a's record missing: allowed %v, want %v", got, want)
 	}
 }
 
@@ -74,12 +85,12 @@ func TestNVMeAllowListSaved(t *testing.T) {
 	if _, ok, err := loadNVMeAllowList(dir); ok || err != nil {
 		t.Fatalf("empty state dir: ok %v, %v", ok, err)
 	}
-	want := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")}
+	want := map[string][]netip.Addr{"a": {netip.MustParseAddr("10.0.0.2")}, "b": {netip.MustParseAddr("10.0.0.3")}}
 	if err := saveNVMeAllowList(dir, want); err != nil {
 		t.Fatal(err)
 	}
 	got, ok, err := loadNVMeAllowList(dir)
-	if err != nil || !ok || !slices.Equal(got, want) {
+	if err != nil || !ok || !maps.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("read back %v, %v, %v; want %v", got, ok, err, want)
 	}
 	// An empty list is a list (no node allowed), not "none saved".
