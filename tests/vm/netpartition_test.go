@@ -272,8 +272,8 @@ func TestNetworkPartition(t *testing.T) {
 	goesOnAlone := func(t *testing.T, cut func(), healed func()) {
 		cycle := s.startWriter(t)
 		stop := s.oneWriter(t, cycle)
-		const alone = "volume goes on without its peer leg"
-		before := s.count(s.owner, alone)
+		const alone, cleared = "volume goes on without its peer leg", "replica back in sync: its outdated mark is cleared"
+		before, clearedBefore := s.count(s.owner, alone), s.count(s.owner, cleared)
 		start := time.Now()
 		cut()
 		for deadline := time.Now().Add(2 * time.Minute); s.count(s.owner, alone) == before; time.Sleep(time.Second) {
@@ -283,7 +283,16 @@ func TestNetworkPartition(t *testing.T) {
 		}
 		t.Logf("%s went on without its peer leg %.1fs after the cut", s.owner, time.Since(start).Seconds())
 		healed()
-		t.Logf("healed %.1fs after the cut: db mirrored AA again %.1fs later", time.Since(start).Seconds(), s.waitServed(t, 3*time.Minute).Seconds())
+		healedAt := time.Since(start)
+		// Back in sync is the owner's own word (its mark cleared), not
+		// a status in etcd that may predate the cut.
+		for deadline := time.Now().Add(3 * time.Minute); s.count(s.owner, cleared) == clearedBefore; time.Sleep(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's replica never back in sync after the heal:\n%s", s.owner, s.node(s.owner).sh("tail -30 /run/daemon.log").Stdout)
+			}
+		}
+		t.Logf("healed %.1fs after the cut: the leg back in sync and the mark cleared %.1fs later, db mirrored AA after %.1fs more",
+			healedAt.Seconds(), (time.Since(start) - healedAt).Seconds(), s.waitServed(t, 3*time.Minute).Seconds())
 		stop(false)
 		s.verify(t, s.owner, s.owner, cycle)
 	}
