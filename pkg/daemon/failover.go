@@ -418,6 +418,13 @@ func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState,
 	for _, l := range legs {
 		switch {
 		case l.Attached && l.Held == 0:
+			if since, was := gs.down[l.Volume]; was && !gs.goneOn[l.Volume] {
+				// Back before the mark was made (a short cut, or etcd
+				// without a leader meanwhile): the held writes were
+				// resubmitted and reached both legs; nothing to resync.
+				d.log.Info("peer leg answers again: the writes that waited reached both legs", "volume", l.Volume, "peer", l.Node,
+					"writes_waited", now.Sub(since).Round(100*time.Millisecond))
+			}
 			delete(gs.down, l.Volume)
 			delete(gs.warned, l.Volume)
 			delete(gs.goneOn, l.Volume)
