@@ -31,6 +31,13 @@ type Node struct {
 	// --insecure-nvme): only its source-address allow-list keeps others
 	// from connecting as an allowed host.
 	NVMeUnauthenticated bool `json:"nvmeUnauthenticated,omitempty"`
+	// NVMeAuthKey is the node's public sealing key (base64), published
+	// when its kernel has NVMe in-band authentication (host and target):
+	// exporters seal the DH-HMAC-CHAP secret they make for this node to
+	// it (api.NVMeSecret) and require the secret of its connections.
+	// Empty: the node cannot authenticate, and an exporter serves it only
+	// if that exporter was started with --insecure-nvme.
+	NVMeAuthKey string `json:"nvmeAuthKey,omitempty"`
 	// ReplicaAddress is where the node's NVMe/TCP target serves replicas
 	// to peers (IPv4:port); empty when the node keeps none. The leader
 	// places replicas only on nodes that have one.
@@ -141,6 +148,11 @@ type NodeSpec struct {
 	// with clean caches, for maintenance. Clearing it restores the modes
 	// the specs and policies ask for.
 	Drain bool `json:"drain,omitempty"`
+	// RotateNVMeSecrets asks the node to replace the NVMe authentication
+	// secrets it makes for the hosts it exports to (tidectl node
+	// rotate-nvme-secrets): a request serial, the time it was made in
+	// Unix nanoseconds; the node rotates once per new value.
+	RotateNVMeSecrets int64 `json:"rotateNVMeSecrets,omitempty"`
 }
 
 // Validate checks the node spec on its own.

@@ -447,6 +447,12 @@ func newNodeCmd(g *Globals) *cobra.Command {
 				fmt.Fprintf(g.Stdout, "fenced: %s since %s (%s); lifted once it is back and has released %s\n",
 					f.Node, f.CreatedAt.Format(time.RFC3339), f.Reason, strings.Join(f.Volumes, ", "))
 			}
+			for _, it := range nodes {
+				if it.Value.NVMeUnauthenticated {
+					fmt.Fprintf(g.Stdout, "nvme: %s serves NVMe/TCP on %s admitting hosts by their declared NQN and source address alone (--insecure-nvme, or a kernel without in-band authentication; docs/security.md)\n",
+						it.Value.Name, it.Value.ReplicaAddress)
+				}
+			}
 			return nil
 		},
 	}
@@ -469,7 +475,7 @@ func newNodeCmd(g *Globals) *cobra.Command {
 					return err
 				}
 				defer st.Close()
-				_, meta, err := st.GetNodeSpec(ctx, args[0])
+				spec, meta, err := st.GetNodeSpec(ctx, args[0])
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return err
 				}
@@ -482,7 +488,8 @@ func newNodeCmd(g *Globals) *cobra.Command {
 						return err
 					}
 				}
-				if _, err := st.PutNodeSpec(ctx, api.NodeSpec{Name: args[0], Drain: on}, meta.ModRevision); err != nil {
+				spec.Name, spec.Drain = args[0], on
+				if _, err := st.PutNodeSpec(ctx, spec, meta.ModRevision); err != nil {
 					return err
 				}
 				if g.JSON() {
@@ -497,7 +504,7 @@ func newNodeCmd(g *Globals) *cobra.Command {
 			},
 		}
 	}
-	cmd.AddCommand(list,
+	cmd.AddCommand(list, newRotateNVMeSecretsCmd(g),
 		drain("drain", "Put every volume of a node in passthrough with clean caches, and move the replicas it keeps for other nodes elsewhere (maintenance)", true),
 		drain("undrain", "Return a drained node's volumes to their spec modes (moved replicas stay where they went)", false))
 	return cmd

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/nvmeauth"
 	"github.com/tidecache/tidecache/pkg/version"
 )
 
@@ -52,6 +53,13 @@ func (g *Globals) Engine() (*engine.Engine, error) {
 	cfg.Logger = g.Logger(slog.LevelWarn)
 	if g.Lock != "" {
 		cfg.LockPath = g.Lock
+	}
+	// The secrets the daemon keeps, for a peer leg attached or a replica
+	// exported from here (NVMe in-band authentication).
+	if local, ok, err := nvmeauth.OpenLocal(nvmeauth.DefaultDir); err != nil {
+		return nil, fmt.Errorf("NVMe keyring: %w", err)
+	} else if ok {
+		cfg.NVMeAuth = local
 	}
 	return engine.New(cfg)
 }

@@ -31,7 +31,10 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	if n.ReplicaAddress != "" {
 		host, port, _ := replicaAddress(n.ReplicaAddress)
 		n.ReplicaAddress = net.JoinHostPort(host, strconv.Itoa(port))
-		n.NVMeUnauthenticated = !isLoopback(host)
+		n.NVMeUnauthenticated = d.nvmeUnauthenticated()
+	}
+	if d.keys != nil {
+		n.NVMeAuthKey = d.keys.publicKey()
 	}
 	pools, err := d.eng.Pools(ctx)
 	if err != nil {

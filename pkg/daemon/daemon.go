@@ -88,11 +88,11 @@ type Config struct {
 	// left out). Empty: the node keeps no replicas, and the leader never
 	// places one on it.
 	ReplicaAddress string
-	// InsecureNVMe accepts serving NVMe/TCP on a network ReplicaAddress
-	// without in-band authentication, protected only by the
-	// source-address allow-list (nvmeallow.go): the kernel's target
-	// admits a host by the host NQN it declares, and host NQNs follow
-	// from node names. Without it such an address is refused.
+	// InsecureNVMe accepts admitting hosts by the host NQN they declare,
+	// protected only by the source-address allow-list (nvmeallow.go):
+	// on a kernel without NVMe in-band authentication it is required for
+	// a network ReplicaAddress (checkNVMeExposure); on one with it, it
+	// lets the node serve hosts that cannot authenticate (nvmeauth.go).
 	InsecureNVMe bool
 	// Exports are shared devices (an origin several nodes see, such as a
 	// SAN LUN) this node's NVMe/TCP target serves to every other node on
@@ -185,12 +185,8 @@ func (c Config) Validate() error {
 		return errors.New("config: inventory and placement intervals must be positive")
 	}
 	if c.ReplicaAddress != "" {
-		host, _, err := replicaAddress(c.ReplicaAddress)
-		if err != nil {
+		if _, _, err := replicaAddress(c.ReplicaAddress); err != nil {
 			return fmt.Errorf("config replica-address: %w", err)
-		}
-		if !isLoopback(host) && !c.InsecureNVMe {
-			return fmt.Errorf("config replica-address %s: %w", c.ReplicaAddress, ErrNVMeUnauthenticated)
 		}
 	}
 	if err := validateExports(c.Exports, c.ReplicaAddress); err != nil {
@@ -230,6 +226,9 @@ type node struct {
 	// listening, if set, is called with the HTTP address once bound
 	// (tests listen on port 0).
 	listening func(net.Addr)
+	// keys are the NVMe authentication secrets (nvmeauth.go), nil when the
+	// kernel has no in-band authentication.
+	keys *nvmeKeys
 }
 
 // Run runs the daemon until ctx is cancelled, then shuts down in order:
@@ -245,6 +244,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log = log.With("node", cfg.Node)
 	cfg.Engine.Logger = log
+	kernelAuth := kernelHasNVMeAuth(ctx)
+	if err := checkNVMeExposure(cfg, kernelAuth); err != nil {
+		return err
+	}
+	var keys *nvmeKeys
+	if kernelAuth {
+		k, err := newNVMeKeys(cfg.Node, cfg.StateDir, cfg.InsecureNVMe, log)
+		if err != nil {
+			return err
+		}
+		keys, cfg.Engine.NVMeAuth = k, k
+	}
 	eng, err := engine.New(cfg.Engine)
 	if err != nil {
 		return err
@@ -255,7 +266,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if rep, err := eng.Assemble(ctx); err != nil {
 		log.Warn("assembly incomplete at start", "err", err, "report", rep)
 	}
-	return serve(ctx, cfg, log, node{eng: eng, stats: eng.DM(), ping: func(ctx context.Context) error {
+	return serve(ctx, cfg, log, node{eng: eng, stats: eng.DM(), keys: keys, ping: func(ctx context.Context) error {
 		_, err := eng.DM().Version(ctx)
 		return err
 	}})
@@ -302,7 +313,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 		return err
 	}
 
-	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds,
+	if n.keys != nil {
+		n.keys.st.Store(st)
+	}
+	d := &daemon{cfg: cfg, log: log, eng: eng, ping: n.ping, st: st, dmet: dmet, ssds: ssds, keys: n.keys,
 		inventoryNow: make(chan struct{}, 1), registered: make(chan struct{})}
 	rc := cfg.Reconcile
 	rc.Node, rc.Logger, rc.Metrics = cfg.Node, log, rmet
@@ -320,9 +334,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	}
 	d.ctrl = ctrl
 	d.restoreFences()
-	if host, _, err := replicaAddress(cfg.ReplicaAddress); err == nil {
-		dmet.SetNVMeUnauthenticated(!isLoopback(host))
-	}
+	dmet.SetNVMeUnauthenticated(d.nvmeUnauthenticated())
 	d.restoreNVMeAllowList(ctx)
 
 	mux := http.NewServeMux()
@@ -373,6 +385,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger, n node) error {
 	if cfg.ReplicaAddress != "" {
 		g.Go(func() error { d.serveTarget(gctx); return nil })
 	}
+	if d.keys != nil {
+		g.Go(func() error { d.keys.watchSecrets(gctx); return nil })
+	}
 
 	if _, err := sddaemon.SdNotify(false, sddaemon.SdNotifyReady); err != nil {
 		log.Warn("systemd notify failed", "err", err)
@@ -406,6 +421,9 @@ type daemon struct {
 	ctrl *reconcile.Controller
 	dmet *metrics.DaemonMetrics
 	ssds *metrics.SmartSource
+	// keys are the NVMe authentication secrets, nil without in-band
+	// authentication in the kernel (nvmeauth.go).
+	keys *nvmeKeys
 
 	mu       sync.Mutex
 	etcdUp   bool

@@ -251,6 +251,12 @@ func (d *daemon) watchFences(ctx context.Context, from int64, kick chan<- struct
 func (d *daemon) targetRound(ctx context.Context) int64 {
 	s := &d.tgt
 	var nodes []string
+	if d.keys != nil {
+		// A rotation first, so this round's exports get the new secrets.
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		d.keys.rotateIfAsked(kctx)
+		cancel()
+	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	fences, rev, _, ferr := d.st.ListFences(lctx)
 	items, _, _, nerr := d.st.ListNodes(lctx)
@@ -274,6 +280,9 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 		for _, n := range items {
 			nodes = append(nodes, n.Value.Name)
 		}
+	}
+	if nerr == nil && d.keys != nil {
+		d.keys.setNodes(items)
 	}
 	fenced := s.fencedSet()
 	exports, exportsCut := d.serveExports(ctx, ferr == nil && nerr == nil, nodes, fenced)
@@ -313,6 +322,15 @@ func (d *daemon) targetRound(ctx context.Context) int64 {
 		return 0
 	}
 	return rev
+}
+
+// exportKey is the secret the target requires of node n: none without
+// in-band authentication in the kernel.
+func (d *daemon) exportKey(ctx context.Context, n string) (string, error) {
+	if d.keys == nil {
+		return "", nil
+	}
+	return d.keys.ExportKey(ctx, n)
 }
 
 // publishNow asks membership to publish the node record now.
@@ -390,7 +408,12 @@ func (d *daemon) serveExports(ctx context.Context, live bool, nodes []string, fe
 				errs = append(errs, err)
 				break
 			}
-			x := nvmeof.Export{NQN: nvmeof.ExportNQN(e.Name, n), Device: e.Device, HostNQN: nvmeof.HostNQN(n), Addr: addr, Port: port, UUID: inv.UUID}
+			key, err := d.exportKey(ctx, n)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("export %s to %s: %w", e.Name, n, err))
+				continue
+			}
+			x := nvmeof.Export{NQN: nvmeof.ExportNQN(e.Name, n), Device: e.Device, HostNQN: nvmeof.HostNQN(n), HostKey: key, Addr: addr, Port: port, UUID: inv.UUID}
 			if err := tg.Export(x); err != nil {
 				errs = append(errs, err)
 				continue

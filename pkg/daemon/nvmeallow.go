@@ -35,11 +35,40 @@ import (
 // saved list) the port stays open until etcd first answers.
 
 // ErrNVMeUnauthenticated refuses a network --replica-address without
-// --insecure-nvme.
-var ErrNVMeUnauthenticated = errors.New("serving NVMe/TCP on a network address without in-band authentication: " +
-	"the kernel's target admits a host by the host NQN the host declares, and host NQNs follow from node names, " +
-	"so only the source-address allow-list this daemon keeps (nftables) would keep another machine on that network " +
-	"from reading or writing the replicas and exports; give --insecure-nvme to accept that (docs/security.md)")
+// --insecure-nvme on a kernel without NVMe in-band authentication.
+var ErrNVMeUnauthenticated = errors.New("serving NVMe/TCP on a network address without in-band authentication " +
+	"(this kernel has none: Debian's 6.12 has it, 6.1 does not): the kernel's target admits a host by the host NQN the host declares, " +
+	"and host NQNs follow from node names, so only the source-address allow-list this daemon keeps (nftables) would keep another " +
+	"machine on that network from reading or writing the replicas and exports; give --insecure-nvme to accept that (docs/security.md)")
+
+// checkNVMeExposure refuses a network --replica-address that would admit
+// hosts by their declared NQN alone: without in-band authentication in
+// the kernel, unless --insecure-nvme accepts it.
+func checkNVMeExposure(c Config, kernelAuth bool) error {
+	if c.ReplicaAddress == "" {
+		return nil
+	}
+	host, _, err := replicaAddress(c.ReplicaAddress)
+	if err != nil {
+		return fmt.Errorf("config replica-address: %w", err)
+	}
+	if !isLoopback(host) && !kernelAuth && !c.InsecureNVMe {
+		return fmt.Errorf("config replica-address %s: %w", c.ReplicaAddress, ErrNVMeUnauthenticated)
+	}
+	return nil
+}
+
+// nvmeUnauthenticated reports whether this node may admit a host over the
+// network by its declared NQN alone: it serves NVMe/TCP on a network
+// address, and either its kernel has no in-band authentication or
+// --insecure-nvme lets it serve hosts that cannot authenticate.
+func (d *daemon) nvmeUnauthenticated() bool {
+	host, _, err := replicaAddress(d.cfg.ReplicaAddress)
+	if err != nil || isLoopback(host) {
+		return false
+	}
+	return d.keys == nil || d.cfg.InsecureNVMe
+}
 
 // isLoopback reports whether host is a loopback address.
 func isLoopback(host string) bool {

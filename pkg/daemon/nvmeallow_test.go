@@ -59,21 +59,37 @@ func TestAllowedAddresses(t *testing.T) {
 // --insecure-nvme (no in-band authentication yet); loopback does not.
 func TestConfigRefusesUnauthenticatedNVMe(t *testing.T) {
 	for _, c := range []struct {
-		addr     string
-		insecure bool
-		refused  bool
+		addr       string
+		insecure   bool
+		kernelAuth bool
+		refused    bool
 	}{
-		{"10.0.0.3", false, true},
-		{"10.0.0.3:4421", false, true},
-		{"10.0.0.3", true, false},
-		{"127.0.0.1", false, false},
+		{"10.0.0.3", false, false, true},
+		{"10.0.0.3:4421", false, false, true},
+		{"10.0.0.3", true, false, false},
+		{"127.0.0.1", false, false, false},
+		// A kernel with in-band authentication needs no opt-in.
+		{"10.0.0.3", false, true, false},
 	} {
 		cfg := Default()
 		cfg.Node, cfg.EmbeddedEtcd = "n1", true
 		cfg.ReplicaAddress, cfg.InsecureNVMe = c.addr, c.insecure
-		err := cfg.Validate()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("replica address %s: Validate = %v", c.addr, err)
+		}
+		err := checkNVMeExposure(cfg, c.kernelAuth)
 		if got := errors.Is(err, ErrNVMeUnauthenticated); got != c.refused {
-			t.Errorf("replica address %s, --insecure-nvme %v: Validate = %v, want refused %v", c.addr, c.insecure, err, c.refused)
+			t.Errorf("replica address %s, --insecure-nvme %v, kernel auth %v: %v, want refused %v", c.addr, c.insecure, c.kernelAuth, err, c.refused)
+		}
+		if c.refused {
+			continue // such a daemon never starts
+		}
+		d := &daemon{cfg: cfg}
+		if c.kernelAuth {
+			d.keys = &nvmeKeys{}
+		}
+		if want := c.addr != "127.0.0.1" && (!c.kernelAuth || c.insecure); d.nvmeUnauthenticated() != want {
+			t.Errorf("replica address %s, --insecure-nvme %v, kernel auth %v: unauthenticated %v, want %v", c.addr, c.insecure, c.kernelAuth, !want, want)
 		}
 	}
 }

@@ -74,6 +74,20 @@ type Config struct {
 	// DefaultConfig takes it from TIDECACHE_TEST_PAUSE_AT; "" never
 	// pauses.
 	PauseAt string
+	// NVMeAuth gives the DH-HMAC-CHAP secrets of NVMe/TCP exports and
+	// attaches (tidecached's keyring, handed out through etcd); nil: none,
+	// exports admit hosts by their NQN and attaches present no secret.
+	NVMeAuth NVMeAuth
+}
+
+// NVMeAuth gives the secrets of NVMe in-band authentication by node (see
+// pkg/nvmeauth). An empty secret means none: the peer cannot
+// authenticate, and its daemon decided to do without.
+type NVMeAuth interface {
+	// ExportKey is the secret this node's target requires of host.
+	ExportKey(ctx context.Context, host string) (string, error)
+	// HostSecret is the secret this node presents to exporter's target.
+	HostSecret(ctx context.Context, exporter string) (string, error)
 }
 
 // DefaultConfig returns the configuration tidectl and tidecached use.

@@ -38,14 +38,19 @@ import (
 // once when the export removes this node (a fence disables its namespace).
 var OriginTimeouts = nvmeof.Timeouts{KeepAlive: 5 * time.Second, ReconnectDelay: 2 * time.Second, CtrlLoss: 10 * time.Minute}
 
-// AttachOrigin connects this node to a shared origin's export (unless
-// connected) and returns its block device.
-func (e *Engine) AttachOrigin(ctx context.Context, r nvmeof.Remote) (string, error) {
+// AttachOrigin connects this node to a shared origin's export on node
+// exporter (unless connected) and returns its block device.
+func (e *Engine) AttachOrigin(ctx context.Context, exporter string, r nvmeof.Remote) (string, error) {
 	if _, err := os.Stat(e.initiator.Fabrics); err != nil {
 		if _, err := e.runner.Run(ctx, "modprobe", "nvme-tcp"); err != nil {
 			return "", fmt.Errorf("attach shared origin %s: %w", r.NQN, err)
 		}
 	}
+	secret, err := e.hostSecret(ctx, exporter)
+	if err != nil {
+		return "", fmt.Errorf("attach shared origin %s: %w", r.NQN, err)
+	}
+	r.Secret = secret
 	ctx, cancel := context.WithTimeout(ctx, attachTimeout)
 	defer cancel()
 	dev, err := e.initiator.Attach(ctx, r, OriginTimeouts)

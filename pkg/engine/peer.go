@@ -50,6 +50,24 @@ func (e *Engine) remoteDevices(l *pool.Layout) map[string]string {
 	return out
 }
 
+// hostSecret is the secret to present to exporter's target, "" without
+// an NVMeAuth.
+func (e *Engine) hostSecret(ctx context.Context, exporter string) (string, error) {
+	if e.cfg.NVMeAuth == nil {
+		return "", nil
+	}
+	return e.cfg.NVMeAuth.HostSecret(ctx, exporter)
+}
+
+// exportKey is the secret this node's target requires of host, "" without
+// an NVMeAuth.
+func (e *Engine) exportKey(ctx context.Context, host string) (string, error) {
+	if e.cfg.NVMeAuth == nil {
+		return "", nil
+	}
+	return e.cfg.NVMeAuth.ExportKey(ctx, host)
+}
+
 // attachRemote connects to a peer leg's export (unless connected) and
 // returns its block device once it is there and large enough.
 func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache uint64, t nvmeof.Timeouts) (string, error) {
@@ -60,9 +78,13 @@ func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache 
 			return "", fmt.Errorf("attach peer leg on node %s: %w", r.Node, err)
 		}
 	}
+	secret, err := e.hostSecret(ctx, r.Node)
+	if err != nil {
+		return "", fmt.Errorf("attach peer leg on node %s: %w", r.Node, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, attachTimeout)
 	defer cancel()
-	dev, err := e.initiator.Attach(ctx, nvmeof.Remote{NQN: r.NQN, HostNQN: r.HostNQN, Addr: r.Addr, Port: r.Port}, t)
+	dev, err := e.initiator.Attach(ctx, nvmeof.Remote{NQN: r.NQN, HostNQN: r.HostNQN, Addr: r.Addr, Port: r.Port, Secret: secret}, t)
 	if err != nil {
 		return "", fmt.Errorf("attach peer leg on node %s: %w", r.Node, err)
 	}
@@ -286,7 +308,15 @@ func (e *Engine) serveReplica(ctx context.Context, p *poolState, r pool.Replica,
 			return err
 		}
 	}
-	if err := e.target.Export(nvmeof.Export{NQN: info.NQN, Device: d.Path(), HostNQN: r.HostNQN, Addr: addr, Port: port, UUID: r.UUID}); err != nil {
+	owner, ok := nvmeof.NodeOfHostNQN(r.HostNQN)
+	if !ok {
+		return fmt.Errorf("replica's host NQN %q names no node", r.HostNQN)
+	}
+	key, err := e.exportKey(ctx, owner)
+	if err != nil {
+		return err
+	}
+	if err := e.target.Export(nvmeof.Export{NQN: info.NQN, Device: d.Path(), HostNQN: r.HostNQN, HostKey: key, Addr: addr, Port: port, UUID: r.UUID}); err != nil {
 		return err
 	}
 	info.Exported = true

@@ -56,7 +56,7 @@ func NewDaemonMetrics(reg prometheus.Registerer, version string) (*DaemonMetrics
 		}),
 		nvmeNoAuth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "nvme_unauthenticated",
-			Help: "1 when this node serves NVMe/TCP on a network address without in-band authentication (--insecure-nvme): only its source-address allow-list keeps other machines from connecting as an allowed host.",
+			Help: "1 when this node serves NVMe/TCP on a network address and may admit a host without in-band authentication (a kernel without it, or --insecure-nvme): only its source-address allow-list keeps other machines from connecting as such a host.",
 		}),
 		nvmeAllowed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "nvme_allowed_addresses",

@@ -570,7 +570,7 @@ tidecache_export_hosts{export="lun1"} 0
 # HELP tidecache_fences_applied Fenced nodes this node has cut off from everything it serves (exports and replicas) and acknowledged.
 # TYPE tidecache_fences_applied gauge
 tidecache_fences_applied 1
-# HELP tidecache_nvme_unauthenticated 1 when this node serves NVMe/TCP on a network address without in-band authentication (--insecure-nvme): only its source-address allow-list keeps other machines from connecting as an allowed host.
+# HELP tidecache_nvme_unauthenticated 1 when this node serves NVMe/TCP on a network address and may admit a host without in-band authentication (a kernel without it, or --insecure-nvme): only its source-address allow-list keeps other machines from connecting as such a host.
 # TYPE tidecache_nvme_unauthenticated gauge
 tidecache_nvme_unauthenticated 1
 # HELP tidecache_nvme_allowed_addresses Source addresses the allow-list of this node's NVMe/TCP port admits (the nodes its subsystems allow, fenced ones left out); 0 while none is applied: the node serves no NVMe/TCP, or etcd has not answered since a first start.

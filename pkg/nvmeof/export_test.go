@@ -131,3 +131,18 @@ func TestExportPerHost(t *testing.T) {
 }
 
 func subsystemEqual(a, b Subsystem) bool { return a.NQN == b.NQN && slices.Equal(a.Hosts, b.Hosts) }
+
+// TestHostID: one ID per host NQN, the same every time, a valid version
+// 5 UUID, and not the export namespace's.
+func TestHostID(t *testing.T) {
+	a, b := HostID(HostNQN("a")), HostID(HostNQN("b"))
+	if a != HostID(HostNQN("a")) || a == b {
+		t.Errorf("HostID: a=%s (again %s), b=%s: want stable and distinct", a, HostID(HostNQN("a")), b)
+	}
+	if !validUUID(a) || a[14] != '5' {
+		t.Errorf("HostID %s is not a version 5 UUID", a)
+	}
+	if a == ExportUUID(HostNQN("a")) {
+		t.Error("HostID shares the export namespace")
+	}
+}

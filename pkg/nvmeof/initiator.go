@@ -3,6 +3,7 @@
 package nvmeof
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,12 @@ type Remote struct {
 	HostNQN string // this host's NQN, the one the export allows
 	Addr    string
 	Port    int
+	// Secret is the DH-HMAC-CHAP secret the export requires of this host
+	// (pkg/nvmeauth); empty: the export requires none.
+	Secret string
+	// HostID is the host identifier to connect with; empty: HostID of
+	// HostNQN (Attach takes the one live controllers of HostNQN use).
+	HostID string
 }
 
 // Attach connects to the export, unless a controller of this subsystem
@@ -132,6 +139,10 @@ func ConnectOptions(r Remote, t Timeouts) string {
 		"trsvcid=" + strconv.Itoa(r.Port),
 		"nqn=" + r.NQN,
 		"hostnqn=" + r.HostNQN,
+		"hostid=" + cmp.Or(r.HostID, HostID(r.HostNQN)),
+	}
+	if r.Secret != "" {
+		opts = append(opts, "dhchap_secret="+r.Secret)
 	}
 	if t.KeepAlive > 0 {
 		opts = append(opts, "keep_alive_tmo="+secs(t.KeepAlive))
@@ -159,9 +170,14 @@ func (in Initiator) connect(r Remote, t Timeouts) error {
 		return fmt.Errorf("attach %s: open %s (modprobe nvme-tcp): %w", r.NQN, in.Fabrics, err)
 	}
 	defer f.Close()
+	r.HostID = cmp.Or(r.HostID, in.hostIDInUse(r.HostNQN))
 	opts := ConnectOptions(r, t)
 	if _, err := f.WriteString(opts); err != nil {
-		return fmt.Errorf("attach %s: connect to %s:%d: %w (is the export there, and does it allow host %s?)", r.NQN, r.Addr, r.Port, err, r.HostNQN)
+		why := "is the export there, and does it allow host " + r.HostNQN + "?"
+		if r.Secret != "" {
+			why += " Does it hold this host's current secret, and has this kernel NVMe in-band authentication (CONFIG_NVME_HOST_AUTH)?"
+		}
+		return fmt.Errorf("attach %s: connect to %s:%d: %w (%s)", r.NQN, r.Addr, r.Port, err, why)
 	}
 	buf := make([]byte, 256)
 	n, err := f.Read(buf)
@@ -172,6 +188,24 @@ func (in Initiator) connect(r Remote, t Timeouts) error {
 		return fmt.Errorf("attach %s: unexpected connect reply %q", r.NQN, buf[:n])
 	}
 	return nil
+}
+
+// hostIDInUse returns the host ID the kernel's controllers under hostNQN
+// were connected with, "" if there are none. The kernel refuses a connect
+// under a known host NQN with another ID; controllers connected by an
+// older tidecached, without an ID of their own, carry the machine's
+// default, and a new connect under the same NQN must use it too.
+func (in Initiator) hostIDInUse(hostNQN string) string {
+	dirs, _ := filepath.Glob(filepath.Join(in.SysRoot, "class", "nvme", "nvme*"))
+	for _, d := range dirs {
+		if got, _ := readAttr(filepath.Join(d, "hostnqn")); got != hostNQN {
+			continue
+		}
+		if id, err := readAttr(filepath.Join(d, "hostid")); err == nil && validUUID(id) {
+			return id
+		}
+	}
+	return ""
 }
 
 // Detach disconnects every controller of the subsystem; its namespace's
@@ -188,6 +222,43 @@ func (in Initiator) Detach(nqn string) error {
 		}
 	}
 	return nil
+}
+
+// Rekey gives the host's controllers connected to addr with a
+// DH-HMAC-CHAP secret the new secret: the kernel keeps the secret a
+// controller was connected with for its own reconnects, so once the
+// exporter requires a new one, a controller left with the old one would
+// fail its next reconnect. Writing the controller's dhchap_secret also
+// makes it authenticate again at once, with the new secret. It returns
+// the controllers changed; a controller connected without a secret (the
+// kernel accepts none later) is left as it is.
+func (in Initiator) Rekey(addr, hostNQN, secret string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(in.SysRoot, "class", "nvme", "nvme*"))
+	if err != nil {
+		return nil, err
+	}
+	var changed []string
+	for _, d := range dirs {
+		if got, _ := readAttr(filepath.Join(d, "hostnqn")); got != hostNQN {
+			continue
+		}
+		if tr, _ := readAttr(filepath.Join(d, "transport")); tr != "tcp" {
+			continue
+		}
+		address, _ := readAttr(filepath.Join(d, "address"))
+		if !slices.Contains(strings.Split(address, ","), "traddr="+addr) {
+			continue
+		}
+		cur, err := readAttr(filepath.Join(d, "dhchap_secret"))
+		if err != nil || cur == "" || cur == "none" || cur == secret {
+			continue
+		}
+		if err := writeAttr(filepath.Join(d, "dhchap_secret"), secret); err != nil {
+			return changed, fmt.Errorf("give controller %s its new secret: %w", filepath.Base(d), err)
+		}
+		changed = append(changed, filepath.Base(d))
+	}
+	return changed, nil
 }
 
 // controllers lists the controllers (nvme0, nvme1, ...) of the subsystem

@@ -59,10 +59,26 @@ var exportNamespace = [16]byte{0x5d, 0x1c, 0x0e, 0x7a, 0x93, 0x2b, 0x4f, 0x61, 0
 // name-based UUID (RFC 9562 version 5) of the export's name, so every
 // subsystem of the export, on every boot, presents the same namespace
 // and every node finds the device by the same wwid, "uuid.<UUID>".
-func ExportUUID(export string) string {
+func ExportUUID(export string) string { return nameUUID(exportNamespace, export) }
+
+// hostIDNamespace is the namespace of HostID's UUIDs (another random
+// UUID chosen once).
+var hostIDNamespace = [16]byte{0x8e, 0x42, 0x17, 0xd0, 0x3a, 0x65, 0x4c, 0x0b, 0x9f, 0x21, 0x6e, 0x88, 0xc4, 0x13, 0x57, 0xa9}
+
+// HostID is the host identifier a node connects with under a host NQN: a
+// name-based UUID of the NQN, the same on every connect. The kernel
+// keeps one host per (NQN, ID) pair and, since 6.x (Debian's 6.12 does),
+// refuses a connect whose ID is another NQN's: without an ID of its own,
+// every connect would take the machine's default (/etc/nvme/hostid),
+// which belongs to the machine's default NQN.
+func HostID(hostNQN string) string { return nameUUID(hostIDNamespace, hostNQN) }
+
+// nameUUID is a SHA-1 name-based UUID (RFC 9562 version 5) of name in
+// namespace.
+func nameUUID(namespace [16]byte, name string) string {
 	h := sha1.New()
-	h.Write(exportNamespace[:])
-	h.Write([]byte(export))
+	h.Write(namespace[:])
+	h.Write([]byte(name))
 	var u [16]byte
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x50 // version 5

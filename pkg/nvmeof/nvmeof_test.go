@@ -122,7 +122,7 @@ func TestExportValidates(t *testing.T) {
 
 func TestConnectOptions(t *testing.T) {
 	got := ConnectOptions(Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "10.77.0.2", Port: 4420}, PeerLegTimeouts)
-	want := "transport=tcp,traddr=10.77.0.2,trsvcid=4420,nqn=" + subNQN + ",hostnqn=" + hostNQN +
+	want := "transport=tcp,traddr=10.77.0.2,trsvcid=4420,nqn=" + subNQN + ",hostnqn=" + hostNQN + ",hostid=" + HostID(hostNQN) +
 		",keep_alive_tmo=2,reconnect_delay=1,fast_io_fail_tmo=1,ctrl_loss_tmo=10"
 	if got != want {
 		t.Errorf("ConnectOptions =\n%s\nwant\n%s", got, want)

@@ -26,6 +26,11 @@ type Export struct {
 	// HostNQN is the only host allowed to connect: the owner of the
 	// mirror. The subsystem never allows any host.
 	HostNQN string
+	// HostKey is the DH-HMAC-CHAP secret the host must prove it holds
+	// (pkg/nvmeauth); empty: none, the host is admitted by its NQN alone.
+	// It is the host entry's, so it applies to every subsystem that
+	// allows the host.
+	HostKey string
 	// Addr and Port are the TCP address the target listens on (IPv4).
 	Addr string
 	Port int
@@ -83,6 +88,7 @@ func (t Target) Export(e Export) error {
 		do   func() error
 	}{
 		{"host entry", func() error { return mkdir(host) }},
+		{"host key", func() error { return setHostKey(host, e.HostKey) }},
 		// configfs makes a group's default directories with it; mkdir of
 		// one that exists is harmless, and lets this run on a plain
 		// directory tree in tests.
@@ -127,6 +133,30 @@ func (t Target) setDevice(ns, device, uuid string) error {
 func serial(uuid string) string {
 	s := strings.ReplaceAll(uuid, "-", "")
 	return s[:min(len(s), 20)]
+}
+
+// ErrNoInBandAuth is returned when a host key is given to a kernel whose
+// NVMe target has no in-band authentication (Debian's 6.1, built without
+// CONFIG_NVME_TARGET_AUTH).
+var ErrNoInBandAuth = errors.New("the kernel's NVMe target has no in-band authentication (no dhchap_key in its host entries; CONFIG_NVME_TARGET_AUTH)")
+
+// setHostKey sets the host entry's DH-HMAC-CHAP key, unless it already
+// holds it; an empty key leaves the entry as it is. Connections already
+// made stay: the key decides the next ones.
+func setHostKey(host, key string) error {
+	if key == "" {
+		return nil
+	}
+	p := filepath.Join(host, "dhchap_key")
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+		return ErrNoInBandAuth
+	}
+	// configfs makes the attribute readable by every local user (0644):
+	// the secret is root's alone, as it is in the keyring.
+	if err := os.Chmod(p, 0o600); err != nil {
+		return fmt.Errorf("make %s readable by root only: %w", p, err)
+	}
+	return setOnce(p, key)
 }
 
 // setOnce writes an attribute unless it already holds the value: the

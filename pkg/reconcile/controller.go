@@ -58,7 +58,7 @@ type Replicas interface {
 // package engine): it attaches the export, adopts the device with a peer
 // leg, and takes a volume over from the replica this node keeps.
 type SharedOrigins interface {
-	AttachOrigin(ctx context.Context, r nvmeof.Remote) (string, error)
+	AttachOrigin(ctx context.Context, exporter string, r nvmeof.Remote) (string, error)
 	FindOrigin(ctx context.Context, wwid string) (string, error)
 	AdoptVolume(ctx context.Context, req engine.AdoptRequest) (engine.VolumeInfo, error)
 	TakeOver(ctx context.Context, req engine.TakeOverRequest) (engine.VolumeInfo, error)

@@ -52,7 +52,7 @@ func (c *Controller) attachSharedOrigin(ctx context.Context, spec api.VolumeSpec
 	if err != nil {
 		return "", fmt.Errorf("node %s: %w", o.Node, err)
 	}
-	if _, err := c.cfg.SharedOrigins.AttachOrigin(ctx, nvmeof.Remote{
+	if _, err := c.cfg.SharedOrigins.AttachOrigin(ctx, o.Node, nvmeof.Remote{
 		NQN: nvmeof.ExportNQN(o.Export, c.cfg.Node), HostNQN: nvmeof.HostNQN(c.cfg.Node), Addr: host, Port: port,
 	}); err != nil {
 		return "", err

@@ -22,6 +22,8 @@ const (
 	KindFence        = "Fence"
 	// KindReplicaOutdated is api.ReplicaOutdated, under outdated/<volume>.
 	KindReplicaOutdated = "ReplicaOutdated"
+	// KindNVMeSecret is api.NVMeSecret, under nvmesecrets/<exporter>/<host>.
+	KindNVMeSecret = "NVMeSecret"
 )
 
 // APIVersion is the record version this build reads and writes. Adding an
@@ -79,6 +81,8 @@ func recordName(v record) string {
 		return r.Node
 	case api.ReplicaOutdated:
 		return r.Volume
+	case api.NVMeSecret:
+		return r.Name()
 	}
 	panic(fmt.Sprintf("store: %T is not a record type", v))
 }
@@ -152,7 +156,10 @@ const (
 	policiesDir  = "policies/"
 	fencesDir    = "fences/"
 	outdatedDir  = "outdated/"
-	electionDir  = "election/"
+	// nvmeSecretsDir holds api.NVMeSecret, two segments per key:
+	// nvmesecrets/<exporter>/<host>.
+	nvmeSecretsDir = "nvmesecrets/"
+	electionDir    = "election/"
 	// electionPrefix is the concurrency.Election prefix; candidates' keys
 	// are electionPrefix + "/" + lease ID in hex.
 	electionPrefix = electionDir + "leader"
@@ -169,6 +176,9 @@ func (s *Store) nodeSpecKey(name string) string   { return s.prefix + nodeSpecsD
 func (s *Store) policyKey(name string) string     { return s.prefix + policiesDir + name }
 func (s *Store) fenceKey(node string) string      { return s.prefix + fencesDir + node }
 func (s *Store) outdatedKey(volume string) string { return s.prefix + outdatedDir + volume }
+func (s *Store) nvmeSecretKey(exporter, host string) string {
+	return s.prefix + nvmeSecretsDir + exporter + "/" + host
+}
 
 // parseKey maps a key below the prefix to its record kind and name. ok is
 // false for keys that hold no record (the election) and for families this
@@ -202,6 +212,12 @@ func parseKey(rel string) (kind, name string, ok bool, err error) {
 		return one(fencesDir, KindFence)
 	case strings.HasPrefix(rel, outdatedDir):
 		return one(outdatedDir, KindReplicaOutdated)
+	case strings.HasPrefix(rel, nvmeSecretsDir):
+		n := strings.TrimPrefix(rel, nvmeSecretsDir)
+		if exp, host, ok := strings.Cut(n, "/"); ok && exp != "" && host != "" && !strings.Contains(host, "/") {
+			return KindNVMeSecret, n, true, nil
+		}
+		return "", "", false, fmt.Errorf("key does not match %s<exporter>/<host>", nvmeSecretsDir)
 	}
 	return "", "", false, nil
 }
@@ -223,6 +239,8 @@ func decodeKind(key, kind, name string, value []byte) (any, error) {
 		return decode[api.Fence](key, kind, name, value)
 	case KindReplicaOutdated:
 		return decode[api.ReplicaOutdated](key, kind, name, value)
+	case KindNVMeSecret:
+		return decode[api.NVMeSecret](key, kind, name, value)
 	}
 	return nil, InvalidRecord{Key: key, Err: fmt.Errorf("unknown kind %q", kind)}
 }

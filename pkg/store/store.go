@@ -383,6 +383,9 @@ func validName(kind, name string) error {
 		return api.ValidateNodeName(name)
 	case KindPolicy:
 		return pool.ValidateName("policy", name)
+	case KindNVMeSecret:
+		exp, host, _ := strings.Cut(name, "/")
+		return errors.Join(api.ValidateNodeName(exp), api.ValidateNodeName(host))
 	default:
 		return pool.ValidateName("volume", name)
 	}
@@ -405,6 +408,8 @@ func noun(kind string) string {
 		return "fence of node"
 	case KindReplicaOutdated:
 		return "outdated replica of volume"
+	case KindNVMeSecret:
+		return "NVMe secret"
 	}
 	return kind
 }

@@ -30,6 +30,9 @@ type peerCluster struct {
 	bSpec      nodeSpec
 	etcd       string
 	daemonArgs string
+	// kernel is the guests' kernel series (harness.Config.Kernel); ""
+	// the default.
+	kernel string
 }
 
 const peerReplicaAddr = "10.77.0.2"
@@ -61,7 +64,7 @@ func (c *peerCluster) config(name string, spec nodeSpec, addr string, listen boo
 	// oversubscribe it, and a guest spins on locks held by a vCPU thread
 	// the host has descheduled. Measured on TestFailoverSharedOrigin
 	// (three VMs): 238 s with one vCPU each, 291 s with two.
-	return harness.Config{Name: name, Dir: dir, MemoryMiB: 768, CPUs: 1, Network: netw, Disks: spec.disks(dir)}, nil
+	return harness.Config{Name: name, Dir: dir, Kernel: c.kernel, MemoryMiB: 768, CPUs: 1, Network: netw, Disks: spec.disks(dir)}, nil
 }
 
 // startEtcd runs the cluster's etcd on a, as its own process, with its

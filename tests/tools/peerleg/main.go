@@ -35,19 +35,20 @@ func main() {
 	port := fs.Int("port", 4420, "TCP port")
 	wait := fs.Duration("wait", 30*time.Second, "how long attach waits for the namespace")
 	uuid := fs.String("uuid", "", "namespace UUID of the export (the same on every export of one replica)")
+	secret := fs.String("secret", "", "DH-HMAC-CHAP secret: the host's key (export), the one this host presents (attach)")
 	_ = fs.Parse(os.Args[2:])
 
 	var err error
 	switch os.Args[1] {
 	case "export":
-		err = nvmeof.NewTarget().Export(nvmeof.Export{NQN: *nqn, Device: *device, HostNQN: *host, Addr: *addr, Port: *port, UUID: *uuid})
+		err = nvmeof.NewTarget().Export(nvmeof.Export{NQN: *nqn, Device: *device, HostNQN: *host, HostKey: *secret, Addr: *addr, Port: *port, UUID: *uuid})
 	case "unexport":
 		err = nvmeof.NewTarget().Unexport(*nqn)
 	case "attach":
 		ctx, cancel := context.WithTimeout(context.Background(), *wait)
 		defer cancel()
 		var dev string
-		dev, err = nvmeof.NewInitiator().Attach(ctx, nvmeof.Remote{NQN: *nqn, HostNQN: *host, Addr: *addr, Port: *port}, nvmeof.PeerLegTimeouts)
+		dev, err = nvmeof.NewInitiator().Attach(ctx, nvmeof.Remote{NQN: *nqn, HostNQN: *host, Addr: *addr, Port: *port, Secret: *secret}, nvmeof.PeerLegTimeouts)
 		if err == nil {
 			fmt.Println(dev)
 		}
