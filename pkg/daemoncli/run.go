@@ -140,12 +140,17 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 			if !cfg.EmbeddedEtcd && cfg.Store.Username == "" {
 				// An external etcd (or the member started above, when it
 				// has authentication on but could not hand over root's).
-				cred, err := etcdauth.Choose(etcdauth.Request{User: etcdUser, PasswordFile: etcdPasswordFile, Dir: cfg.EtcdAuthDir,
-					Endpoints: cfg.Store.Endpoints, ClientCert: cfg.Store.CertFile != ""})
+				req := etcdauth.Request{User: etcdUser, PasswordFile: etcdPasswordFile, Dir: cfg.EtcdAuthDir,
+					Endpoints: cfg.Store.Endpoints, ClientCert: cfg.Store.CertFile != ""}
+				cred, err := etcdauth.Choose(req)
 				if err != nil {
 					return err
 				}
 				cfg.Store.Username, cfg.Store.Password = cred.User, cred.Password
+				// A local member started beside the daemon (tidecached
+				// etcd) may not have made its passwords yet: choose
+				// again when etcd asks for a user.
+				cfg.Store.Credential = func() (etcdauth.Credential, error) { return etcdauth.Choose(req) }
 			} else if cfg.EmbeddedEtcd && (etcdUser != "" || etcdPasswordFile != "") {
 				return errors.New("--etcd-user and --etcd-password-file are for an external etcd: with --embedded-etcd the daemon uses root's password from --etcd-auth-dir")
 			}
@@ -188,7 +193,7 @@ up when etcd returns. Meant to run under systemd (Type=notify, watchdog).`,
 	f.BoolVar(&cfg.FlushOnShutdown, "flush-on-shutdown", false, "write every dirty block back before exiting")
 	f.DurationVar(&cfg.LegRetry, "leg-retry", cfg.LegRetry, "how long after a write mirror leg failed it is first given back to dm-raid (then twice as long after each failed try, up to 10m)")
 	f.StringVar(&cfg.ReplicaAddress, "replica-address", "", "IPv4[:port] where this node's NVMe/TCP target serves replicas of peers' write caches (--protect peer; port 4420 by default); without it the node keeps none")
-	f.BoolVar(&cfg.InsecureNVMe, "insecure-nvme", false, "serve NVMe/TCP on a non-loopback --replica-address without in-band authentication (refused otherwise): the daemon then keeps a source-address allow-list (nftables) of the nodes each subsystem allows, and anyone who can use one of those addresses can connect as an allowed node")
+	f.BoolVar(&cfg.InsecureNVMe, "insecure-nvme", false, "admit NVMe/TCP hosts by their declared NQN: required for a non-loopback --replica-address on a kernel without NVMe in-band authentication (Debian's 6.1); on one with it (6.12), lets this node serve hosts that cannot authenticate. Only the source-address allow-list (nftables) then keeps anyone who can use an allowed node's address from connecting as it (docs/security.md)")
 	f.StringArrayVar(&exports, "export", nil, "NAME=DEVICE: export a shared device (a SAN LUN, an md RAID10) over NVMe/TCP on --replica-address to every other registered node but fenced ones, one subsystem per node, namespace UUID derived from NAME (wwid uuid.<UUID> on every node); repeatable")
 	f.StringVar(&cfg.FaultDomain, "fault-domain", "", "fault domain of this node (a rack, a power feed): a volume's replica goes to another domain when one has room")
 	cmd.MarkFlagsRequiredTogether("embedded-etcd-cert", "embedded-etcd-key")

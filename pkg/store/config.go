@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tidecache/tidecache/pkg/etcdauth"
 )
 
 // DefaultPrefix is the key prefix everything tidecache stores lives under.
@@ -49,6 +51,14 @@ type Config struct {
 	// With them Open authenticates at once, within DialTimeout, so unlike
 	// a client without them it fails while etcd cannot be reached.
 	Username, Password string
+	// Credential, if set, is asked for a user and password when etcd
+	// refuses a request for want of a user while Username is empty; the
+	// store then authenticates with what it returns (a zero Credential:
+	// not yet). It is how a client that found no password file when it
+	// started (its local etcd member had not made them yet) takes one
+	// once etcd asks: etcdauth.Choose, called again. Any other refusal
+	// leaves the credential as it is.
+	Credential func() (etcdauth.Credential, error)
 	// Logger receives the etcd client's warnings (connection trouble).
 	// Nil discards them.
 	Logger *slog.Logger

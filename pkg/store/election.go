@@ -104,7 +104,7 @@ func (s *Store) Campaign(ctx context.Context, node string, ttl time.Duration) (*
 func (s *Store) checkLeader(ctx context.Context, e *concurrency.Election) error {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Get(rctx, s.prefix+electionPrefix+"/", clientv3.WithFirstCreate()...)
+	resp, err := s.etcd().Get(rctx, s.prefix+electionPrefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func (l *Leadership) monitor(ctx context.Context, key string, rev int64) {
 	defer stopAfter()
 	for ctx.Err() == nil {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range l.s.client.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+		for wr := range l.s.etcd().Watch(wctx, key, clientv3.WithRev(rev+1)) {
 			if wr.Err() != nil {
 				break
 			}
@@ -153,7 +153,7 @@ func (l *Leadership) monitor(ctx context.Context, key string, rev int64) {
 			return
 		}
 		rctx, rcancel := l.s.reqCtx(ctx)
-		resp, err := l.s.client.Get(rctx, key)
+		resp, err := l.s.etcd().Get(rctx, key)
 		rcancel()
 		switch {
 		case err == nil && len(resp.Kvs) == 0:
@@ -194,7 +194,7 @@ func (l *Leadership) Resign(ctx context.Context) error {
 func (s *Store) Leader(ctx context.Context) (string, error) {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Get(rctx, s.prefix+electionPrefix+"/", clientv3.WithFirstCreate()...)
+	resp, err := s.etcd().Get(rctx, s.prefix+electionPrefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", s.wrap(rctx, "get leader", err)
 	}

@@ -48,7 +48,7 @@ func (s *Store) MarkReplicaOutdated(ctx context.Context, r api.ReplicaOutdated, 
 	specKey := s.volumeSpecKey(r.Volume)
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(rctx).
+	resp, err := s.etcd().Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(specKey), "=", specModRevision)).
 		Then(clientv3.OpPut(s.outdatedKey(r.Volume), val)).
 		Else(clientv3.OpGet(specKey)).
@@ -95,7 +95,7 @@ func (s *Store) FailOverVolumeSpec(ctx context.Context, spec api.VolumeSpec, exp
 	key, outdated := s.volumeSpecKey(spec.Name), s.outdatedKey(spec.Name)
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(rctx).
+	resp, err := s.etcd().Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectModRevision), clientv3.Compare(clientv3.CreateRevision(outdated), "=", 0)).
 		Then(clientv3.OpPut(key, val), clientv3.OpGet(key)).
 		Else(clientv3.OpGet(key), clientv3.OpGet(outdated)).
@@ -131,7 +131,7 @@ func (s *Store) UnfenceVolume(ctx context.Context, f api.Fence, fenceModRevision
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(rctx).
+	resp, err := s.etcd().Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", fenceModRevision),
 			clientv3.Compare(clientv3.ModRevision(specKey), "=", specModRevision)).
 		Then(op).

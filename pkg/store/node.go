@@ -70,11 +70,12 @@ func (s *Store) newSession(ctx context.Context, ttl time.Duration, what string) 
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	lease, err := s.client.Grant(rctx, secs)
+	c := s.etcd() // the lease and its keep-alive on one client
+	lease, err := c.Grant(rctx, secs)
 	if err != nil {
 		return nil, s.wrap(rctx, what+": grant lease", err)
 	}
-	session, err := concurrency.NewSession(s.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(secs)))
+	session, err := concurrency.NewSession(c, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(secs)))
 	if err != nil {
 		s.revoke(context.WithoutCancel(ctx), lease.ID)
 		return nil, s.wrap(rctx, what+": keep lease alive", err)
@@ -88,7 +89,7 @@ func (s *Store) newSession(ctx context.Context, ttl time.Duration, what string) 
 func (s *Store) revoke(ctx context.Context, id clientv3.LeaseID) error {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	_, err := s.client.Revoke(rctx, id)
+	_, err := s.etcd().Revoke(rctx, id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil // expired already: what revoking was for
 	}
@@ -154,7 +155,7 @@ func (s *Store) putNodeRecord(ctx context.Context, key string, n api.Node, val s
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	for {
-		resp, err := s.client.Get(rctx, key)
+		resp, err := s.etcd().Get(rctx, key)
 		if err != nil {
 			return nil, s.wrap(rctx, what, err)
 		}
@@ -167,7 +168,7 @@ func (s *Store) putNodeRecord(ctx context.Context, key string, n api.Node, val s
 			}
 			unchanged = clientv3.Compare(clientv3.ModRevision(key), "=", prev.ModRevision)
 		}
-		txn, err := s.client.Txn(rctx).If(unchanged).Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
+		txn, err := s.etcd().Txn(rctx).If(unchanged).Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
 		if err != nil {
 			return nil, s.wrap(rctx, what, err)
 		}
@@ -230,7 +231,7 @@ func (r *Registration) Update(ctx context.Context, n api.Node) error {
 	lease := r.session.Lease()
 	rctx, cancel := r.s.reqCtx(ctx)
 	defer cancel()
-	resp, err := r.s.client.Txn(rctx).
+	resp, err := r.s.etcd().Txn(rctx).
 		If(clientv3.Compare(clientv3.LeaseValue(r.key), "=", lease)).
 		Then(clientv3.OpPut(r.key, val, clientv3.WithLease(lease))).
 		Commit()

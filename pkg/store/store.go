@@ -8,17 +8,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdauth"
 	"github.com/tidecache/tidecache/pkg/pool"
-	"github.com/tidecache/tidecache/pkg/store/etcdlog"
 )
 
 // Errors callers test for with errors.Is. Every error a Store method returns
@@ -83,10 +82,16 @@ type Item[T any] struct {
 // it after every Registration, Leadership and Watch it started has ended or
 // been abandoned (Close cancels those too).
 type Store struct {
+	// mu guards client, username and closed: rechoose (credential.go)
+	// replaces the client. Read it with etcd().
+	mu     sync.RWMutex
 	client *clientv3.Client
-	prefix string
-	cfg    Config
-	log    *slog.Logger
+	// username is the user client authenticates as ("" for none).
+	username string
+	closed   bool
+	prefix   string
+	cfg      Config
+	log      *slog.Logger
 }
 
 // Open creates a client for cfg. It does not wait for etcd: a daemon must
@@ -108,38 +113,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: cfg.DialTimeout,
-		// Probe idle connections so a dead member or a cut network is
-		// noticed (and another endpoint tried) within seconds, not when
-		// the kernel's TCP timeout fires.
-		DialKeepAliveTime:    cfg.DialTimeout,
-		DialKeepAliveTimeout: cfg.DialTimeout,
-		PermitWithoutStream:  true,
-		TLS:                  tlsCfg,
-		Username:             cfg.Username,
-		Password:             cfg.Password,
-		// Errors only: at warn the client logs every retried request, which
-		// during an outage repeats what Healthy already reports.
-		Logger: etcdlog.New(log, zapcore.ErrorLevel),
-	})
+	c, err := newClient(cfg, tlsCfg, log)
 	if err != nil {
-		if hint := deniedHint(err, cfg.Username); hint != "" {
-			return nil, &sentinelError{ErrPermissionDenied, fmt.Errorf("store: etcd at %s: %s: %w", strings.Join(cfg.Endpoints, ","), hint, err)}
-		}
-		if cfg.Username != "" && unavailable(err) {
-			return nil, &sentinelError{ErrUnavailable, fmt.Errorf("store: etcd at %s: cannot authenticate as %q: etcd unavailable: %w", strings.Join(cfg.Endpoints, ","), cfg.Username, err)}
-		}
-		return nil, fmt.Errorf("store: etcd client for %s: %w", strings.Join(cfg.Endpoints, ","), err)
+		return nil, err
 	}
-	return &Store{client: c, prefix: cfg.Prefix, cfg: cfg, log: log}, nil
+	return &Store{client: c, username: cfg.Username, prefix: cfg.Prefix, cfg: cfg, log: log}, nil
 }
 
 // Close closes the client. Watch channels close, and Registrations and
 // Leaderships end without revoking their leases, which then expire after
 // their TTL: Close them first for a clean exit.
-func (s *Store) Close() error { return s.client.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return s.client.Close()
+}
 
 // Prefix returns the key prefix the store works under.
 func (s *Store) Prefix() string { return s.prefix }
@@ -150,7 +139,7 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) Healthy(ctx context.Context) error {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	_, err := s.client.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	_, err := s.etcd().Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	return s.wrap(ctx, "health check", err)
 }
 
@@ -172,7 +161,10 @@ func (s *Store) wrap(ctx context.Context, what string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("store: %s: %w", what, err)
 	}
-	if hint := deniedHint(err, s.cfg.Username); hint != "" {
+	if hint := deniedHint(err, s.user()); hint != "" {
+		if rerr := s.rechoose(err); rerr != nil {
+			hint += " (" + rerr.Error() + ")"
+		}
 		return &sentinelError{ErrPermissionDenied, fmt.Errorf("store: %s: %s: %w", what, hint, err)}
 	}
 	if unavailable(err) || ctx.Err() != nil {
@@ -243,7 +235,7 @@ func get[T record](ctx context.Context, s *Store, key, kind, name string) (T, Me
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Get(rctx, key)
+	resp, err := s.etcd().Get(rctx, key)
 	if err != nil {
 		return zero, Meta{}, s.wrap(rctx, fmt.Sprintf("get %s %q", noun(kind), name), err)
 	}
@@ -264,7 +256,7 @@ func get[T record](ctx context.Context, s *Store, key, kind, name string) (T, Me
 func list[T record](ctx context.Context, s *Store, dir, kind string) ([]Item[T], int64, []InvalidRecord, error) {
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Get(rctx, s.prefix+dir, clientv3.WithPrefix())
+	resp, err := s.etcd().Get(rctx, s.prefix+dir, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, nil, s.wrap(rctx, "list "+kind, err)
 	}
@@ -310,7 +302,7 @@ func put(ctx context.Context, s *Store, key, kind string, v record, expectModRev
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(rctx).
+	resp, err := s.etcd().Txn(rctx).
 		If(cmp).
 		Then(clientv3.OpPut(key, val), clientv3.OpGet(key)).
 		Else(clientv3.OpGet(key)).
@@ -360,7 +352,7 @@ func del(ctx context.Context, s *Store, key, kind, name string, expectModRevisio
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	resp, err := s.client.Txn(rctx).
+	resp, err := s.etcd().Txn(rctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectModRevision)).
 		Then(ops...).
 		Else(clientv3.OpGet(key)).

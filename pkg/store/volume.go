@@ -79,7 +79,7 @@ func (s *Store) PutVolumeStatus(ctx context.Context, st api.VolumeStatus) error 
 			return errorf(ErrNotOwner, "store: status of volume %q: written by node %q, but the spec places it on %q", st.Name, st.Node, spec.Node)
 		}
 		rctx, cancel := s.reqCtx(ctx)
-		resp, err := s.client.Txn(rctx).
+		resp, err := s.etcd().Txn(rctx).
 			If(clientv3.Compare(clientv3.ModRevision(specKey), "=", meta.ModRevision)).
 			Then(clientv3.OpPut(statusKey, val)).
 			Commit()

@@ -97,7 +97,7 @@ func (s *Store) Watch(ctx context.Context, fromRevision int64) <-chan WatchResul
 		if fromRevision > 0 {
 			opts = append(opts, clientv3.WithRev(fromRevision))
 		}
-		for wr := range s.client.Watch(wctx, s.prefix, opts...) {
+		for wr := range s.etcd().Watch(wctx, s.prefix, opts...) {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision != 0 {
 					err = errorf(ErrCompacted, "store: watch from revision %d: history before revision %d is compacted", fromRevision, wr.CompactRevision)
