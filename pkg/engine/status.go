@@ -66,6 +66,10 @@ type VolumeInfo struct {
 	// identifiers it is found by; empty for a volume carved from its
 	// pool's origin.
 	AdoptedDevice string `json:"adopted_device,omitempty"`
+	// CanFailOver says the volume can fail over to another node
+	// (pool.Volume.CanFailOver): its peer leg holds the replica's errors
+	// (dm-errhold) until the cluster records the replica behind.
+	CanFailOver bool `json:"can_fail_over,omitempty"`
 	// DataLoss says when the volume's write cache was given up with its
 	// dirty blocks (pool force-start --accept-data-loss); "" if never.
 	DataLoss string `json:"data_loss,omitempty"`
@@ -161,6 +165,7 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 	if v.Adopted != nil {
 		info.AdoptedDevice = v.Adopted.String()
 	}
+	info.CanFailOver = v.CanFailOver()
 	info.WritebackLimit = e.writebackLimit(p, v)
 	if d := v.DataLoss; d != nil {
 		info.DataLossUnix = d.Unix

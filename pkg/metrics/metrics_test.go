@@ -83,7 +83,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			WritebackLimit: &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin},
 			// A shared origin mirrored to a peer, the peer leg failed: one
 			// copy of the two it wants, 3 writes the peer failed held.
-			Protection: pool.ProtectPeer, AdoptedDevice: "/dev/nvme1n1 (wwid uuid.0b5e2f4c)",
+			Protection: pool.ProtectPeer, AdoptedDevice: "/dev/nvme1n1 (wwid uuid.0b5e2f4c)", CanFailOver: true,
 			Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegDead},
 				SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100, PeerHeld: 3},
 		},

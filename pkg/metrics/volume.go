@@ -123,7 +123,7 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 			if m := v.Mirror; m != nil {
 				copies = m.Copies
 				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
-				if v.Protection == pool.ProtectPeer && v.AdoptedDevice != "" { // a volume that can fail over: its peer leg holds errors
+				if v.CanFailOver { // its peer leg holds the replica's errors
 					gauge(ch, volumePeerHeldDesc, float64(m.PeerHeld), v.Name, v.Pool)
 				}
 			}
