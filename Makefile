@@ -147,7 +147,7 @@ demo: deps build ## Boot a VM with emulated HDD RAID10 + SSD, create a cached vo
 	$(GO) run ./tests/demo
 
 .PHONY: test
-test: deps test-host test-vm ## Run every test: host unit tests, then the real-kernel VM suite.
+test: deps test-host test-vm test-vm-612 ## Run every test: host unit tests, the real-kernel VM suite, then its 6.12 subset.
 
 .PHONY: test-host
 test-host: ## Host-only tests (pure logic, no device-mapper needed).
@@ -169,6 +169,19 @@ test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-te
 		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
 	if [ $$rc != 0 ]; then echo "--- what each failed test printed (start and end; the whole log is .cache/test-vm.log) ---"; \
 		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm.log; fi; exit $$rc
+
+.PHONY: test-vm-612
+# The kernel users of Debian 13 and bookworm's newer series run: the data
+# path (lifecycle, live mode changes, FUA, the read tier), one crash-suite
+# round, the peer mirror, dm-errhold and CSI, booted on bookworm's 6.12
+# (the whole suite on it: TIDECACHE_VM_KERNEL=6.12 make test-vm-all).
+VM_612_TESTS = TestVolumeLifecycle|TestLiveModeChanges|TestFUAFlush|TestReadFirstLayer|TestErrHold|TestCrashSuite|TestReplicaPeerVolume|TestCSISanity
+test-vm-612: ## The 6.12 subset .ci/run runs: data path, one crash round, the peer mirror and CSI on bookworm's 6.12 kernel (log in .cache/test-vm-612.log).
+	@mkdir -p .cache
+	@set -o pipefail; TIDECACHE_VM_KERNEL=6.12 $(GO) test -p 1 -parallel 2 -count=1 -tags vm -timeout 40m -v -run '^($(VM_612_TESTS))$$' ./tests/vm/ 2>&1 | tee .cache/test-vm-612.log \
+		| grep --line-buffered -E '^\s*(=== RUN|--- (PASS|FAIL|SKIP)|PASS$$|FAIL|ok |panic:)'; rc=$$?; \
+	if [ $$rc != 0 ]; then echo "--- what each failed test printed (start and end; the whole log is .cache/test-vm-612.log) ---"; \
+		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm-612.log; fi; exit $$rc
 
 .PHONY: test-vm-all
 test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 10 minutes more).

@@ -207,7 +207,7 @@ echo $n`, fuaWrite(fuaTop, 2<<20, 4<<20, "--rw=randwrite --iodepth=16 --time_bas
 	// What the kernel says of B before the cut, to explain a survival:
 	// the queue's FUA and write-cache flags (whether O_DSYNC becomes FUA
 	// or a flush) and the writecache's own counters.
-	kernelSaid := v.MustRun(t, `d=$(basename $(readlink -f `+fuaBareWC+`)); echo "fua=$(cat /sys/block/$d/queue/fua) write_cache=$(cat /sys/block/$d/queue/write_cache)"; dmsetup status tcff-wc-b`)
+	kernelSaid := v.MustRun(t, `d=$(dmsetup info -c --noheadings -o blkdevname tcff-wc-b); echo "$d: fua=$(cat /sys/block/$d/queue/fua) write_cache=$(cat /sys/block/$d/queue/write_cache); status: $(dmsetup status tcff-wc-b)"`)
 	if err := v.Kill(); err != nil {
 		t.Fatal(err)
 	}
