@@ -49,6 +49,9 @@ takes it later. Works on this node's devices.`,
 			if g.cluster() {
 				return usageErrorf("pool delete works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
 			}
+			if err := g.confirm("delete pool " + args[0] + " (its superblocks, and the RAID10 'pool create --raid10' built)?"); err != nil {
+				return err
+			}
 			e, err := g.Engine()
 			if err != nil {
 				return err
@@ -100,6 +103,13 @@ Refused while a volume of the pool runs. Works on this node's devices.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			q := "start pool " + args[0] + " without its missing SSDs, giving them up for good?"
+			if len(acceptLoss) > 0 {
+				q = "start pool " + args[0] + " without its missing SSDs, and " + strings.Join(acceptLoss, ", ") + " without the writes their lost write cache held?"
+			}
+			if err := g.confirm(q); err != nil {
+				return err
+			}
 			e, err := g.poolEngine("pool force-start", args[0])
 			if err != nil {
 				return err

@@ -37,6 +37,13 @@ type Globals struct {
 	// Lock overrides the engine's lock file.
 	Lock           string
 	Stdout, Stderr io.Writer
+	// Stdin is where confirmations are read; nil: os.Stdin.
+	Stdin io.Reader
+	// Yes answers the confirmations of destructive commands (--yes).
+	Yes bool
+	// stdinTerminal reports whether a person can answer on Stdin; nil:
+	// whether Stdin is a terminal (tests set it).
+	stdinTerminal func() bool
 
 	cl clusterFlags
 	// getenv reads the environment; nil means os.Getenv (tests set it).
@@ -168,6 +175,7 @@ Shell completion (volume, pool, node and policy names, modes):
 		}
 		return g.resolveCluster(cmd.Flags())
 	}
+	root.PersistentFlags().BoolVarP(&g.Yes, "yes", "y", false, "answer yes to the question a destructive command asks on a terminal (volume delete, pool delete, pool force-start)")
 	root.AddCommand(newPoolCmd(g), newVolumeCmd(g), newNodeCmd(g), newPolicyCmd(g))
 	MarkUsageErrors(root)
 	return root

@@ -502,6 +502,13 @@ once its write cache is clean (--force is refused there).`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeVolumes,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			q := "delete volume " + args[0] + "?"
+			if force {
+				q = "delete volume " + args[0] + " with --force, discarding the writes its write cache may hold that are not on the HDDs yet?"
+			}
+			if err := g.confirm(q); err != nil {
+				return err
+			}
 			b, err := g.backend(cmd.Context())
 			if err != nil {
 				return err
