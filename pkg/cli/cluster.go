@@ -475,21 +475,21 @@ func newNodeCmd(g *Globals) *cobra.Command {
 					return err
 				}
 				defer st.Close()
-				spec, meta, err := st.GetNodeSpec(ctx, args[0])
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				// A node with a spec already is known, live or not (undrain
-				// of a node that is down is fine); else it must be live.
-				if errors.Is(err, store.ErrNotFound) {
-					if _, _, err := st.GetNode(ctx, args[0]); errors.Is(err, store.ErrNotFound) {
-						return usageErrorf("node %s: no such node (see `tidectl node list`)", args[0])
-					} else if err != nil {
-						return err
+				_, err = updateNodeSpec(ctx, st, args[0], func(spec *api.NodeSpec, stored bool) error {
+					// A node with a spec already is known, live or not
+					// (undrain of a node that is down is fine); else it
+					// must be live.
+					if !stored {
+						if _, _, err := st.GetNode(ctx, args[0]); errors.Is(err, store.ErrNotFound) {
+							return usageErrorf("node %s: no such node (see `tidectl node list`)", args[0])
+						} else if err != nil {
+							return err
+						}
 					}
-				}
-				spec.Name, spec.Drain = args[0], on
-				if _, err := st.PutNodeSpec(ctx, spec, meta.ModRevision); err != nil {
+					spec.Drain = on
+					return nil
+				})
+				if err != nil {
 					return err
 				}
 				if g.JSON() {
@@ -508,4 +508,25 @@ func newNodeCmd(g *Globals) *cobra.Command {
 		drain("drain", "Put every volume of a node in passthrough with clean caches, and move the replicas it keeps for other nodes elsewhere (maintenance)", true),
 		drain("undrain", "Return a drained node's volumes to their spec modes (moved replicas stay where they went)", false))
 	return cmd
+}
+
+// updateNodeSpec reads the spec of node name (an empty one when it has
+// none), lets change edit it, and writes it back only if it is still the
+// one read: a change made meanwhile fails the write (store's revision
+// check) instead of being lost. change is told whether a spec was stored;
+// when it returns an error nothing is written. It returns the spec
+// written.
+func updateNodeSpec(ctx context.Context, st *store.Store, name string, change func(spec *api.NodeSpec, stored bool) error) (api.NodeSpec, error) {
+	spec, meta, err := st.GetNodeSpec(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return api.NodeSpec{}, err
+	}
+	spec.Name = name
+	if err := change(&spec, err == nil); err != nil {
+		return api.NodeSpec{}, err
+	}
+	if _, err := st.PutNodeSpec(ctx, spec, meta.ModRevision); err != nil {
+		return api.NodeSpec{}, err
+	}
+	return spec, nil
 }

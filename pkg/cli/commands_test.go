@@ -380,6 +380,16 @@ func TestClusterInputErrors(t *testing.T) {
 	if err != nil || !ns.Drain {
 		t.Fatalf("node spec after drain: %+v, %v", ns, err)
 	}
+	// A node that is down but has a spec is known: undrain is accepted.
+	if _, err := c.st.PutNodeSpec(t.Context(), api.NodeSpec{Name: "gone", Drain: true}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := tidectl(t, nil, cl("node", "undrain", "gone")...); r.code != ExitOK {
+		t.Fatalf("undrain gone: exit %d: %s", r.code, r.stderr)
+	}
+	if ns, _, err := c.st.GetNodeSpec(t.Context(), "gone"); err != nil || ns.Drain {
+		t.Fatalf("node spec after undrain: %+v, %v", ns, err)
+	}
 }
 
 // TestClusterResize: `volume resize` in cluster mode writes the larger

@@ -57,13 +57,11 @@ NODE belongs to the new rotation.`,
 			if n.NVMeAuthKey == "" {
 				return usageErrorf("node %s does not authenticate NVMe/TCP connections (its kernel has no in-band authentication): it has no secrets to rotate", name)
 			}
-			spec, meta, err := st.GetNodeSpec(ctx, name)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			spec.Name = name
-			spec.RotateNVMeSecrets = max(time.Now().UnixNano(), spec.RotateNVMeSecrets+1)
-			if _, err := st.PutNodeSpec(ctx, spec, meta.ModRevision); err != nil {
+			spec, err := updateNodeSpec(ctx, st, name, func(spec *api.NodeSpec, _ bool) error {
+				spec.RotateNVMeSecrets = max(time.Now().UnixNano(), spec.RotateNVMeSecrets+1)
+				return nil
+			})
+			if err != nil {
 				return err
 			}
 			if g.cl.wait {
