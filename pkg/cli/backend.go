@@ -103,7 +103,7 @@ func (b *localBackend) CreateVolume(ctx context.Context, req pool.VolumeRequest,
 	}
 	info, err := b.e.CreateVolume(ctx, poolName, req)
 	if err != nil {
-		return Volume{}, err
+		return Volume{}, unknownPool(ctx, b.e, poolName, err)
 	}
 	return localVolume(info, b.node), nil
 }
@@ -121,7 +121,7 @@ func (b *localBackend) Volumes(ctx context.Context) ([]Volume, error) {
 }
 
 func (b *localBackend) Volume(ctx context.Context, name string) (Volume, error) {
-	info, err := b.e.Volume(ctx, name)
+	info, err := b.info(ctx, name)
 	if err != nil {
 		return Volume{}, err
 	}
@@ -130,6 +130,13 @@ func (b *localBackend) Volume(ctx context.Context, name string) (Volume, error) 
 		v.OriginArray, v.OriginArrayError = b.originArray(ctx, info.Pool)
 	}
 	return v, nil
+}
+
+// info is the engine's record of the volume name; a name that is not on
+// this node gets the closest that are.
+func (b *localBackend) info(ctx context.Context, name string) (engine.VolumeInfo, error) {
+	info, err := b.e.Volume(ctx, name)
+	return info, unknownVolume(ctx, b.e, name, err)
 }
 
 // originArray reads the md origin array of the named pool: its health,
@@ -149,7 +156,7 @@ func (b *localBackend) originArray(ctx context.Context, poolName string) (*mdrai
 }
 
 func (b *localBackend) DeleteVolume(ctx context.Context, name string, force bool) error {
-	return b.e.DeleteVolume(ctx, name, force)
+	return unknownVolume(ctx, b.e, name, b.e.DeleteVolume(ctx, name, force))
 }
 
 func (b *localBackend) SetMode(ctx context.Context, name string, mode pool.Mode) (Volume, error) {
@@ -157,7 +164,7 @@ func (b *localBackend) SetMode(ctx context.Context, name string, mode pool.Mode)
 	err := b.e.SetMode(ctx, name, mode, pp.print)
 	pp.end()
 	if err != nil {
-		return Volume{}, err
+		return Volume{}, unknownVolume(ctx, b.e, name, err)
 	}
 	return b.Volume(ctx, name)
 }
@@ -165,7 +172,7 @@ func (b *localBackend) SetMode(ctx context.Context, name string, mode pool.Mode)
 func (b *localBackend) Resize(ctx context.Context, name string, size uint64) (Volume, error) {
 	info, err := b.e.ResizeVolume(ctx, name, size)
 	if err != nil {
-		return Volume{}, err
+		return Volume{}, unknownVolume(ctx, b.e, name, err)
 	}
 	return localVolume(info, b.node), nil
 }
@@ -175,23 +182,24 @@ func (b *localBackend) Flush(ctx context.Context, name string) (uint64, error) {
 	pp := newProgressPrinter(b.g.Stderr)
 	left, err := b.e.Flush(ctx, name, pp.print)
 	pp.end()
-	return left, err
+	return left, unknownVolume(ctx, b.e, name, err)
 }
 
 // Check returns the volume's drift from its layout (joined
 // *engine.DriftError), nil when it matches.
 func (b *localBackend) Check(ctx context.Context, name string) error {
-	return b.e.CheckVolume(ctx, name)
+	return unknownVolume(ctx, b.e, name, b.e.CheckVolume(ctx, name))
 }
 
 func (b *localBackend) Repair(ctx context.Context, name string) ([]string, error) {
-	return b.e.RepairVolume(ctx, name)
+	changed, err := b.e.RepairVolume(ctx, name)
+	return changed, unknownVolume(ctx, b.e, name, err)
 }
 
 // Tune applies change to the volume's current write-tier tuning; change
 // returns the new tuning (nil: node defaults).
 func (b *localBackend) Tune(ctx context.Context, name string, change func(*pool.Tuning) (*pool.Tuning, error)) (bool, error) {
-	info, err := b.e.Volume(ctx, name)
+	info, err := b.info(ctx, name)
 	if err != nil {
 		return false, err
 	}

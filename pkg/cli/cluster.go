@@ -130,8 +130,10 @@ func (b *clusterBackend) checkPlacement(ctx context.Context, node, poolName stri
 	if err != nil {
 		return err
 	}
-	var names []string
-	nodeFound, poolFound := node == "", poolName == ""
+	// names are the live nodes, pools those of --node (every live
+	// node's without it).
+	var names, pools []string
+	nodeFound := node == ""
 	for _, it := range nodes {
 		n := it.Value
 		names = append(names, n.Name)
@@ -139,8 +141,8 @@ func (b *clusterBackend) checkPlacement(ctx context.Context, node, poolName stri
 			continue
 		}
 		nodeFound = true
-		if slices.ContainsFunc(n.Pools, func(p api.PoolInventory) bool { return p.Name == poolName }) {
-			poolFound = true
+		for _, p := range n.Pools {
+			pools = append(pools, p.Name)
 		}
 	}
 	sort.Strings(names)
@@ -148,15 +150,22 @@ func (b *clusterBackend) checkPlacement(ctx context.Context, node, poolName stri
 	if live == "" {
 		live = "none"
 	}
+	poolFound := poolName == "" || slices.Contains(pools, poolName)
 	switch {
 	case !nodeFound:
-		return usageErrorf("--node %s: no such live node (live nodes: %s)", node, live)
+		return didYouMean(usageErrorf("--node %s: no such live node (live nodes: %s)", node, live), node, names)
 	case !poolFound && node != "":
-		return usageErrorf("--pool %s: node %s has no pool of that name (see `tidectl node list`)", poolName, node)
+		return didYouMean(usageErrorf("--pool %s: node %s has no pool of that name (see `tidectl node list`)", poolName, node), poolName, pools)
 	case !poolFound:
-		return usageErrorf("--pool %s: no live node has a pool of that name (see `tidectl node list`)", poolName)
+		return didYouMean(usageErrorf("--pool %s: no live node has a pool of that name (see `tidectl node list`)", poolName), poolName, pools)
 	}
 	return nil
+}
+
+// volumeNotFound says that the cluster has no volume name, suggesting
+// the closest names it has.
+func (b *clusterBackend) volumeNotFound(ctx context.Context, name string) error {
+	return suggestListed(volumeNotFound(name), name, func() ([]string, error) { return clusterVolumeNames(ctx, b.st) })
 }
 
 func (b *clusterBackend) Volumes(ctx context.Context) ([]Volume, error) {
@@ -190,7 +199,7 @@ func (b *clusterBackend) Volumes(ctx context.Context) ([]Volume, error) {
 func (b *clusterBackend) Volume(ctx context.Context, name string) (Volume, error) {
 	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return Volume{}, volumeNotFound(name)
+		return Volume{}, b.volumeNotFound(ctx, name)
 	}
 	if err != nil {
 		return Volume{}, err
@@ -211,7 +220,7 @@ func (b *clusterBackend) DeleteVolume(ctx context.Context, name string, force bo
 	}
 	_, meta, err := b.st.GetVolumeSpec(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return volumeNotFound(name)
+		return b.volumeNotFound(ctx, name)
 	}
 	if err != nil {
 		return err
@@ -226,7 +235,7 @@ func (b *clusterBackend) DeleteVolume(ctx context.Context, name string, force bo
 func (b *clusterBackend) SetMode(ctx context.Context, name string, mode pool.Mode) (Volume, error) {
 	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return Volume{}, volumeNotFound(name)
+		return Volume{}, b.volumeNotFound(ctx, name)
 	}
 	if err != nil {
 		return Volume{}, err
@@ -249,7 +258,7 @@ func (b *clusterBackend) Resize(ctx context.Context, name string, size uint64) (
 	spec, meta, err := b.st.GetVolumeSpec(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return Volume{}, volumeNotFound(name)
+		return Volume{}, b.volumeNotFound(ctx, name)
 	case err != nil:
 		return Volume{}, err
 	case spec.SharedOrigin != nil:
@@ -481,7 +490,8 @@ func newNodeCmd(g *Globals) *cobra.Command {
 					// must be live.
 					if !stored {
 						if _, _, err := st.GetNode(ctx, args[0]); errors.Is(err, store.ErrNotFound) {
-							return usageErrorf("node %s: no such node (see `tidectl node list`)", args[0])
+							return suggestListed(usageErrorf("node %s: no such node (see `tidectl node list`)", args[0]), args[0],
+								func() ([]string, error) { return knownNodeNames(ctx, st) })
 						} else if err != nil {
 							return err
 						}

@@ -84,6 +84,7 @@ func (c cluster) args(args ...string) []string {
 // on a host without device-mapper. It records tuning changes.
 type fakeNode struct {
 	vols     []engine.VolumeInfo
+	pools    []engine.PoolInfo
 	checkErr error
 	tuned    *pool.Tuning
 }
@@ -100,7 +101,7 @@ func (f *fakeNode) Volume(_ context.Context, name string) (engine.VolumeInfo, er
 	}
 	return engine.VolumeInfo{}, volumeNotFound(name)
 }
-func (f *fakeNode) Pools(context.Context) ([]engine.PoolInfo, error) { return nil, nil }
+func (f *fakeNode) Pools(context.Context) ([]engine.PoolInfo, error) { return f.pools, nil }
 func (f *fakeNode) DeleteVolume(context.Context, string, bool) error { return errors.New("fake") }
 func (f *fakeNode) SetMode(context.Context, string, pool.Mode, engine.ProgressFunc) error {
 	return errors.New("fake")

@@ -4,7 +4,6 @@ package cli
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -93,18 +92,7 @@ func (g *Globals) completePools(cmd *cobra.Command, args []string, toComplete st
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	if g.cluster() {
-		return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
-			nodes, _, _, err := st.ListNodes(ctx)
-			var names []string
-			for _, n := range nodes {
-				for _, p := range n.Value.Pools {
-					if !slices.Contains(names, p.Name) {
-						names = append(names, p.Name)
-					}
-				}
-			}
-			return names, err
-		})
+		return g.clusterNames(cmd, toComplete, clusterPoolNames)
 	}
 	ctx, cancel := completionContext(cmd)
 	defer cancel()
@@ -113,13 +101,9 @@ func (g *Globals) completePools(cmd *cobra.Command, args []string, toComplete st
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	defer e.Close()
-	pools, err := e.Pools(ctx)
+	names, err := localPoolNames(ctx, e)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var names []string
-	for _, p := range pools {
-		names = append(names, p.Name)
 	}
 	return matching(names, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
@@ -134,14 +118,7 @@ func (g *Globals) completeNodeArg(cmd *cobra.Command, args []string, toComplete 
 
 // completeNodes completes live node names (cluster mode only), for --node.
 func (g *Globals) completeNodes(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
-		nodes, _, _, err := st.ListNodes(ctx)
-		var names []string
-		for _, n := range nodes {
-			names = append(names, n.Value.Name)
-		}
-		return names, err
-	})
+	return g.clusterNames(cmd, toComplete, liveNodeNames)
 }
 
 // completePolicies completes policy names (cluster mode only).
@@ -149,14 +126,7 @@ func (g *Globals) completePolicies(cmd *cobra.Command, args []string, toComplete
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	return g.clusterNames(cmd, toComplete, func(ctx context.Context, st *store.Store) ([]string, error) {
-		items, _, _, err := st.ListPolicies(ctx)
-		var names []string
-		for _, it := range items {
-			names = append(names, it.Value.Name)
-		}
-		return names, err
-	})
+	return g.clusterNames(cmd, toComplete, policyNames)
 }
 
 // clusterNames completes names that list reads from the cluster store;

@@ -81,11 +81,12 @@ func ExitCode(err error) int {
 
 // MarkUsageErrors wraps the positional-argument check of every command in
 // the tree so that a wrong number of arguments exits with ExitUsage. A
-// command group ("tidectl volume") given an unknown subcommand fails too;
-// cobra would print its help and exit 0.
+// command group ("tidectl volume") given an unknown subcommand fails too,
+// suggesting the closest ones it has; cobra would print its help and exit
+// 0.
 func MarkUsageErrors(cmd *cobra.Command) {
 	if cmd.HasSubCommands() && !cmd.Runnable() {
-		cmd.Args = cobra.NoArgs
+		cmd.Args = unknownCommand
 		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	}
 	if args := cmd.Args; args != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/api"
-	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/reconcile"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -103,9 +102,13 @@ func importVolumes(ctx context.Context, g *Globals, e nodeEngine, st *store.Stor
 	if err != nil {
 		return nil, err
 	}
+	var have []string
+	for _, v := range vols {
+		have = append(have, v.Name)
+	}
 	for _, n := range names {
-		if !slices.ContainsFunc(vols, func(v engine.VolumeInfo) bool { return v.Name == n }) {
-			return nil, volumeNotFound(n)
+		if !slices.Contains(have, n) {
+			return nil, didYouMean(volumeNotFound(n), n, have)
 		}
 	}
 	var imported []string

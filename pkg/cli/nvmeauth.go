@@ -50,7 +50,8 @@ NODE belongs to the new rotation.`,
 			defer st.Close()
 			n, _, err := st.GetNode(ctx, name)
 			if errors.Is(err, store.ErrNotFound) {
-				return usageErrorf("node %s: not registered (see `tidectl node list`): a node rotates its secrets itself, so it must be up", name)
+				return suggestListed(usageErrorf("node %s: not registered (see `tidectl node list`): a node rotates its secrets itself, so it must be up", name), name,
+					func() ([]string, error) { return liveNodeNames(ctx, st) })
 			} else if err != nil {
 				return err
 			}

@@ -3,7 +3,10 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,7 +62,7 @@ takes it later. Works on this node's devices.`,
 			defer e.Close()
 			rep, err := e.DeletePool(cmd.Context(), args[0])
 			if err != nil {
-				return err
+				return unknownPool(cmd.Context(), e, args[0], err)
 			}
 			if g.JSON() {
 				return g.Print(rep)
@@ -116,6 +119,8 @@ Refused while a volume of the pool runs. Works on this node's devices.`,
 			}
 			defer e.Close()
 			rep, err := e.ForceStartPool(cmd.Context(), args[0], acceptLoss)
+			err = unknownPool(cmd.Context(), e, args[0], err)
+			err = unknownAcceptedVolume(cmd.Context(), e, args[0], acceptLoss, err)
 			if g.JSON() && rep.Generation != 0 {
 				if perr := g.Print(rep); perr != nil {
 					return perr
@@ -147,6 +152,30 @@ Refused while a volume of the pool runs. Works on this node's devices.`,
 	return cmd
 }
 
+// poolReader reads one pool on this node's devices (*engine.Engine).
+type poolReader interface {
+	Pool(ctx context.Context, name string) (engine.PoolInfo, error)
+}
+
+// unknownAcceptedVolume adds to err, when it says that a volume
+// --accept-data-loss names is not in the pool, the pool's volumes closest
+// to the first such name; any other err is returned as it is.
+func unknownAcceptedVolume(ctx context.Context, e poolReader, poolName string, acceptLoss []string, err error) error {
+	if !errors.Is(err, pool.ErrVolumeNotFound) {
+		return err
+	}
+	p, perr := e.Pool(ctx, poolName)
+	if perr != nil {
+		return err
+	}
+	for _, name := range acceptLoss {
+		if !slices.Contains(p.Volumes, name) {
+			return didYouMean(err, name, p.Volumes)
+		}
+	}
+	return err
+}
+
 func newPoolAddSSDCmd(g *Globals) *cobra.Command {
 	var req engine.AddSSDRequest
 	cmd := &cobra.Command{
@@ -176,7 +205,7 @@ devices.`,
 			defer e.Close()
 			info, err := e.AddSSD(cmd.Context(), req)
 			if err != nil {
-				return err
+				return unknownPool(cmd.Context(), e, args[0], err)
 			}
 			if g.JSON() {
 				return g.Print(info)
@@ -225,7 +254,7 @@ on this node's devices.`,
 			info, err := e.RemoveSSD(cmd.Context(), args[0], device, pp.print)
 			pp.end()
 			if err != nil {
-				return err
+				return unknownPool(cmd.Context(), e, args[0], err)
 			}
 			if g.JSON() {
 				return g.Print(info)
@@ -262,7 +291,7 @@ SSD is checked as 'pool add-ssd' checks it (--force, --destroy-pool).`,
 			}
 			defer e.Close()
 			if _, err := e.AddSSD(cmd.Context(), req); err != nil {
-				return err
+				return unknownPool(cmd.Context(), e, args[0], err)
 			}
 			fmt.Fprintf(g.Stderr, "pool %s: %s added; moving the caches off %s\n", req.Pool, req.Device, old)
 			pp := newProgressPrinter(g.Stderr)
@@ -404,7 +433,7 @@ func newPoolShowCmd(g *Globals) *cobra.Command {
 			if len(args) == 1 {
 				p, err := e.Pool(cmd.Context(), args[0])
 				if err != nil {
-					return err
+					return unknownPool(cmd.Context(), e, args[0], err)
 				}
 				pools = append(pools, p)
 			} else if pools, err = e.Pools(cmd.Context()); err != nil {

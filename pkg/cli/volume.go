@@ -983,7 +983,7 @@ every acknowledged write included.`,
 			defer b.Close()
 			info, err := b.e.AdoptVolume(cmd.Context(), engine.AdoptRequest{Pool: poolName, Device: device, Volume: req})
 			if err != nil {
-				return err
+				return unknownPool(cmd.Context(), b.e, poolName, err)
 			}
 			v := localVolume(info, b.node)
 			if v.WriteCacheBytes > 0 && v.Protection == string(pool.ProtectNone) {
@@ -1092,7 +1092,7 @@ those.`,
 				return err
 			}
 			defer b.Close()
-			info, err := b.e.Volume(cmd.Context(), args[0])
+			info, err := b.info(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -1134,7 +1134,7 @@ write cache is mirrored on a peer node is refused.`,
 				return err
 			}
 			defer b.Close()
-			before, err := b.e.Volume(cmd.Context(), args[0])
+			before, err := b.info(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
