@@ -73,7 +73,7 @@ install: build ## Install binaries, units, udev rule, man pages, completion, doc
 		$(DESTDIR)$(PREFIX)/share/zsh/vendor-completions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d \
 		$(DESTDIR)$(PREFIX)/share/doc/tidecache $(DESTDIR)$(PREFIX)/share/tidecache/prometheus $(DESTDIR)$(PREFIX)/share/tidecache/grafana \
 		$(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d \
-		$(DESTDIR)/etc/default
+		$(DESTDIR)/etc/default $(DESTDIR)/etc/tidecache
 	install -m 0755 $(BIN)/tidectl $(BIN)/tidecached $(BIN)/tidecache-csi $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 deploy/systemd/tidecached.service deploy/systemd/tidecache-assemble.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 0644 deploy/systemd/mariadb.service.d/tidecache.conf $(DESTDIR)$(PREFIX)/share/tidecache/systemd/mariadb.service.d/

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +15,8 @@ import (
 )
 
 func newAssembleCmd(g *cli.Globals) *cobra.Command {
-	return &cobra.Command{
+	var waitDevices time.Duration
+	cmd := &cobra.Command{
 		Use:   "assemble",
 		Short: "Rebuild every cached volume from the SSD superblocks (boot time)",
 		Long: `Scan every block device for tidecache superblocks and bring up every
@@ -30,14 +32,40 @@ only legs of mirrored write caches (--protect local): the other legs have
 every acknowledged write, so the pool comes up DEGRADED and the mirrors
 run on one leg until the SSD is back (then run tidectl volume repair). The exit status is 3 when anything
 was refused or failed (the report says what and why), 1 when the scan
-itself failed.`,
+itself failed.
+
+At boot, disks show up while it runs: with --wait-devices (the boot unit
+gives 90s) it first waits, at most that long, for the disks of this node's
+pools: the SSDs their
+superblocks name, the pools listed in /etc/tidecache/pools.json (kept up to
+date at every pool change) even if none of their disks is there yet, the
+disks of each md origin (until the array runs or all of them are there)
+and the devices of adopted volumes. It says every 5 s what it waits for. A
+disk still missing then is handled as above: only late, it would otherwise
+refuse its pool or leave a mirror or an array degraded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if waitDevices < 0 {
+				return fmt.Errorf("--wait-devices %v: give 0 (no wait) or a positive duration", waitDevices)
+			}
 			e, err := g.Engine()
 			if err != nil {
 				return err
 			}
 			defer e.Close()
+			var absent []string
+			if waitDevices > 0 {
+				w, err := e.WaitForDevices(cmd.Context(), waitDevices, func(waited time.Duration, missing []string) {
+					fmt.Fprintf(g.Stderr, "waiting for devices (%v of %v): %s\n", waited.Round(time.Second), waitDevices, strings.Join(missing, "; "))
+				})
+				if err != nil {
+					return fmt.Errorf("wait for pool devices: %w", err)
+				}
+				if len(w.Missing) > 0 {
+					fmt.Fprintf(g.Stderr, "still missing after %v: %s\n", waitDevices, strings.Join(w.Missing, "; "))
+				}
+				absent = w.Absent
+			}
 			rep, err := e.Assemble(cmd.Context())
 			if perr := printAssemble(g, rep); perr != nil {
 				return perr
@@ -45,9 +73,18 @@ itself failed.`,
 			if errors.Is(err, engine.ErrAssembleIncomplete) {
 				return cli.Found(fmt.Errorf("%w: see the report above", err))
 			}
+			if err == nil && len(absent) > 0 {
+				// Pools the scan never saw are in no report: say so, and
+				// fail the unit as for a pool refused.
+				return cli.Found(fmt.Errorf("%w: no device of pool(s) %s appeared in %v; their volumes are not started (listed in %s)",
+					engine.ErrAssembleIncomplete, strings.Join(absent, ", "), waitDevices, e.ExpectedPoolsPath()))
+			}
 			return err
 		},
 	}
+	cmd.Flags().DurationVar(&waitDevices, "wait-devices", 0,
+		"wait at most this long for the disks of this node's pools before assembling (tidecache-assemble.service: 90s)")
+	return cmd
 }
 
 func printAssemble(g *cli.Globals, rep engine.AssembleReport) error {

@@ -68,6 +68,10 @@ type Config struct {
 	// UdevRulesDir is where the rules for adopted devices are written
 	// (AdoptedRulesFile); "" writes none.
 	UdevRulesDir string
+	// ExpectedPoolsFile lists the pools of this node, rewritten at every
+	// layout change, so that boot assembly waits for a pool none of whose
+	// disks has shown up yet (WaitForDevices); "" keeps no list.
+	ExpectedPoolsFile string
 	// PauseAt names a point inside a multi-step change where the engine
 	// stops and waits for its context to end (or the power to be cut):
 	// the VM tests cut the power there to prove the step is crash-safe.
@@ -99,7 +103,10 @@ func DefaultConfig() Config {
 		LockPath:     "/run/tidecache/engine.lock",
 		PollInterval: 200 * time.Millisecond,
 		UdevRulesDir: "/etc/udev/rules.d",
-		PauseAt:      os.Getenv("TIDECACHE_TEST_PAUSE_AT"),
+		// On the root file system, which is mounted when boot assembly
+		// runs (/var may not be).
+		ExpectedPoolsFile: "/etc/tidecache/" + ExpectedPoolsFileName,
+		PauseAt:           os.Getenv("TIDECACHE_TEST_PAUSE_AT"),
 	}
 }
 

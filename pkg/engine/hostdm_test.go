@@ -75,6 +75,7 @@ func newFakeDMEngine(t *testing.T, drainTimeout time.Duration) (*Engine, *dmtest
 	cfg.SysRoot = t.TempDir()
 	cfg.LockPath = filepath.Join(t.TempDir(), "engine.lock")
 	cfg.UdevRulesDir = t.TempDir()
+	cfg.ExpectedPoolsFile = filepath.Join(t.TempDir(), ExpectedPoolsFileName)
 	cfg.PollInterval = time.Millisecond
 	cfg.DrainTimeout = drainTimeout
 	e, err := NewWithClient(cfg, k.Client(t))

@@ -107,6 +107,7 @@ func (e *Engine) DeletePool(ctx context.Context, name string) (PoolDeleteReport,
 		rep.Wiped = append(rep.Wiped, dev)
 		e.log.Info("pool superblock wiped", "pool", name, "device", dev)
 	}
+	e.updateExpected(l.UUID, nil)
 	if l.Origin.MDUUID != "" && mdName(l.Origin.Path) == "tc-"+name && !originGone {
 		// pool create built this array for the pool: take it apart, so its
 		// disks are plain disks again and no longer count as this pool's.

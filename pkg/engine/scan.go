@@ -296,6 +296,7 @@ func (e *Engine) recordLayout(p *poolState, origin string, l *pool.Layout, skipM
 	}
 	p.Layout = l
 	e.log.Info("layout written", "pool", l.Name, "generation", l.Generation, "missing_members", len(l.Members)-len(p.Members))
+	e.updateExpected(l.UUID, l)
 	return nil
 }
 

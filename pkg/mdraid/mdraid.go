@@ -452,10 +452,54 @@ func (m Manager) nameOnDisk(ctx context.Context, uuid string) (string, error) {
 	return "", fmt.Errorf("no member device of md array %s found", uuid)
 }
 
+// Presence is how much of an md array is on the node.
+type Presence struct {
+	// Running is set when the array runs (active, possibly degraded).
+	Running bool
+	// Present counts the member devices found (spares too), Want the
+	// devices its superblocks name: its slots and its spares.
+	Present, Want int
+}
+
+// Complete reports whether the array runs or every one of its devices is
+// there to start it with.
+func (p Presence) Complete() bool { return p.Running || (p.Want > 0 && p.Present >= p.Want) }
+
+// Presence tells whether the array uuid runs and, if not, how many of its
+// member devices are on the node ("mdadm --examine --scan --verbose").
+// Boot assembly waits with it for a pool's origin disks before it starts
+// the array with --run: a disk that is only late must not leave the array
+// degraded.
+func (m Manager) Presence(ctx context.Context, uuid string) (Presence, error) {
+	u, err := NormalizeUUID(uuid)
+	if err != nil {
+		return Presence{}, err
+	}
+	running, err := m.scan(ctx, "--detail")
+	if err != nil {
+		return Presence{}, fmt.Errorf("md array %s: %w", u, err)
+	}
+	for _, e := range running {
+		if e.uuid == u && !e.inactive {
+			return Presence{Running: true}, nil
+		}
+	}
+	found, err := m.scan(ctx, "--examine", "--verbose")
+	if err != nil {
+		return Presence{}, fmt.Errorf("md array %s: %w", u, err)
+	}
+	for _, e := range found {
+		if e.uuid == u {
+			return Presence{Present: len(e.devices), Want: e.numDevices + e.spares}, nil
+		}
+	}
+	return Presence{}, nil
+}
+
 // scan runs "mdadm <mode> --scan" (--detail: running arrays; --examine:
 // arrays whose members are present) and parses it.
-func (m Manager) scan(ctx context.Context, mode string) ([]scanEntry, error) {
-	args := []string{mode, "--scan"}
+func (m Manager) scan(ctx context.Context, mode string, extra ...string) ([]scanEntry, error) {
+	args := append([]string{mode, "--scan"}, extra...)
 	if mode == "--examine" {
 		args = append(args, "--config=partitions")
 	}

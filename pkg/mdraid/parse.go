@@ -157,6 +157,12 @@ type scanEntry struct {
 	inactive bool
 	uuid     string
 	name     string // "homehost:name" as stored in the superblock
+	// numDevices and devices are given by --examine --scan --verbose
+	// only: the array's slot count, and the member devices present
+	// (spares among them, whose count a continuation line gives).
+	numDevices int
+	spares     int
+	devices    []string
 }
 
 // shortName is the entry's name without the homehost.
@@ -178,12 +184,33 @@ func (e scanEntry) shortName() string {
 //	ARRAY /dev/md/tc-origin metadata=1.2 name=any:tc-origin UUID=3b2a4c1e:8f0d2b6a:5c7e9d10:2f4a6b8c
 //	INACTIVE-ARRAY /dev/md127 metadata=1.2 name=any:tc-cache UUID=...
 //
+// With --verbose, ARRAY lines carry num-devices= and each is followed by
+// a continuation line with the member devices present:
+//
+//	ARRAY /dev/md/tc-origin level=raid10 metadata=1.2 num-devices=4 UUID=... name=any:tc-origin
+//	   devices=/dev/vda,/dev/vdb,/dev/vdc
+//
 // Values may be quoted (mdadm quotes names holding spaces or quotes).
-// Other lines (continuation lines with devices=, messages) are skipped.
+// Other lines (messages) are skipped.
 func parseScan(out []byte) ([]scanEntry, error) {
 	var entries []scanEntry
 	for n, line := range strings.Split(string(out), "\n") {
 		f := splitQuoted(line)
+		if len(f) > 0 && len(entries) > 0 && strings.HasPrefix(line, " ") {
+			last := &entries[len(entries)-1]
+			for _, tok := range f {
+				k, v, _ := strings.Cut(tok, "=")
+				switch {
+				case k == "devices" && v != "":
+					last.devices = strings.Split(v, ",")
+				case k == "spares":
+					if n, err := strconv.Atoi(v); err == nil {
+						last.spares = n
+					}
+				}
+			}
+			continue
+		}
 		if len(f) < 2 || (f[0] != "ARRAY" && f[0] != "INACTIVE-ARRAY") {
 			continue
 		}
@@ -202,6 +229,12 @@ func parseScan(out []byte) ([]scanEntry, error) {
 				e.uuid = u
 			case "name":
 				e.name = v
+			case "num-devices":
+				d, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fmt.Errorf("mdadm scan line %d: num-devices %q: %w", n+1, v, err)
+				}
+				e.numDevices = d
 			}
 		}
 		entries = append(entries, e)

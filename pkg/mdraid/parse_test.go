@@ -101,7 +101,17 @@ func TestParseScan(t *testing.T) {
 			file: "examine-scan.txt",
 			want: []scanEntry{
 				{device: "/dev/md/tc-origin", uuid: "3b2a4c1e:8f0d2b6a:5c7e9d10:2f4a6b8c", name: "any:tc-origin"},
-				{device: "/dev/md/tc-db-wc", uuid: "9e0c7a51:44d2b8f3:0a6e1c9d:7b3f5e21", name: "any:tc-db-wc"},
+				{device: "/dev/md/tc-db-wc", uuid: "9e0c7a51:44d2b8f3:0a6e1c9d:7b3f5e21", name: "any:tc-db-wc", spares: 1},
+			},
+		},
+		{
+			// mdadm 4.2 in the VM, one of four disks wiped.
+			file: "examine-scan-verbose.txt",
+			want: []scanEntry{
+				{device: "/dev/md/tc-origin", uuid: "c9ce070f:128d093e:f18cd0f6:2c3ed999", name: "vmrun:tc-origin",
+					numDevices: 4, devices: []string{"/dev/vdc", "/dev/vdb", "/dev/vda"}},
+				{device: "/dev/md/tc-db-wc", uuid: "9e0c7a51:44d2b8f3:0a6e1c9d:7b3f5e21", name: "any:tc-db-wc",
+					numDevices: 2, spares: 1, devices: []string{"/dev/nvme0n1p3", "/dev/nvme1n1p3", "/dev/sdx"}},
 			},
 		},
 	}
@@ -115,7 +125,7 @@ func TestParseScan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(got, tt.want) {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 		})

@@ -90,7 +90,18 @@ func TestAssembleAfterPowerCut(t *testing.T) {
 
 	t.Run("all SSDs back", func(t *testing.T) {
 		n := bootNodeIn(t, dir, bin, twoSSDs)
-		out := n.mustSh("tidecached assemble")
+		// One SSD is late, as a disk whose controller's driver loads
+		// late at boot: its PCI device is removed, and rescanned 3 s
+		// into the assembly, which waits for it instead of refusing
+		// the pool.
+		late := "/sys/block/" + strings.TrimPrefix(n.ssds()[1], "/dev/") + "/device"
+		n.mustSh("echo 1 > $(readlink -f " + late + ")/../remove && ! test -e " + late)
+		n.mustSh("(sleep 3; echo 1 > /sys/bus/pci/rescan) >/dev/null 2>&1 &")
+		res := n.sh("tidecached assemble --wait-devices 60s")
+		if res.ExitCode != 0 || !strings.Contains(res.Stderr, "waiting for devices") || !strings.Contains(res.Stderr, "pool tank: SSD") {
+			t.Fatalf("assemble with an SSD 3 s late: exit %d, want 0 after waiting for it\nstdout:\n%s\nstderr:\n%s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		out := res.Stdout
 		if !strings.Contains(out, "/dev/mapper/tc-a") || !strings.Contains(out, "/dev/mapper/tc-b") {
 			t.Fatalf("assemble did not report both volumes:\n%s", out)
 		}
