@@ -625,6 +625,10 @@ func TestClusterSettings(t *testing.T) {
 			[]string{"policy", "list"}, "default", 0},
 		{"flag over environment", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": dead}, append([]string{"policy", "list"}, c.flags...), "default", 0},
 		{"configured endpoints leave node commands local", map[string]string{ConfigFileEnv: good}, []string{"volume", "check", "db"}, "matches", 0},
+		// It runs on this node: without device-mapper (the host) it
+		// cannot open it, with it it finds no such pool; exit 1 either
+		// way, never the usage error (2) of an explicit --etcd-endpoints.
+		{"configured endpoints leave pool commands local", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": etcdEndpoint}, []string{"pool", "show", "nosuch"}, "error: ", 1},
 		{"unreachable, named with its source", map[string]string{"TIDECACHE_ETCD_ENDPOINTS": dead}, []string{"policy", "list"}, dead + " (from TIDECACHE_ETCD_ENDPOINTS)", 1},
 		{"unknown key", map[string]string{ConfigFileEnv: file("etcdEndpoint: [x]\n")}, []string{"policy", "list"}, "unknown field", 2},
 		{"named file missing", map[string]string{ConfigFileEnv: filepath.Join(dir, "none.yaml")}, []string{"policy", "list"}, "none.yaml", 2},

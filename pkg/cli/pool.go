@@ -49,7 +49,7 @@ takes it later. Works on this node's devices.`,
 			if err := pool.ValidateName("pool", args[0]); err != nil {
 				return usageError{err}
 			}
-			if g.cluster() {
+			if g.clusterExplicit() {
 				return usageErrorf("pool delete works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
 			}
 			if err := g.confirm("delete pool " + args[0] + " (its superblocks, and the RAID10 'pool create --raid10' built)?"); err != nil {
@@ -360,7 +360,7 @@ pool layout is written to the first 4 MiB of every SSD and of the origin
 			if err := validatePoolRequest(req); err != nil {
 				return usageError{err}
 			}
-			if g.cluster() {
+			if g.clusterExplicit() {
 				return usageErrorf("pool create works on this node's devices and does not take --etcd-endpoints: run it on the node whose disks it takes; its daemon then publishes the pool (`tidectl node list`)")
 			}
 			e, err := g.Engine()
@@ -421,7 +421,7 @@ func newPoolShowCmd(g *Globals) *cobra.Command {
 					return usageError{err}
 				}
 			}
-			if g.cluster() {
+			if g.clusterExplicit() {
 				return usageErrorf("pool show works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool; `tidectl node list --etcd-endpoints …` lists every node's pools and free space")
 			}
 			e, err := g.Engine()
@@ -565,13 +565,15 @@ func printPool(g *Globals, info engine.PoolInfo) error {
 	return nil
 }
 
-// poolEngine checks a command's pool name, refuses cluster mode (the
-// command works on this node's devices) and opens the node's engine.
+// poolEngine checks a command's pool name, refuses an explicit
+// --etcd-endpoints (the command works on this node's devices; endpoints
+// from the environment or tidectl.yaml are for the commands that use
+// them) and opens the node's engine.
 func (g *Globals) poolEngine(what, poolName string) (*engine.Engine, error) {
 	if err := pool.ValidateName("pool", poolName); err != nil {
 		return nil, usageError{err}
 	}
-	if g.cluster() {
+	if g.clusterExplicit() {
 		return nil, usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool", what)
 	}
 	return g.Engine()
