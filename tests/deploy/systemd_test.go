@@ -85,7 +85,7 @@ var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9.]+)`)
 
 // TestSystemdUnitsSecurity holds the hardening of every shipped unit with
 // `systemd-analyze security --offline` (no running systemd needed).
-// TestSystemdBoot (tests/vm) runs the same units under systemd on the real
+// TestREADME (tests/vm) runs the same units under systemd on the real
 // kernel, which shows the sandbox leaves them able to work.
 func TestSystemdUnitsSecurity(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")

@@ -64,13 +64,13 @@ func (l launch) qemuArgs() []string {
 		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + wire.PortName,
 		"-qmp", "unix:" + qemuEscape(l.qmpSocket) + ",server=on,wait=off",
 	}
-	// A disk that shapes its queue needs its own -device; qemu creates
-	// the devices of if=virtio drives after every -device, so then every
-	// disk gets one, in Config order, and the guest names them vda, vdb...
-	// in that order as before.
+	// A disk that shapes its queue or is an NVMe disk needs its own
+	// -device; qemu creates the devices of if=virtio drives after every
+	// -device, so then every disk gets one, in Config order, and the
+	// guest names them vda, vdb... in that order as before.
 	explicit := false
 	for _, d := range l.disks {
-		explicit = explicit || d.shapedQueue()
+		explicit = explicit || d.explicitDevice()
 	}
 	for i, d := range l.disks {
 		file := qemuEscape(d.Path)
@@ -93,6 +93,10 @@ func (l launch) qemuArgs() []string {
 			drive += ",throttling.bps-total=" + strconv.FormatInt(d.BpsLimit, 10)
 		}
 		args = append(args, "-drive", drive)
+		if d.NVMe {
+			args = append(args, "-device", "nvme,serial=tidecache"+strconv.Itoa(i)+",drive="+id)
+			continue
+		}
 		if explicit {
 			dev := "virtio-blk-pci,drive=" + id
 			if d.Queues > 0 {
@@ -149,8 +153,15 @@ func kernelAppend(cfg Config, agent string, modules ...string) (string, error) {
 		if len(cfg.Disks) >= 26 {
 			return "", fmt.Errorf("a systemd boot takes one disk after Config.Disks: at most 25 of them, got %d", len(cfg.Disks))
 		}
-		// The root disk comes after Config.Disks.
-		parts = append(parts, wire.ParamRoot+"="+GuestDiskName(len(cfg.Disks)),
+		// The root disk is the virtio disk after Config.Disks (NVMe
+		// disks have names of their own).
+		virtio := 0
+		for _, d := range cfg.Disks {
+			if !d.NVMe {
+				virtio++
+			}
+		}
+		parts = append(parts, wire.ParamRoot+"="+GuestDiskName(virtio),
 			"systemd.show_status=error")
 		for _, u := range cfg.Systemd.Mask {
 			parts = append(parts, "systemd.mask="+u)

@@ -70,6 +70,12 @@ type Disk struct {
 	// (see Config.HostIOErrorWait). Guest-visible disk faults belong in the
 	// guest (dm-flakey, dm-error), not here.
 	HostFaults string
+	// NVMe attaches the image as an NVMe controller (qemu's nvme device)
+	// instead of virtio-blk, for a test that names its SSDs the way a
+	// server does (README.md's /dev/nvme0n1...): the guest names the NVMe
+	// disks /dev/nvme0n1, /dev/nvme1n1... in Config order, and the
+	// virtio disks keep vda, vdb... in theirs, skipping the NVMe ones.
+	NVMe bool
 }
 
 // Network joins the guest's eth0 to other VMs through TCP on the host's
@@ -298,6 +304,9 @@ func (d Disk) validQueues() error {
 
 // shapedQueue reports whether the disk sets its own queue shape.
 func (d Disk) shapedQueue() bool { return d.Queues != 0 || d.QueueSize != 0 }
+
+// explicitDevice reports whether the disk needs its own -device.
+func (d Disk) explicitDevice() bool { return d.shapedQueue() || d.NVMe }
 
 // prepareDisk creates a missing image as a sparse file of d.Size bytes.
 func prepareDisk(d Disk) error {
