@@ -11,7 +11,8 @@
 //
 // When TIDECACHE_GOLDEN_DIR is set, the tests also write what `dmsetup
 // status` and `dmsetup table` print for a linear, a writecache and a cache
-// device into that directory under the names of testdata/*-6.1.* (see
+// device into that directory under the names of testdata/*-<series>.*,
+// the kernel series given in TIDECACHE_GOLDEN_SERIES (see
 // testdata/README.md).
 
 package dm_test
@@ -163,12 +164,17 @@ func trimLines(s string) string {
 }
 
 // capture writes a golden line for testdata when TIDECACHE_GOLDEN_DIR is set.
-func capture(t *testing.T, file, content string) {
+func capture(t *testing.T, target, kind, content string) {
 	t.Helper()
 	dir := os.Getenv("TIDECACHE_GOLDEN_DIR")
 	if dir == "" {
 		return
 	}
+	series := os.Getenv("TIDECACHE_GOLDEN_SERIES")
+	if series == "" {
+		t.Fatal("TIDECACHE_GOLDEN_DIR without TIDECACHE_GOLDEN_SERIES (the kernel series the files are named for, e.g. 6.12)")
+	}
+	file := target + "-" + series + "." + kind
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -674,8 +680,8 @@ func TestKernelLinear(t *testing.T) {
 	if err := dm.ParseLinearStatus(st[0].Params); err != nil {
 		t.Error(err)
 	}
-	capture(t, "linear-6.1.table", table)
-	capture(t, "linear-6.1.status", status)
+	capture(t, "linear", "table", table)
+	capture(t, "linear", "status", status)
 
 	// Data written through the device lands at the offset on the disk.
 	data := pattern(64<<10, 'L')
@@ -794,8 +800,8 @@ func TestKernelWritecache(t *testing.T) {
 		t.Errorf("after rewrites, a flush, a discard and reads: %+v", s)
 	}
 	_, status := sameAsDmsetup(t, c, ctx, name)
-	capture(t, "writecache-6.1.table", table)
-	capture(t, "writecache-6.1.status", status)
+	capture(t, "writecache", "table", table)
+	capture(t, "writecache", "status", status)
 
 	// flush is refused while suspended...
 	if err := c.Suspend(ctx, name, dm.SuspendOptions{}); err != nil {
@@ -997,7 +1003,7 @@ func TestKernelCache(t *testing.T) {
 	if s = parse(status); s.Dirty != 0 {
 		t.Errorf("writethrough cache has %d dirty blocks", s.Dirty)
 	}
-	capture(t, "cache-6.1.table", table)
-	capture(t, "cache-6.1.status", status)
+	capture(t, "cache", "table", table)
+	capture(t, "cache", "status", status)
 	t.Logf("cache status: %+v", s)
 }

@@ -21,12 +21,28 @@ import (
 var updateDMGolden = flag.Bool("update-dm-golden", false,
 	"TestDMKernel: write the dmsetup lines captured in the VM to pkg/dm/testdata")
 
-// dmGoldenFiles are the golden lines pkg/dm's guest tests capture (see
-// pkg/dm/testdata/README.md).
-var dmGoldenFiles = []string{
-	"linear-6.1.table", "linear-6.1.status",
-	"writecache-6.1.table", "writecache-6.1.status",
-	"cache-6.1.table", "cache-6.1.status",
+// dmGoldenFiles are the golden lines pkg/dm's guest tests capture on a
+// kernel of the series (6.1, 6.12: see pkg/dm/testdata/README.md).
+func dmGoldenFiles(series string) []string {
+	var files []string
+	for _, target := range []string{"linear", "writecache", "cache"} {
+		files = append(files, target+"-"+series+".table", target+"-"+series+".status")
+	}
+	return files
+}
+
+// kernelSeries is the major.minor of a kernel release: 6.12 for
+// 6.12.117+deb12-amd64.
+func kernelSeries(release string) string {
+	parts := strings.SplitN(strings.TrimSpace(release), ".", 3)
+	if len(parts) < 2 {
+		return strings.TrimSpace(release)
+	}
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i]
+	}
+	return parts[0] + "." + minor
 }
 
 // TestDMKernel runs pkg/dm's real-kernel tests (pkg/dm/kernel_test.go,
@@ -56,10 +72,11 @@ func TestDMKernel(t *testing.T) {
 	v := harness.MustBoot(t, harness.Config{Name: "dmkernel", Dir: dir, MemoryMiB: 1024, CPUs: vmCPUs(t),
 		Disks: []harness.Disk{{Path: filepath.Join(dir, "disk.img"), Size: 256 << 20}}})
 	const goldenDir = "/root/dm-golden"
+	series := kernelSeries(v.MustRun(t, "uname -r"))
 	start = time.Now()
 	res, err := v.Exec(t.Context(), harness.Cmd{
 		Argv: []string{bin, "-test.v", "-test.count=1", "-test.run", "^TestKernel", "-test.timeout", "10m"},
-		Env:  []string{"TIDECACHE_TEST_DISK=/dev/vda", "TIDECACHE_GOLDEN_DIR=" + goldenDir},
+		Env:  []string{"TIDECACHE_TEST_DISK=/dev/vda", "TIDECACHE_GOLDEN_DIR=" + goldenDir, "TIDECACHE_GOLDEN_SERIES=" + series},
 		// testdata and the sources are read from the host's tree.
 		Dir: filepath.Join(root, "pkg", "dm"),
 	})
@@ -79,7 +96,7 @@ func TestDMKernel(t *testing.T) {
 	}
 	t.Logf("guest dm.test passed in %v", elapsed)
 
-	for _, f := range dmGoldenFiles {
+	for _, f := range dmGoldenFiles(series) {
 		captured := v.MustRun(t, "cat "+goldenDir+"/"+f)
 		path := filepath.Join(root, "pkg", "dm", "testdata", f)
 		if *updateDMGolden {
@@ -91,7 +108,7 @@ func TestDMKernel(t *testing.T) {
 		}
 		committed, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("no golden lines for kernel %s (%v): capture them with -update-dm-golden and add their values to pkg/dm/golden_test.go", series, err)
 		}
 		if got, want := lineShape(captured), lineShape(string(committed)); got != want {
 			t.Errorf("%s: the kernel now prints\n  %q\nwhose shape differs from the golden file's\n  %q\nre-capture with -update-dm-golden and update pkg/dm/golden_test.go", f, captured, committed)
@@ -141,4 +158,18 @@ func lineShape(s string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// TestKernelSeries checks how golden files are named for a kernel.
+func TestKernelSeries(t *testing.T) {
+	for release, want := range map[string]string{
+		"6.1.0-56-amd64":         "6.1",
+		"6.12.117+deb12-amd64\n": "6.12",
+		"6.12":                   "6.12",
+		"7.0-rc1":                "7.0",
+	} {
+		if got := kernelSeries(release); got != want {
+			t.Errorf("kernelSeries(%q) = %q, want %q", release, got, want)
+		}
+	}
 }
