@@ -55,6 +55,8 @@ func (l launch) qemuArgs() []string {
 		"-no-reboot",
 		"-kernel", l.kernel, "-initrd", l.initrd, "-append", l.appendLine,
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+		// Entropy from the host (kernel/modules.txt, virtio_rng).
+		"-device", "virtio-rng-pci",
 		"-chardev", "file,id=console,path=" + qemuEscape(l.consoleLog),
 		"-serial", "chardev:console",
 		"-chardev", "file,id=ack,path=" + qemuEscape(l.ackLog),
