@@ -151,7 +151,7 @@ func parseBlockIOError(e qmp.Event, disks []Disk) HostIOError {
 	h.NoSpace, _ = e.Data["nospace"].(bool)
 	var i int
 	if _, err := fmt.Sscanf(h.Disk, "disk%d", &i); err == nil && i >= 0 && i < len(disks) {
-		h.Disk, h.Path = GuestDiskName(i), disks[i].Path
+		h.Disk, h.Path = guestDiskNames(disks)[i], disks[i].Path
 	}
 	if h.Reason == "" && h.NoSpace {
 		h.Reason = syscall.ENOSPC.Error()
@@ -159,9 +159,27 @@ func parseBlockIOError(e qmp.Event, disks []Disk) HostIOError {
 	return h
 }
 
-// GuestDiskName is the kernel's name for the guest's i-th disk (0-based,
-// in Config order, the root disk of a systemd boot last): vda ... vdz,
-// vdaa ...
+// guestDiskNames are the kernel's names of disks, in Config order: the
+// virtio disks vda, vdb... counted among themselves, the NVMe disks
+// nvme0n1, nvme1n1... among theirs.
+func guestDiskNames(disks []Disk) []string {
+	names := make([]string, len(disks))
+	virtio, nvme := 0, 0
+	for i, d := range disks {
+		if d.NVMe {
+			names[i] = fmt.Sprintf("nvme%dn1", nvme)
+			nvme++
+			continue
+		}
+		names[i] = GuestDiskName(virtio)
+		virtio++
+	}
+	return names
+}
+
+// GuestDiskName is the kernel's name for the guest's i-th virtio disk
+// (0-based, in Config order, the root disk of a systemd boot last): vda
+// ... vdz, vdaa ... (NVMe disks have names of their own: Disk.NVMe).
 func GuestDiskName(i int) string {
 	name := ""
 	for i++; i > 0; i = (i - 1) / 26 {

@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -53,5 +54,13 @@ func TestGuestDiskName(t *testing.T) {
 		if got := GuestDiskName(i); got != want {
 			t.Errorf("disk %d: %s, want %s", i, got, want)
 		}
+	}
+}
+
+func TestGuestDiskNames(t *testing.T) {
+	disks := []Disk{{}, {NVMe: true}, {}, {NVMe: true}, {}}
+	want := []string{"vda", "nvme0n1", "vdb", "nvme1n1", "vdc"}
+	if got := guestDiskNames(disks); !slices.Equal(got, want) {
+		t.Errorf("names %q, want %q", got, want)
 	}
 }

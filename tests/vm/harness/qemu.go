@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -155,15 +156,9 @@ func kernelAppend(cfg Config, agent string, modules ...string) (string, error) {
 		if len(cfg.Disks) >= 26 {
 			return "", fmt.Errorf("a systemd boot takes one disk after Config.Disks: at most 25 of them, got %d", len(cfg.Disks))
 		}
-		// The root disk is the virtio disk after Config.Disks (NVMe
-		// disks have names of their own).
-		virtio := 0
-		for _, d := range cfg.Disks {
-			if !d.NVMe {
-				virtio++
-			}
-		}
-		parts = append(parts, wire.ParamRoot+"="+GuestDiskName(virtio),
+		// The root disk is the virtio disk after Config.Disks.
+		root := append(slices.Clone(cfg.Disks), Disk{})
+		parts = append(parts, wire.ParamRoot+"="+guestDiskNames(root)[len(cfg.Disks)],
 			"systemd.show_status=error")
 		for _, u := range cfg.Systemd.Mask {
 			parts = append(parts, "systemd.mask="+u)

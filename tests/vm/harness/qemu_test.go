@@ -170,6 +170,13 @@ func TestKernelAppendSystemd(t *testing.T) {
 			t.Errorf("%q lacks %q", line, want)
 		}
 	}
+	// NVMe disks take no virtio name: after a.img, an NVMe disk and
+	// b.img, the root disk is vdc still.
+	withNVMe := cfg
+	withNVMe.Disks = []Disk{{Path: "a.img"}, {Path: "n.img", NVMe: true}, {Path: "b.img"}}
+	if line, err := kernelAppend(withNVMe, "/work/x/agent"); err != nil || !slices.Contains(strings.Fields(line), "tc.root=vdc") {
+		t.Errorf("with an NVMe disk: %q (%v), want tc.root=vdc", line, err)
+	}
 	cfg.Systemd = nil
 	if line, _ := kernelAppend(cfg, "/a"); strings.Contains(line, "tc.root=") {
 		t.Errorf("a bare agent boot names a root disk: %q", line)
