@@ -59,7 +59,10 @@ func TestFencingExportCutsHost(t *testing.T) {
 	if out := san.mustSh("cat /sys/kernel/config/nvmet/subsystems/" + nqn + "/attr_allow_any_host; ls /sys/kernel/config/nvmet/subsystems/" + nqn + "/allowed_hosts"); out != "0\n"+host+"\n" {
 		t.Fatalf("b's subsystem: want any host refused and b alone allowed:\n%s", out)
 	}
-	attach := "modprobe nvme-tcp && peerleg attach -wait 10s -nqn " + nqn + " -host " + host + " -addr " + sanAddr
+	// On a kernel with in-band authentication san's target requires
+	// b's secret too (--insecure-nvme only admits hosts without a key).
+	attach := "modprobe nvme-tcp && peerleg attach -wait 10s -nqn " + nqn + " -host " + host + " -addr " + sanAddr +
+		secretArg(t, san, b, "san", host)
 	dev := strings.TrimSpace(b.mustSh(attach))
 	wwid := "uuid." + nvmeof.ExportUUID("san")
 	if got := strings.TrimSpace(b.mustSh("cat /sys/block/" + path.Base(dev) + "/wwid")); got != wwid {

@@ -77,15 +77,7 @@ func TestSpoofedHostNQNUnauthenticated(t *testing.T) {
 	}
 
 	// b's daemon opened what san sealed for it; etcd holds it sealed.
-	received := func(n *node) string {
-		var ring struct {
-			Exporters map[string]struct{ Secret string } `json:"exporters"`
-		}
-		if err := json.Unmarshal([]byte(n.mustSh("cat /var/lib/tidecache/nvme-auth/keyring.json")), &ring); err != nil {
-			t.Fatal(err)
-		}
-		return ring.Exporters["san"].Secret
-	}
+	received := func(n *node) string { return receivedSecret(t, n, "san") }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(time.Second) {
@@ -162,5 +154,37 @@ func TestSpoofedHostNQNUnauthenticated(t *testing.T) {
 	}
 	if got := slices.Contains([]string{received(b)}, rotated); !got {
 		t.Errorf("b's keyring holds %q from san, want the rotated secret", received(b))
+	}
+}
+
+// receivedSecret is the DH-HMAC-CHAP secret exporter made for n, as n's
+// daemon keeps it in its keyring ("" before it has one).
+func receivedSecret(t *testing.T, n *node, exporter string) string {
+	t.Helper()
+	var ring struct {
+		Exporters map[string]struct{ Secret string } `json:"exporters"`
+	}
+	if err := json.Unmarshal([]byte(n.mustSh("cat /var/lib/tidecache/nvme-auth/keyring.json")), &ring); err != nil {
+		t.Fatal(err)
+	}
+	return ring.Exporters[exporter].Secret
+}
+
+// secretArg is peerleg's -secret for host's attach to exporter's target:
+// none when the target requires no secret of host (a kernel without
+// in-band authentication), else the one host's daemon received, waited
+// for.
+func secretArg(t *testing.T, exporter, host *node, exporterName, hostNQN string) string {
+	t.Helper()
+	if strings.TrimSpace(exporter.sh("cat /sys/kernel/config/nvmet/hosts/"+hostNQN+"/dhchap_key 2>/dev/null").Stdout) == "" {
+		return ""
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		if s := receivedSecret(t, host, exporterName); s != "" {
+			return " -secret " + s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's target requires a secret of %s, whose daemon has none from it after 60 s", exporterName, hostNQN)
+		}
 	}
 }
