@@ -146,12 +146,8 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	if len(missing) > 0 {
 		var why []string
 		for _, uuid := range missing {
-			hint := ""
-			for _, m := range l.Members {
-				if m.UUID == uuid {
-					hint = m.Path
-				}
-			}
+			m, _ := l.Member(uuid) // missing() lists members of l
+			hint := m.Path
 			msg := fmt.Sprintf("SSD member %s (last seen at %s) not found", uuid, hint)
 			for _, c := range corrupt {
 				if c.Path == hint {

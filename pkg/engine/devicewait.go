@@ -210,11 +210,8 @@ func (e *Engine) missingDevices(ctx context.Context, expected []expectedPool) (D
 	for _, p := range found.sortedPools() {
 		l := p.Layout
 		for _, uuid := range p.missing() {
-			for _, m := range l.Members {
-				if m.UUID == uuid {
-					missing = append(missing, fmt.Sprintf("pool %s: SSD %s (last seen at %s)", l.Name, uuid, m.Path))
-				}
-			}
+			m, _ := l.Member(uuid) // missing() lists members of l
+			missing = append(missing, fmt.Sprintf("pool %s: SSD %s (last seen at %s)", l.Name, uuid, m.Path))
 		}
 		if l.Origin.MDUUID != "" {
 			missing = append(missing, e.missingOrigin(ctx, l.Name, l.Origin.MDUUID)...)

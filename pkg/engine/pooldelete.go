@@ -94,11 +94,8 @@ func (e *Engine) DeletePool(ctx context.Context, name string) (PoolDeleteReport,
 		}
 	}
 	for _, uuid := range p.missing() {
-		for _, m := range l.Members {
-			if m.UUID == uuid {
-				rep.MissingMembers = append(rep.MissingMembers, m.Path)
-			}
-		}
+		m, _ := l.Member(uuid) // missing() lists members of l
+		rep.MissingMembers = append(rep.MissingMembers, m.Path)
 	}
 	for _, dev := range devices {
 		if err := e.wipeSuperblock(dev); err != nil {
