@@ -48,10 +48,21 @@ func (g *Globals) backend(ctx context.Context) (backend, error) {
 // devices only; with --etcd-endpoints it refuses, saying what to run
 // instead. The caller closes it.
 func (g *Globals) local(what, instead string) (*localBackend, error) {
-	if g.clusterExplicit() {
-		return nil, usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: %s", what, instead)
+	if err := g.nodeOnly(what, instead); err != nil {
+		return nil, err
 	}
 	return g.openLocal()
+}
+
+// nodeOnly refuses an explicit --etcd-endpoints for a command that works
+// on this node's devices only, saying what to run instead. Endpoints from
+// the environment or tidectl.yaml are for the commands that use them:
+// this one runs here all the same.
+func (g *Globals) nodeOnly(what, instead string) error {
+	if g.clusterExplicit() {
+		return usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: %s", what, instead)
+	}
+	return nil
 }
 
 func (g *Globals) openLocal() (*localBackend, error) {

@@ -49,8 +49,8 @@ takes it later. Works on this node's devices.`,
 			if err := pool.ValidateName("pool", args[0]); err != nil {
 				return usageError{err}
 			}
-			if g.clusterExplicit() {
-				return usageErrorf("pool delete works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool")
+			if err := g.nodeOnly("pool delete", "run it on the node that holds the pool"); err != nil {
+				return err
 			}
 			if err := g.confirm("delete pool " + args[0] + " (its superblocks, and the RAID10 'pool create --raid10' built)?"); err != nil {
 				return err
@@ -360,8 +360,8 @@ pool layout is written to the first 4 MiB of every SSD and of the origin
 			if err := validatePoolRequest(req); err != nil {
 				return usageError{err}
 			}
-			if g.clusterExplicit() {
-				return usageErrorf("pool create works on this node's devices and does not take --etcd-endpoints: run it on the node whose disks it takes; its daemon then publishes the pool (`tidectl node list`)")
+			if err := g.nodeOnly("pool create", "run it on the node whose disks it takes; its daemon then publishes the pool (`tidectl node list`)"); err != nil {
+				return err
 			}
 			e, err := g.Engine()
 			if err != nil {
@@ -421,8 +421,8 @@ func newPoolShowCmd(g *Globals) *cobra.Command {
 					return usageError{err}
 				}
 			}
-			if g.clusterExplicit() {
-				return usageErrorf("pool show works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool; `tidectl node list --etcd-endpoints …` lists every node's pools and free space")
+			if err := g.nodeOnly("pool show", "run it on the node that holds the pool; `tidectl node list --etcd-endpoints …` lists every node's pools and free space"); err != nil {
+				return err
 			}
 			e, err := g.Engine()
 			if err != nil {
@@ -566,15 +566,13 @@ func printPool(g *Globals, info engine.PoolInfo) error {
 }
 
 // poolEngine checks a command's pool name, refuses an explicit
-// --etcd-endpoints (the command works on this node's devices; endpoints
-// from the environment or tidectl.yaml are for the commands that use
-// them) and opens the node's engine.
+// --etcd-endpoints (nodeOnly) and opens the node's engine.
 func (g *Globals) poolEngine(what, poolName string) (*engine.Engine, error) {
 	if err := pool.ValidateName("pool", poolName); err != nil {
 		return nil, usageError{err}
 	}
-	if g.clusterExplicit() {
-		return nil, usageErrorf("%s works on this node's devices and does not take --etcd-endpoints: run it on the node that holds the pool", what)
+	if err := g.nodeOnly(what, "run it on the node that holds the pool"); err != nil {
+		return nil, err
 	}
 	return g.Engine()
 }
