@@ -75,6 +75,9 @@ func readmeBlock(path, heading string) (string, error) {
 // thousandth of a server's.
 var readmeSize = regexp.MustCompile(`\b(\d+)G\b`)
 
+// nonLetters turns a heading into a file name.
+var nonLetters = regexp.MustCompile(`[^a-z]+`)
+
 // hostBuilt are the README lines the test runs on the host instead of the
 // VM, which has no Go toolchain: buildDeb runs the same make target.
 var hostBuilt = regexp.MustCompile(`^make deb(\s+#.*)?$`)
@@ -120,7 +123,7 @@ func (s *server) runREADME(readme, heading, workdir string) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	path := filepath.Join(s.dir, "readme-"+strings.Trim(regexp.MustCompile(`[^a-z]+`).ReplaceAllString(strings.ToLower(heading), "-"), "-")+".sh")
+	path := filepath.Join(s.dir, "readme-"+strings.Trim(nonLetters.ReplaceAllString(strings.ToLower(heading), "-"), "-")+".sh")
 	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
@@ -130,18 +133,12 @@ func (s *server) runREADME(readme, heading, workdir string) string {
 	if res.ExitCode != 0 {
 		failed := "(before its first command)"
 		var n int
-		if _, err := fmt.Sscanf(lastLine(res.Stdout), "README command %d failed", &n); err == nil && n >= 1 && n <= len(lines) {
+		if _, err := fmt.Sscanf(tailLines(res.Stdout, 1), "README command %d failed", &n); err == nil && n >= 1 && n <= len(lines) {
 			failed = lines[n-1]
 		}
 		s.t.Fatalf("README %s: %s failed (exit %d):\n%s", heading, failed, res.ExitCode, res.Stdout)
 	}
 	return res.Stdout
-}
-
-// lastLine is the last non-empty line of out.
-func lastLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return lines[len(lines)-1]
 }
 
 // TestREADMEScript checks how a README block becomes a script, on the host
