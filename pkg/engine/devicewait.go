@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidecache/tidecache/pkg/atomicfile"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
 
@@ -128,11 +129,7 @@ func (e *Engine) writeExpected(uuid string, l *pool.Layout) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // DeviceWait is what WaitForDevices waited for and did not get.
