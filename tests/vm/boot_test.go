@@ -73,22 +73,6 @@ func (s *server) uptime() time.Duration {
 	return time.Duration(up * float64(time.Second))
 }
 
-// reboot reboots cleanly through systemd and boots the next one.
-func (s *server) reboot() *server {
-	s.t.Helper()
-	s.mustSh("systemctl --no-block reboot")
-	select {
-	case <-s.Done():
-	case <-time.After(harness.ShutdownTimeout):
-		s.Kill()
-		s.t.Fatalf("the clean reboot did not end in %v; console:\n%s", harness.ShutdownTimeout, tailLines(s.ConsoleLog(), 40))
-	}
-	if !strings.Contains(s.ConsoleLog(), "reboot: Restarting system") {
-		s.t.Fatalf("qemu ended without a clean reboot; console:\n%s", tailLines(s.ConsoleLog(), 40))
-	}
-	return bootServer(s.t, s.cfg)
-}
-
 // fstabMount is a cached volume's file system, mounted through /etc/fstab
 // by UUID.
 type fstabMount struct {
