@@ -36,6 +36,9 @@ const (
 	// policy is "report"; no mode change or flush is made until it is
 	// resolved.
 	StateDrift = "drift"
+	// StateMoving: a planned move (VolumeSpec.MoveTo) stopped the volume
+	// here and hands it to the node keeping its replica.
+	StateMoving = "moving"
 )
 
 // Alert names, the second word of each VolumeStatus.Alerts entry
@@ -129,6 +132,17 @@ type VolumeSpec struct {
 	// replica's node: the node it ran on, now fenced. The new node runs
 	// the volume on that replica, one copy of its write cache.
 	FailedOverFrom string `json:"failedOverFrom,omitempty"`
+	// MoveTo asks for a planned move of a volume on a shared origin to
+	// that node (tidectl volume move), which must keep its replica: the
+	// owner waits until its write mirror is whole and the device is
+	// closed, stops the volume without writing its cache back, and hands
+	// the spec over (MovedFrom). The replica holds every acknowledged
+	// write, so the new node starts on it with the cache warm.
+	MoveTo string `json:"moveTo,omitempty"`
+	// MovedFrom is set by the old owner when it handed the volume over in
+	// a planned move: the new node takes it over from its replica as
+	// after a failover, and the old node drops its copy, unfenced.
+	MovedFrom string `json:"movedFrom,omitempty"`
 	// Claim is the Kubernetes PersistentVolumeClaim the volume was made
 	// for, when the CSI driver made it: the daemon exports it as
 	// tidecache_volume_claim_info, so dashboards show a claim's cache.
@@ -226,6 +240,26 @@ func (v VolumeSpec) Validate() error {
 		if v.SharedOrigin == nil {
 			add(errors.New("failedOverFrom needs sharedOrigin: only a volume on a shared origin fails over"))
 		}
+	}
+	for _, f := range []struct{ field, node string }{{"moveTo", v.MoveTo}, {"movedFrom", v.MovedFrom}} {
+		if f.node == "" {
+			continue
+		}
+		if err := ValidateNodeName(f.node); err != nil {
+			add(fmt.Errorf("%s: %w", f.field, err))
+		}
+		if v.SharedOrigin == nil {
+			add(fmt.Errorf("%s needs sharedOrigin: only a volume on a shared origin moves between nodes", f.field))
+		}
+	}
+	switch {
+	case v.MoveTo != "" && v.MoveTo == v.Node:
+		add(fmt.Errorf("moveTo %s is the volume's node already", v.MoveTo))
+	case v.MoveTo != "" && v.MoveTo != v.ReplicaNode:
+		add(fmt.Errorf("moveTo %s must keep the replica (replicaNode %q): the new node starts on the replica's copy of the write cache", v.MoveTo, v.ReplicaNode))
+	}
+	if v.MovedFrom != "" && v.FailedOverFrom != "" {
+		add(errors.New("movedFrom and failedOverFrom exclude each other: a volume last changed node by a planned move or by a failover"))
 	}
 	if v.Claim != nil {
 		if err := v.Claim.Validate(); err != nil {

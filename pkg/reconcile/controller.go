@@ -65,12 +65,22 @@ type SharedOrigins interface {
 	// AddPeerLeg mirrors an unmirrored write cache (a volume that failed
 	// over runs on one copy) onto a peer's replica.
 	AddPeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error
+	// StopForMove stops a volume for a planned move to the node keeping
+	// its replica; ReleaseVolume drops this node's copy once it moved
+	// (or failed over) without writing it back.
+	StopForMove(ctx context.Context, name, to string) error
+	ReleaseVolume(ctx context.Context, name string) error
 }
 
 // Store is the part of *store.Store the controller uses.
 type Store interface {
 	ListVolumeSpecs(ctx context.Context) ([]store.Item[api.VolumeSpec], int64, []store.InvalidRecord, error)
 	GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec, store.Meta, error)
+	// FailOverVolumeSpec hands a volume over in a planned move, only
+	// while no record says its replica is outdated; UpdateVolumeSpec
+	// calls off a move that cannot be made.
+	FailOverVolumeSpec(ctx context.Context, spec api.VolumeSpec, expectModRevision int64) (store.Meta, error)
+	UpdateVolumeSpec(ctx context.Context, spec api.VolumeSpec, expectModRevision int64) (store.Meta, error)
 	PutVolumeStatus(ctx context.Context, st api.VolumeStatus) error
 	GetVolumeStatus(ctx context.Context, name string) (api.VolumeStatus, store.Meta, error)
 	ListPolicies(ctx context.Context) ([]store.Item[api.Policy], int64, []store.InvalidRecord, error)

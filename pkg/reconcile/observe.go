@@ -82,6 +82,9 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 	pi, ok := node.Pool(poolName)
 	o.facts.Origin = c.originFacts(spec.Name, pi, ok)
 	o.facts.Mirror = c.mirrorFacts(ctx, o.actual, exists, pi, ok, vs, now)
+	if m := o.facts.Mirror; m != nil && spec.MovedFrom != "" && spec.MovedFrom == o.actual.FailedOverFrom {
+		m.Detail = fmt.Sprintf("moved from node %s onto its replica, the only copy of the write cache until the leader places a new replica", spec.MovedFrom)
+	}
 	if exists && o.actual.WriteCache != nil {
 		o.facts.WritecacheError = o.actual.WriteCache.Error
 		o.facts.DirtyBlocks = o.actual.WriteCache.DirtyBlocks

@@ -174,6 +174,11 @@ func (c *Controller) reconcileVolume(ctx context.Context, name string) outcome {
 	if err != nil {
 		return c.fail(ctx, st, err, obs.actualPtr())
 	}
+	if spec.MoveTo != "" {
+		if out, ok := c.moveOut(ctx, obs, st); ok {
+			return out
+		}
+	}
 	p, err := decide(obs, c.cfg.DriftPolicy, c.cfg.ResyncInterval)
 	if err != nil {
 		return c.fail(ctx, st, err, obs.actualPtr())
@@ -211,12 +216,17 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 		_, was := c.owned[name]
 		c.known[name] = spec.Node
 		c.mu.Unlock()
-		if was {
+		if was && spec.MovedFrom != c.cfg.Node {
 			c.log.Warn("volume spec now names another node: this node stops managing the volume and leaves its devices as they are",
 				"volume", name, "spec_node", spec.Node)
 		}
 		c.forget(name)
 		c.cfg.Metrics.setClaim(name, nil)
+		if spec.MovedFrom == c.cfg.Node {
+			if err := c.releaseMoved(ctx, spec); err != nil {
+				return spec, 0, outcome{err: err}, false
+			}
+		}
 		return spec, 0, c.reconcileReplica(ctx, spec), false
 	}
 	c.mu.Lock()

@@ -3,6 +3,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,8 @@ func (c *Controller) attachSharedOrigin(ctx context.Context, spec api.VolumeSpec
 
 // createShared brings up a volume on a shared origin that this node does
 // not have: taken over from the replica this node keeps when the leader
-// failed it over here, else adopted with its peer leg.
+// failed it over here or its old owner handed it over in a planned move
+// (moveOut), else adopted with its peer leg.
 func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d policy.Decision, st api.VolumeStatus) outcome {
 	waiting := func(err error) outcome {
 		if IsTerminal(err) {
@@ -79,7 +81,7 @@ func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d po
 	}
 	var take *engine.TakeOverRequest
 	var leg pool.RemoteLeg
-	if spec.FailedOverFrom != "" {
+	if from := cmp.Or(spec.FailedOverFrom, spec.MovedFrom); from != "" {
 		// The mode the old node last reported, read before this node's
 		// first status replaces it: writeback means the replica holds
 		// dirty blocks, which the write tier must start on.
@@ -88,12 +90,12 @@ func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d po
 		old, _, err := c.store.GetVolumeStatus(sctx, spec.Name)
 		cancel()
 		switch {
-		case err == nil && old.Node == spec.FailedOverFrom && old.Mode != "":
+		case err == nil && old.Node == from && old.Mode != "":
 			mode = pool.Mode(old.Mode)
 		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return waiting(fmt.Errorf("read the status node %s left: %w", spec.FailedOverFrom, err))
+			return waiting(fmt.Errorf("read the status node %s left: %w", from, err))
 		}
-		take = &engine.TakeOverRequest{Volume: spec.Name, From: spec.FailedOverFrom, Mode: mode}
+		take = &engine.TakeOverRequest{Volume: spec.Name, From: from, Mode: mode}
 	} else {
 		var err error
 		if leg, err = c.peerLeg(ctx, spec); err != nil {

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/dm"
+	"github.com/tidecache/tidecache/pkg/engine"
+	"github.com/tidecache/tidecache/pkg/nvmeof"
+	"github.com/tidecache/tidecache/pkg/pool"
+	"github.com/tidecache/tidecache/pkg/reconcile"
+	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
+)
+
+// movingOrigins is the shared-origin side of the fake engine for the
+// planned move: the origin always attaches; StopForMove fails with the
+// queued errors first, then marks the volume stopped; ReleaseVolume
+// drops it. Everything else a move must not do fails the test.
+type movingOrigins struct {
+	t   *testing.T
+	eng *reconciletest.Engine
+
+	mu       sync.Mutex
+	stopErrs []error
+	calls    []string
+}
+
+func (m *movingOrigins) record(format string, a ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, fmt.Sprintf(format, a...))
+}
+
+func (m *movingOrigins) Calls() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.calls)
+}
+
+func (m *movingOrigins) AttachOrigin(context.Context, string, nvmeof.Remote) (string, error) {
+	return "/dev/nvme9n1", nil
+}
+func (m *movingOrigins) FindOrigin(context.Context, string) (string, error) { return "/dev/nvme9n1", nil }
+func (m *movingOrigins) AdoptVolume(context.Context, engine.AdoptRequest) (engine.VolumeInfo, error) {
+	m.t.Error("a move adopted a volume")
+	return engine.VolumeInfo{}, errors.New("not in this test")
+}
+func (m *movingOrigins) TakeOver(context.Context, engine.TakeOverRequest) (engine.VolumeInfo, error) {
+	m.t.Error("the old owner took a volume over")
+	return engine.VolumeInfo{}, errors.New("not in this test")
+}
+func (m *movingOrigins) AddPeerLeg(context.Context, string, pool.RemoteLeg) error {
+	m.t.Error("a move added a peer leg")
+	return errors.New("not in this test")
+}
+
+func (m *movingOrigins) StopForMove(_ context.Context, name, to string) error {
+	m.mu.Lock()
+	var err error
+	if len(m.stopErrs) > 0 {
+		err, m.stopErrs = m.stopErrs[0], m.stopErrs[1:]
+	}
+	m.mu.Unlock()
+	m.record("stop %s for %s: %v", name, to, err)
+	if err == nil {
+		m.eng.With(name, func(v *reconciletest.Volume) { v.Info.State, v.Info.Mirror = api.StateInactive, nil })
+	}
+	return err
+}
+
+func (m *movingOrigins) ReleaseVolume(ctx context.Context, name string) error {
+	m.record("release %s", name)
+	if !m.eng.Exists(name) {
+		return fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
+	}
+	return m.eng.DeleteVolume(ctx, name, true)
+}
+
+// newMoveEnv is node n1 running db, a volume on san's lun0 mirrored on
+// n2 (both legs in sync), whose spec asks for a move to n2.
+func newMoveEnv(t *testing.T) (*env, *movingOrigins) {
+	t.Helper()
+	origins := &movingOrigins{t: t}
+	e := newEnv(t, func(c *reconcile.Config) { c.SharedOrigins = origins })
+	origins.eng = e.eng
+	for _, n := range []api.Node{
+		{Name: "san", ReplicaAddress: "10.0.0.9:4420", Exports: []api.ExportInventory{{Name: "lun0", UUID: "4e0b5c7e-0000-5000-8000-000000000001", Hosts: []string{"n1", "n2"}}}},
+		{Name: "n2", ReplicaAddress: "10.0.0.2:4420"},
+	} {
+		reg, err := e.st.Register(e.ctx(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(context.Background()) })
+	}
+	e.eng.AddLocal("db", "fast", pool.ModeWriteback)
+	e.eng.With("db", func(v *reconciletest.Volume) {
+		v.Dirty = 500
+		v.Info.Protection, v.Info.PeerNode, v.Info.CanFailOver = pool.ProtectPeer, "n2", true
+		v.Info.Mirror = &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegInSync}, SyncAction: "idle"}, Copies: 2}
+	})
+	s := api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", WriteCacheBytes: 64 << 20, Protect: "peer",
+		ReplicaNode: "n2", ReplicaPool: "fast", MoveTo: "n2", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	e.createSpec(s)
+	return e, origins
+}
+
+// TestMoveHandsOver: the owner waits while the device is open (saying so
+// in the status), then stops the volume and hands the spec to the
+// replica's node with itself as movedFrom, and drops its own copy
+// without a flush or a mode change: nothing was written back.
+func TestMoveHandsOver(t *testing.T) {
+	e, origins := newMoveEnv(t)
+	open := fmt.Errorf("volume db: %w: /dev/mapper/tc-db is open 1 time(s)", engine.ErrInUse)
+	origins.stopErrs = []error{open}
+	e.start()
+
+	waitFor(t, "db handed over to n2", func() bool {
+		s, _, err := e.st.GetVolumeSpec(e.ctx(), "db")
+		return err == nil && s.Node == "n2"
+	})
+	s, _, err := e.st.GetVolumeSpec(e.ctx(), "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MovedFrom != "n1" || s.MoveTo != "" || s.ReplicaNode != "" || s.Pool != "fast" || s.FailedOverFrom != "" {
+		t.Fatalf("spec after the handover: %+v; want node n2, pool fast, movedFrom n1, no moveTo, no replica node", s)
+	}
+	waitFor(t, "n1's copy of db dropped", func() bool { return !e.eng.Exists("db") })
+	want := []string{"stop db for n2: " + open.Error(), "stop db for n2: <nil>", "release db"}
+	if got := origins.Calls(); !slices.Equal(got, want) {
+		t.Fatalf("shared-origin calls %q, want %q", got, want)
+	}
+	for _, c := range e.eng.Calls() {
+		if strings.HasPrefix(c, "flush") || strings.HasPrefix(c, "setmode") || strings.HasPrefix(c, "repair") {
+			t.Errorf("the move called %q: it must hand the cache over as it is", c)
+		}
+	}
+}
+
+// TestMoveRefusedWhenReplicaOutdated: when the owner recorded the replica
+// outdated (the peer missed writes), the handover's transaction fails
+// even though the volume was stopped: the spec stays on the owner, the
+// move is called off, and the status says why.
+func TestMoveRefusedWhenReplicaOutdated(t *testing.T) {
+	e, origins := newMoveEnv(t)
+	_, meta, err := e.st.GetVolumeSpec(e.ctx(), "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.MarkReplicaOutdated(e.ctx(), api.ReplicaOutdated{Volume: "db", Owner: "n1", ReplicaNode: "n2", Since: time.Now().UTC()}, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitStatus("db", "the move refused", func(s api.VolumeStatus) bool {
+		return strings.Contains(s.Error, "move to node n2 refused") && strings.Contains(s.Error, "outdated")
+	})
+	s, _, err := e.st.GetVolumeSpec(e.ctx(), "db")
+	if err != nil || s.Node != "n1" || s.MoveTo != "" || s.MovedFrom != "" {
+		t.Fatalf("spec after the refusal: %+v (%v); want it on n1 with the move called off", s, err)
+	}
+	if !e.eng.Exists("db") {
+		t.Fatal("the owner dropped its copy of a volume it kept")
+	}
+	if got := origins.Calls(); slices.Contains(got, "release db") {
+		t.Fatalf("shared-origin calls %q: the owner released a volume it kept", got)
+	}
+}
