@@ -719,3 +719,90 @@ func TestVolumeImport(t *testing.T) {
 		t.Errorf("import over another node's spec: exit %d\nstderr %s", r.code, r.stderr)
 	}
 }
+
+// TestClusterMove: `volume move` refuses, before writing anything, a
+// volume on its node's own origin, a node that is not live, fenced or
+// drained, and a node that cannot keep the replica; it writes moveTo for
+// the node keeping the replica, and places the replica first on another
+// node that can keep it; asked again it changes nothing; a second target
+// while a move is under way is refused.
+func TestClusterMove(t *testing.T) {
+	c := newCluster(t)
+	cl := c.args
+	for _, n := range []api.Node{
+		{Name: "n1", ReplicaAddress: "10.0.0.1:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "n3", ReplicaAddress: "10.0.0.3:4420", Pools: []api.PoolInventory{{Name: "ssd", SSDFreeBytes: 1 << 30}}},
+		{Name: "n4", ReplicaAddress: "10.0.0.4:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 20}}},
+		{Name: "n5", ReplicaAddress: "10.0.0.5:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "n6", ReplicaAddress: "10.0.0.6:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+	} {
+		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(context.Background()) })
+	}
+	if _, err := c.st.PutFence(t.Context(), api.Fence{Node: "n5", Volumes: []string{"other"}, CreatedAt: time.Now().UTC()}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.st.PutNodeSpec(t.Context(), api.NodeSpec{Name: "n6", Drain: true}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []api.VolumeSpec{
+		{Name: "db", Node: "n1", Pool: "fast", WriteCacheBytes: 64 << 20, Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast",
+			SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}},
+		{Name: "logs", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20},
+	} {
+		if _, err := c.st.CreateVolumeSpec(t.Context(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name              string
+		args              []string
+		code              int
+		want              string
+		moveTo, replicaOn string
+	}{
+		{"no --to", cl("volume", "move", "db"), ExitUsage, "volume move needs --to NODE", "", "n2"},
+		{"own origin", cl("volume", "move", "logs", "--to", "n2"), ExitError, "volume logs caches an origin of node n1's own", "", "n2"},
+		{"node not live", cl("volume", "move", "db", "--to", "n9"), ExitError, "node n9 is not registered", "", "n2"},
+		{"fenced node", cl("volume", "move", "db", "--to", "n5"), ExitError, "node n5 is fenced", "", "n2"},
+		{"drained node", cl("volume", "move", "db", "--to", "n6"), ExitError, "node n6 is drained", "", "n2"},
+		{"no room for the replica", cl("volume", "move", "db", "--to", "n4"), ExitError, "node n4 cannot keep the replica of volume db", "", "n2"},
+		{"to the replica's node", cl("volume", "move", "db", "--to", "n2"), ExitOK, "move to node n2 written", "n2", "n2"},
+		{"the same again", cl("volume", "move", "db", "--to", "n2"), ExitOK, "volume db: move to node n2 written; add --wait", "n2", "n2"},
+		{"another target meanwhile", cl("volume", "move", "db", "--to", "n3"), ExitError, "volume db is moving to node n2 already", "n2", "n2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tidectl(t, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q\nstdout %s\nstderr %s", r.code, tc.code, tc.want, r.stdout, r.stderr)
+			}
+			spec, _, err := c.st.GetVolumeSpec(t.Context(), "db")
+			if err != nil || spec.MoveTo != tc.moveTo || spec.ReplicaNode != tc.replicaOn || spec.Node != "n1" {
+				t.Fatalf("spec after the command: node %s, moveTo %q, replica on %q (%v); want n1, %q, %q",
+					spec.Node, spec.MoveTo, spec.ReplicaNode, err, tc.moveTo, tc.replicaOn)
+			}
+		})
+	}
+
+	// To a node without the replica: the replica is placed there first,
+	// in the same write.
+	spec, meta, err := c.st.GetVolumeSpec(t.Context(), "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.MoveTo = ""
+	if _, err := c.st.UpdateVolumeSpec(t.Context(), spec, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	r := tidectl(t, nil, cl("volume", "move", "db", "--to", "n3")...)
+	if r.code != ExitOK || !strings.Contains(r.stderr, "its replica moves to node n3 first (pool ssd)") {
+		t.Fatalf("move to n3: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if spec, _, err = c.st.GetVolumeSpec(t.Context(), "db"); err != nil || spec.MoveTo != "n3" || spec.ReplicaNode != "n3" || spec.ReplicaPool != "ssd" {
+		t.Fatalf("spec after a move to n3: moveTo %q, replica %s/%s (%v); want n3, n3/ssd", spec.MoveTo, spec.ReplicaNode, spec.ReplicaPool, err)
+	}
+}

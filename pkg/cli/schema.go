@@ -77,9 +77,13 @@ type Volume struct {
 	// DataLoss records writes lost by a pool force-start, if any.
 	DataLoss string `json:"data_loss,omitempty"`
 	// SharedOrigin is the NODE/EXPORT a volume that can fail over caches;
-	// FailedOverFrom the node it ran on before it failed over to Node.
+	// FailedOverFrom the node it ran on before it failed over to Node;
+	// MovingTo the node a planned move hands it to, MovedFrom the node
+	// it ran on before its last planned move.
 	SharedOrigin   string `json:"shared_origin,omitempty"`
 	FailedOverFrom string `json:"failed_over_from,omitempty"`
+	MovingTo       string `json:"moving_to,omitempty"`
+	MovedFrom      string `json:"moved_from,omitempty"`
 	// OriginArray is the md array the volume's origin extent lies on, as
 	// this node's sysfs shows it (volume show, local); OriginArrayError
 	// says why it could not be read. Both absent for an origin that is not
@@ -164,6 +168,8 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 		PeerNode:       spec.ReplicaNode,
 		SpecRevision:   rev,
 		FailedOverFrom: spec.FailedOverFrom,
+		MovingTo:       spec.MoveTo,
+		MovedFrom:      spec.MovedFrom,
 	}
 	if o := spec.SharedOrigin; o != nil {
 		out.SharedOrigin = o.Node + "/" + o.Export

@@ -29,7 +29,7 @@ func newVolumeCmd(g *Globals) *cobra.Command {
 	cmd.AddCommand(newVolumeCreateCmd(g), newVolumeListCmd(g), newVolumeShowCmd(g),
 		newVolumeDeleteCmd(g), newVolumeSetModeCmd(g), newVolumeFlushCmd(g),
 		newVolumeCheckCmd(g), newVolumeRepairCmd(g), newVolumeTuneCmd(g),
-		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g), newVolumeResizeCmd(g),
+		newVolumeAdoptCmd(g), newVolumeDetachCmd(g), newVolumeUncacheCmd(g), newVolumeResizeCmd(g), newVolumeMoveCmd(g),
 		newVolumeImportCmd(g))
 	return cmd
 }
@@ -338,7 +338,14 @@ func printVolume(g *Globals, v Volume) error {
 	if v.SharedOrigin != "" {
 		fmt.Fprintf(w, "Origin:       %s (shared: fails over to the replica's node)\n", v.SharedOrigin)
 	}
-	if v.FailedOverFrom != "" {
+	switch {
+	case v.MovingTo != "":
+		fmt.Fprintf(w, "Moving:       to node %s, once its replica there holds every write and the device is closed\n", v.MovingTo)
+	case v.MovedFrom != "" && v.Protection == string(pool.ProtectNone):
+		fmt.Fprintf(w, "Moved:        from node %s, now on %s: one copy of the write cache, the replica it took over, until a new replica is placed\n", v.MovedFrom, cmp.Or(v.Node, "?"))
+	case v.MovedFrom != "":
+		fmt.Fprintf(w, "Moved:        from node %s\n", v.MovedFrom)
+	case v.FailedOverFrom != "":
 		fmt.Fprintf(w, "Failed over:  from node %s, now on %s: one copy of the write cache, the replica it took over\n", v.FailedOverFrom, cmp.Or(v.Node, "?"))
 	}
 	if v.DataLoss != "" {
