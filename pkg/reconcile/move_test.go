@@ -49,7 +49,9 @@ func (m *movingOrigins) Calls() []string {
 func (m *movingOrigins) AttachOrigin(context.Context, string, nvmeof.Remote) (string, error) {
 	return "/dev/nvme9n1", nil
 }
-func (m *movingOrigins) FindOrigin(context.Context, string) (string, error) { return "/dev/nvme9n1", nil }
+func (m *movingOrigins) FindOrigin(context.Context, string) (string, error) {
+	return "/dev/nvme9n1", nil
+}
 func (m *movingOrigins) AdoptVolume(context.Context, engine.AdoptRequest) (engine.VolumeInfo, error) {
 	m.t.Error("a move adopted a volume")
 	return engine.VolumeInfo{}, errors.New("not in this test")
