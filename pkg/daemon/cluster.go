@@ -394,6 +394,12 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 		return
 	}
 	moved.ReplicaNode, moved.ReplicaPool = choice.Node, choice.Pool
+	if spec.MoveTo != "" {
+		// A planned move goes to the replica's node, which is gone or
+		// drained: it is called off with the replica's new place.
+		moved.MoveTo = ""
+		d.log.Warn("planned move called off: the node it went to keeps the replica no more", "volume", spec.Name, "move_to", spec.MoveTo)
+	}
 	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
 		d.log.Warn("re-protection update failed", "volume", spec.Name, "err", err)
 		return

@@ -151,3 +151,40 @@ func TestReprotect(t *testing.T) {
 		})
 	}
 }
+
+// TestReprotectCallsOffMove: a replica moved off its node (drained here)
+// while a planned move to that node was asked for takes the move with
+// it: the spec gets the replica's new place and no move, instead of a
+// spec the store refuses (a move must go to the replica's node), which
+// would keep the replica on the drained node.
+func TestReprotectCallsOffMove(t *testing.T) {
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
+	spec := api.VolumeSpec{Name: "db", Node: "n1", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast",
+		MoveTo: "n2", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	meta, err := st.CreateVolumeSpec(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: "db", Node: "n1", Protection: "peer", MirrorHealth: "AA"}); err != nil {
+		t.Fatal(err)
+	}
+	view := nodeView{drained: map[string]bool{"n2": true}}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		view.nodes = append(view.nodes, api.Node{Name: n, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}})
+	}
+	var pols []api.Policy
+	d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, view, &pols, map[string]time.Time{}, time.Now())
+	got, _, err := st.GetVolumeSpec(ctx, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ReplicaNode != "n3" || got.MoveTo != "" || got.Node != "n1" {
+		t.Fatalf("spec after the drained replica node's re-protection: node %s, replica on %s, moveTo %q; want n1, n3, no move",
+			got.Node, got.ReplicaNode, got.MoveTo)
+	}
+}

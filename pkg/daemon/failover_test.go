@@ -142,6 +142,56 @@ func TestFailover(t *testing.T) {
 	}
 }
 
+// TestFailoverDuringMove: an owner lost while a planned move to the
+// replica's node was asked for fails over like any other (the move's
+// target is where the failover goes anyway), and the failed-over spec
+// carries no move: a spec naming the node it moves to as its own would
+// be refused, and the volume would never fail over.
+func TestFailoverDuringMove(t *testing.T) {
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := storeDaemon(st, Config{PlacementInterval: 5 * time.Second})
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	spec := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
+		MoveTo: "b", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: "db", Node: "a", Mode: "writeback", Protection: "peer", PeerNode: "b", MirrorHealth: "AA"}); err != nil {
+		t.Fatal(err)
+	}
+	view := nodeView{drained: map[string]bool{}, nodes: []api.Node{{Name: "b"}, {Name: "san"}}}
+	gone := map[string]time.Time{"db": now.Add(-time.Minute)}
+	round := func() {
+		cur, meta, err := st.GetVolumeSpec(ctx, "db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pols []api.Policy
+		d.failover(ctx, store.Item[api.VolumeSpec]{Value: cur, Meta: meta}, view, &pols, gone, now)
+	}
+	round() // fences a
+	_, fmeta, err := st.GetFence(ctx, "a")
+	if err != nil {
+		t.Fatalf("a not fenced: %v", err)
+	}
+	for i := range view.nodes {
+		view.nodes[i].FencesApplied = []api.FenceAck{{Node: "a", Revision: fmeta.ModRevision}}
+	}
+	round() // fails over
+	got, _, err := st.GetVolumeSpec(ctx, "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "b" || got.FailedOverFrom != "a" || got.MoveTo != "" || got.MovedFrom != "" {
+		t.Fatalf("spec after the failover: node %s, failedOverFrom %q, moveTo %q, movedFrom %q; want b, a, no move",
+			got.Node, got.FailedOverFrom, got.MoveTo, got.MovedFrom)
+	}
+}
+
 // fakeReleaser is the engine's side of a release: the volumes it has.
 type fakeReleaser struct {
 	have     map[string]bool
