@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/api"
-	"github.com/tidecache/tidecache/pkg/placement"
 	"github.com/tidecache/tidecache/pkg/store"
+	"github.com/tidecache/tidecache/pkg/volmove"
 )
 
 func newVolumeMoveCmd(g *Globals) *cobra.Command {
@@ -84,63 +84,25 @@ type mover struct {
 	st *store.Store
 }
 
-// request writes spec.MoveTo (and, when to does not keep the replica yet,
-// the replica's new place there). It is idempotent: a move to the same
-// node already asked for, or done, is followed, not asked for again.
+// request asks for the move (package volmove), printing what it wrote.
 func (m mover) request(ctx context.Context, name, to string) error {
-	spec, meta, err := m.st.GetVolumeSpec(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return (&clusterBackend{g: m.g, st: m.st}).volumeNotFound(ctx, name)
-	}
-	if err != nil {
-		return err
-	}
+	r, err := volmove.Ask(ctx, m.st, name, to)
 	switch {
-	case spec.SharedOrigin == nil:
-		return fmt.Errorf("volume %s caches an origin of node %s's own: only a volume on a shared origin (volume adopt --shared-origin) moves, since the new node must see the same device", name, spec.Node)
-	case spec.MoveTo == to, spec.Node == to && spec.MoveTo == "":
-		return nil
-	case spec.MoveTo != "":
-		return fmt.Errorf("volume %s is moving to node %s already: let that move end first", name, spec.MoveTo)
-	}
-	n, _, err := m.st.GetNode(ctx, to)
-	if errors.Is(err, store.ErrNotFound) {
-		return suggestListed(fmt.Errorf("node %s is not registered (down, or no such node): a volume moves only to a live node", to), to,
-			func() ([]string, error) { return liveNodeNames(ctx, m.st) })
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrNotFound):
+		return (&clusterBackend{g: m.g, st: m.st}).volumeNotFound(ctx, name)
+	case errors.Is(err, volmove.ErrNodeNotLive):
+		return suggestListed(err, to, func() ([]string, error) { return liveNodeNames(ctx, m.st) })
+	case err != nil:
 		return err
 	}
-	if _, _, err := m.st.GetFence(ctx, to); err == nil {
-		return fmt.Errorf("node %s is fenced: it takes no volume until it has released what failed over and the fence is lifted", to)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if ns, _, err := m.st.GetNodeSpec(ctx, to); err == nil && ns.Drain {
-		return fmt.Errorf("node %s is drained for maintenance: undrain it first (tidectl node undrain %s)", to, to)
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if spec.ReplicaNode != to {
-		// The replica moves first: the same re-protection the leader
-		// makes when a replica's node is lost, onto the target.
-		want := spec
-		want.ReplicaNode, want.ReplicaPool = "", ""
-		choice, err := placement.PlaceReplica(want, []api.Node{n})
-		if err != nil {
-			return fmt.Errorf("node %s cannot keep the replica of volume %s, which it starts on: %w", to, name, err)
-		}
-		spec.ReplicaNode, spec.ReplicaPool = choice.Node, choice.Pool
+	if r.ReplicaPlaced != "" {
 		fmt.Fprintf(m.g.Stderr, "volume %s: its replica moves to node %s first (pool %s): the write cache is copied there while the volume runs\n",
-			name, choice.Node, choice.Pool)
+			name, to, r.ReplicaPlaced)
 	}
-	spec.MoveTo = to
-	meta, err = m.st.UpdateVolumeSpec(ctx, spec, meta.ModRevision)
-	if err != nil {
-		return err
+	if r.Written {
+		fmt.Fprintf(m.g.Stderr, "volume %s: move to node %s written (revision %d); node %s hands it over once the replica holds every write and the device is closed\n",
+			name, to, r.Revision, r.Spec.Node)
 	}
-	fmt.Fprintf(m.g.Stderr, "volume %s: move to node %s written (revision %d); node %s hands it over once the replica holds every write and the device is closed\n",
-		name, to, meta.ModRevision, spec.Node)
 	return nil
 }
 
