@@ -261,9 +261,10 @@ func checkDriver(t *testing.T, byKind map[string][]object) {
 	if d.Name != csi.DefaultName {
 		t.Errorf("CSIDriver %s, want %s", d.Name, csi.DefaultName)
 	}
-	// The driver has no ControllerPublishVolume, and answers GetCapacity.
-	if d.Spec.AttachRequired == nil || *d.Spec.AttachRequired {
-		t.Error("CSIDriver: attachRequired must be false (no ControllerPublishVolume)")
+	// The driver serves ControllerPublishVolume (planned moves), and
+	// answers GetCapacity.
+	if d.Spec.AttachRequired == nil || !*d.Spec.AttachRequired {
+		t.Error("CSIDriver: attachRequired must be true (ControllerPublishVolume moves volumes on shared origins)")
 	}
 	if d.Spec.StorageCapacity == nil || !*d.Spec.StorageCapacity {
 		t.Error("CSIDriver: storageCapacity must be true (GetCapacity is served)")
@@ -374,6 +375,11 @@ func checkWorkloads(t *testing.T, byKind map[string][]object, k kustomization) {
 		// nothing would call it.
 		if slices.Contains(names, "csi-provisioner") && !slices.Contains(names, "csi-resizer") {
 			t.Errorf("%s: no csi-resizer sidecar beside the provisioner", w.o)
+		}
+		// ... and PUBLISH_UNPUBLISH_VOLUME: without the attacher the
+		// kubelet would wait for VolumeAttachments nobody serves.
+		if slices.Contains(names, "csi-provisioner") && !slices.Contains(names, "csi-attacher") {
+			t.Errorf("%s: no csi-attacher sidecar beside the provisioner", w.o)
 		}
 	}
 	if !modes["controller"] || !modes["node"] {

@@ -44,6 +44,7 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 		rpc(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME),
 		rpc(csi.ControllerServiceCapability_RPC_GET_CAPACITY),
 		rpc(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME),
+		rpc(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
 	}}, nil
 }
 

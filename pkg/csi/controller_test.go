@@ -397,7 +397,7 @@ func TestIdentity(t *testing.T) {
 	for _, cp := range ctl.GetCapabilities() {
 		got = append(got, cp.GetRpc().GetType().String())
 	}
-	if strings.Join(got, ",") != "CREATE_DELETE_VOLUME,GET_CAPACITY,EXPAND_VOLUME" {
+	if strings.Join(got, ",") != "CREATE_DELETE_VOLUME,GET_CAPACITY,EXPAND_VOLUME,PUBLISH_UNPUBLISH_VOLUME" {
 		t.Fatalf("controller capabilities %v", got)
 	}
 

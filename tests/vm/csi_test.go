@@ -175,7 +175,7 @@ func ginkgoFailures(out string) string {
 }
 
 // notAdvertised are csi-sanity's skip messages for what tidecache-csi
-// leaves out: controller publish, listing, snapshots, clones,
+// leaves out: read-only controller publish, listing, snapshots, clones,
 // modification, controller and storage health, group snapshots,
 // multi-writer, attach limits. The node service reports volume health
 // (NodeGetVolumeHealth) and both services expand volumes: their specs must
@@ -184,8 +184,7 @@ func ginkgoFailures(out string) string {
 // is unknown" or "NodeStageVolume not supported" would be the driver's
 // failing, and is not here.
 var notAdvertised = []string{
-	"Controller Publish, UnpublishVolume not supported", "ControllerPublishVolume not supported",
-	"ControllerUnpublishVolume not supported", "ControllerPublishVolume.readonly field not supported",
+	"ControllerPublishVolume.readonly field not supported",
 	"ListVolumes not supported",
 	"ControllerGetVolumeHealth not supported", "ControllerListVolumeHealth not supported",
 	"NodeGetStorageHealth not supported",
