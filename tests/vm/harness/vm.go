@@ -665,8 +665,11 @@ func (v *VM) bootFailure(err error) error {
 	default:
 	}
 	v.Kill()
-	if strings.TrimSpace(v.ConsoleLog()) == "" {
+	switch console := v.ConsoleLog(); {
+	case strings.TrimSpace(console) == "":
 		err = fmt.Errorf("%w: %w", ErrSilentBoot, err)
+	case errors.Is(err, ErrGuestStuck) && diedBeforeInit(console):
+		err = fmt.Errorf("%w: %w", ErrDiedBeforeInit, err)
 	}
 	msg := fmt.Sprintf("vm %s: boot: %v (state in %s)", v.cfg.Name, err, v.bootDir)
 	if out := strings.TrimSpace(v.qemuOut.String()); out != "" {
@@ -680,6 +683,17 @@ func (v *VM) bootFailure(err error) error {
 // console before the boot timed out: qemu or the host never got the
 // kernel going, so nothing of the guest, and nothing on its disks, ran.
 var ErrSilentBoot = errors.New("the guest printed nothing on its console")
+
+// ErrDiedBeforeInit marks a boot whose guest kernel died (a fatal sign on
+// its console) before /init printed its first line: only the kernel ran,
+// which reads the disks but writes nothing to them. Seen under TCG with
+// Debian's 6.12 kernel: an int3 left in code the kernel had patched (a
+// static key) trapped during its own start-up (docs/testing.md).
+var ErrDiedBeforeInit = errors.New("the guest kernel died before it ran /init")
+
+// diedBeforeInit reports whether console, the log of a guest that died,
+// lacks /init's first line.
+func diedBeforeInit(console string) bool { return !strings.Contains(console, initStarted) }
 
 // bootError is a boot failure: the full report, and the error it wraps.
 type bootError struct {
