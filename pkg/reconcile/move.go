@@ -58,6 +58,7 @@ func (c *Controller) moveOut(ctx context.Context, o observation, st api.VolumeSt
 		return outcome{err: err}, true
 	}
 	start := time.Now()
+	c.log.Info("planned move: stopping the volume to hand it over", "volume", spec.Name, "to", spec.MoveTo)
 	err := c.cfg.SharedOrigins.StopForMove(ctx, spec.Name, spec.MoveTo)
 	switch {
 	case errors.Is(err, engine.ErrInUse), errors.Is(err, engine.ErrMirrorNotWhole):

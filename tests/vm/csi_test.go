@@ -16,16 +16,16 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
-// csiBinaries builds the CSI driver and the upstream csi-sanity suite
-// (kubernetes-csi/csi-test, pinned as a tool in go.mod) next to the other
-// test binaries.
+// csiBinaries builds the CSI driver, the upstream csi-sanity suite
+// (kubernetes-csi/csi-test, pinned as a tool in go.mod) and csicall (the
+// orchestrator's calls one by one) next to the other test binaries.
 var csiBinaries = sync.OnceValue(func() error {
 	dir, err := binaries()
 	if err != nil {
 		return err
 	}
 	return harness.BuildBinaries(contextBackground(), dir,
-		"./cmd/tidecache-csi", "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity")
+		"./cmd/tidecache-csi", "github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity", "./tests/tools/csicall")
 })
 
 // csiNode is one SSD and one plain origin disk: the CSI suite needs a

@@ -33,6 +33,8 @@ type failoverVolume struct {
 	Node           string   `json:"node"`
 	SharedOrigin   string   `json:"shared_origin"`
 	FailedOverFrom string   `json:"failed_over_from"`
+	MovingTo       string   `json:"moving_to"`
+	MovedFrom      string   `json:"moved_from"`
 	Alerts         []string `json:"alerts"`
 }
 

@@ -13,24 +13,33 @@ import (
 	"time"
 )
 
-// TestMoveWarm checks a planned move of a volume on a shared origin
-// (tidectl volume move) on the failover test's three nodes, through etcd:
+// TestMoveWarm checks planned moves of a volume on a shared origin on the
+// failover test's three nodes, through etcd, three times, each time with
+// the write cache holding dirty blocks (nothing written back for a move)
+// and every acknowledged record read back on the new node, the old one
+// keeping no copy:
 //   - a adopts san's lun0 as db, its write cache mirrored on b; a writer
-//     of checksummed records acknowledges each one after fdatasync and
-//     leaves dirty blocks in the write cache;
+//     of checksummed records acknowledges each one after fdatasync;
 //   - a move to san, which keeps no pool, is refused before anything
 //     changes; a move to b waits while the device is open on a, saying
-//     so in the status;
-//   - once it is closed, a stops db and hands it over: b runs it on its
-//     replica, with the dirty blocks still in the write cache (nothing
-//     was written back for the move) and every acknowledged record read
-//     back on b; a dropped its copy; the handover time is logged;
-//   - the leader places a new replica on a, b copies the write cache
-//     onto it, and db moves back to a the same way, every record intact.
+//     so in the status; closed, `tidectl volume move --wait` hands db to
+//     b and reports the handover time;
+//   - protected again on a (the leader's new replica), db moves back with
+//     b's power cut as b stops it: b's assembly leaves db alone, b's
+//     daemon finishes the stop and the handover when b is back;
+//   - protected again on b, db moves to b as Kubernetes moves a pod
+//     (tidecache-csi on both nodes, csicall making the attacher's and the
+//     kubelet's calls), with b's power cut as it takes db over from its
+//     replica: the attacher's publish returns once b's daemon finished
+//     the take-over after the reboot, and the records a "pod" wrote
+//     through a's published block device read back through b's.
 func TestMoveWarm(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := csiBinaries(); err != nil {
+		t.Fatalf("build csi binaries: %v", err)
 	}
 	c, _ := startFailoverCluster(t, bin)
 	defer c.dumpLogs()
@@ -75,59 +84,189 @@ func TestMoveWarm(t *testing.T) {
 	t.Logf("a → b: %s", strings.TrimSpace(out))
 	checkMoved(t, c, "b", "a", out, through)
 
-	// Protected again on a, then back to a, warm again.
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		fv := c.show("b", "db")
-		if fv.PeerNode == "a" && fv.Mirror != nil && fv.Mirror.Health == "AA" {
+	// b → a, b's power cut as it stops db, before its handover: the spec
+	// still names b, and b's daemon, back, finishes the stop and hands
+	// db over. One node runs db at any time.
+	c.waitProtected("b", "a")
+	c.cutWhenLogged("b", "planned move: stopping the volume")
+	c.b.mustTidectl("volume move db --to a" + eps)
+	c.restartCut("b")
+	c.waitRunning("a", 4*time.Minute)
+	checkRunsOn(t, c, "a", "b", dev, 1, through)
+
+	// a → b as Kubernetes moves a pod, with b's power cut as it takes db
+	// over: a "pod" on a writes records (cycle 2) through the block device
+	// tidecache-csi published there; the kubelet on a unpublishes and
+	// unstages it; the attacher (its calls made on a, where the
+	// controller runs) unpublishes it on a and publishes it on b, calling
+	// again while the move runs; b dies as it takes db over from its
+	// replica (a's copy dropped), boots again and its daemon finishes the
+	// take-over; the publish returns, the kubelet on b stages and
+	// publishes, and the records read back through b's device.
+	c.waitProtected("a", "b")
+	c.startCSI("a")
+	c.startCSI("b")
+	const pod = "/run/pod/db"
+	c.a.mustSh(csiCalls("publish -node a", "stage", "mount"))
+	c.a.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 2 -blocks 4096 >/run/writer.log 2>&1", pod, c.a.AckDevice()))
+	acks, err = c.a.Acks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if through = lastAck(acks, 2); through != 4095 {
+		t.Fatalf("the pod's writer acknowledged records through %d, want 4095", through)
+	}
+	c.a.mustSh(csiCalls("umount", "unstage", "unpublish -node a"))
+	c.cutWhenLogged("b", "taking the volume over from its replica")
+	c.a.mustSh("(" + csiCalls("publish -node b -timeout 6m") + " >/run/publish.log 2>&1; echo $? >/run/publish.rc) &")
+	c.restartCut("b")
+	for deadline := time.Now().Add(6 * time.Minute); ; time.Sleep(2 * time.Second) {
+		rc := strings.TrimSpace(c.a.sh("cat /run/publish.rc 2>/dev/null").Stdout)
+		if rc == "0" {
 			break
 		}
+		if rc != "" || time.Now().After(deadline) {
+			t.Fatalf("the attacher's publish on b: exit %q:\n%s", rc, c.a.sh("cat /run/publish.log").Stdout)
+		}
+	}
+	t.Logf("the attacher's publish on b, across b's power cut: %s", strings.TrimSpace(c.a.sh("tail -3 /run/publish.log").Stdout))
+	c.startCSI("b")
+	c.b.mustSh(csiCalls("stage", "mount"))
+	checkRunsOn(t, c, "b", "a", pod, 2, through)
+}
+
+// startCSI starts tidecache-csi (controller and node services) on node
+// name, its node ID the node's name.
+func (c failoverCluster) startCSI(name string) {
+	c.t.Helper()
+	n := c.nodes[name]
+	n.mustSh(fmt.Sprintf("mkdir -p /run/csi && (tidecache-csi --mode both --node-id %s --endpoint unix:///run/csi/csi.sock --etcd-endpoints %s >>/run/csi.log 2>&1 &)",
+		name, c.client(name)))
+	n.eventually(30*time.Second, "test -S /run/csi/csi.sock && echo up", "up")
+}
+
+// csiCalls is a shell line making the CSI calls named (csicall's) for db
+// in order, staged at /run/csi/staging/db and published at /run/pod/db.
+func csiCalls(calls ...string) string {
+	var out []string
+	for _, call := range calls {
+		// csicall's flags come before the call's name.
+		verb, flags, _ := strings.Cut(call, " ")
+		out = append(out, "csicall -volume db -staging /run/csi/staging/db -target /run/pod/db "+flags+" "+verb)
+	}
+	return strings.Join(out, " && ")
+}
+
+// waitProtected waits until db runs on owner with its write cache
+// mirrored on peer, both legs in sync.
+func (c failoverCluster) waitProtected(owner, peer string) {
+	c.t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		v := c.show(owner, "db")
+		if v.Node == owner && v.PeerNode == peer && v.Mirror != nil && v.Mirror.Health == "AA" {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("db not protected again on a after its move: %+v, mirror %+v\nb's daemon log:\n%s", fv, fv.Mirror, c.b.sh("tail -30 /run/daemon.log").Stdout)
+			c.t.Fatalf("db not running on %s mirrored on %s: %+v, mirror %+v\n%s's daemon log:\n%s", owner, peer, v, v.Mirror,
+				owner, c.nodes[owner].sh("tail -30 /run/daemon.log").Stdout)
 		}
 		time.Sleep(time.Second)
 	}
-	out = c.b.mustTidectl("volume move db --to a --wait --timeout 3m" + eps)
-	t.Logf("b → a: %s", strings.TrimSpace(out))
-	checkMoved(t, c, "a", "b", out, through)
+}
+
+// cutWhenLogged arms a power cut of node name (sysrq b: an immediate
+// reset, nothing synced) the moment its daemon logs msg.
+func (c failoverCluster) cutWhenLogged(name, msg string) {
+	c.t.Helper()
+	c.nodes[name].mustSh(fmt.Sprintf("echo 1 >/proc/sys/kernel/sysrq; (while ! grep -q '%s' /run/daemon.log; do sleep 0.05; done; echo b >/proc/sysrq-trigger) >/dev/null 2>&1 &", msg))
+}
+
+// restartCut waits for node name's armed power cut, then boots it again:
+// its assembly must leave db to the daemon (it can fail over), and its
+// daemon starts.
+func (c failoverCluster) restartCut(name string) {
+	c.t.Helper()
+	n := c.nodes[name]
+	select {
+	case <-n.Done():
+	case <-time.After(3 * time.Minute):
+		c.t.Fatalf("%s's power cut never came; its daemon log:\n%s", name, n.sh("tail -30 /run/daemon.log").Stdout)
+	}
+	v := c.show("san", "db")
+	c.t.Logf("%s's power cut: db's spec moving to %q, moved from %q, last status from %s (%s)", name, v.MovingTo, v.MovedFrom, v.Node, v.State)
+	back := c.reboot(name)
+	if name == "a" {
+		c.a = back
+	} else {
+		c.b = back
+	}
+	if out := back.mustSh("tidecached assemble 2>&1; dmsetup ls"); strings.Contains(out, "tc-db") {
+		c.t.Fatalf("%s's assembly started db, which only the daemon may start:\n%s", name, out)
+	}
+	c.startDaemon(name)
+}
+
+// waitRunning waits until db's status says it is active on node.
+func (c failoverCluster) waitRunning(node string, timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := c.show("san", "db")
+		if v.Node == node && v.State == "active" && v.MovingTo == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("db not active on %s after %v: %+v\n%s's daemon log:\n%s", node, timeout, v, node, c.nodes[node].sh("tail -40 /run/daemon.log").Stdout)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // handedOver reads the handover time `volume move --wait` reports.
 var handedOver = regexp.MustCompile(`runs on node (\S+): handed over in ([0-9.]+) s.*; (\d+) dirty blocks kept`)
 
-// checkMoved checks db after a move from one node to another: the
-// command's report, the status, the dirty blocks kept, every record
-// through `through` read back on the new node, and no copy left on the
-// old one.
+// checkMoved checks db after a move from one node to another, as
+// `volume move --wait` reported it (out) and as checkRunsOn finds it.
 func checkMoved(t *testing.T, c failoverCluster, to, from, out string, through int64) {
 	t.Helper()
 	m := handedOver.FindStringSubmatch(out)
 	if m == nil || m[1] != to {
 		t.Fatalf("volume move did not report db running on %s with its handover time:\n%s", to, out)
 	}
-	dirty, _ := strconv.ParseUint(m[3], 10, 64)
-	if dirty == 0 {
-		t.Errorf("db has no dirty blocks on %s after the move: its write cache was written back, not kept", to)
+	if dirty, _ := strconv.ParseUint(m[3], 10, 64); dirty == 0 {
+		t.Errorf("volume move reports no dirty blocks on %s: its write cache was written back, not kept", to)
 	}
-	n := c.nodes[to]
-	if local := dirtyBlocks(t, n.mustTidectl("-o json volume show db")); local == 0 {
-		t.Errorf("db's write cache on %s holds no dirty block: the move wrote it back", to)
-	}
-	if v := c.show(to, "db"); v.Node != to || v.State != "active" {
-		t.Fatalf("db after the move: %+v, want active on %s", v, to)
-	}
-	if show := n.mustTidectl("volume show db --etcd-endpoints " + c.client(to)); !strings.Contains(show, "Moved:        from node "+from) {
+	if show := c.nodes[to].mustTidectl("volume show db --etcd-endpoints " + c.client(to)); !strings.Contains(show, "Moved:        from node "+from) {
 		t.Errorf("volume show does not say db moved from %s:\n%s", from, show)
 	}
-	res := n.sh(fmt.Sprintf("crashwriter verify -dev /dev/mapper/tc-db -cycle 1 -through %d", through))
+	checkRunsOn(t, c, to, from, "/dev/mapper/tc-db", 1, through)
+	t.Logf("%s → %s: handed over in %s s", from, to, m[2])
+}
+
+// checkRunsOn checks db runs on node to, its write cache still holding
+// dirty blocks (nothing was written back for the move), every record of
+// cycle through `through` read back there through dev, and no copy left
+// on node from.
+func checkRunsOn(t *testing.T, c failoverCluster, to, from, dev string, cycle int, through int64) {
+	t.Helper()
+	n := c.nodes[to]
+	if v := c.show(to, "db"); v.Node != to || v.State != "active" {
+		t.Fatalf("db: %+v, want active on %s", v, to)
+	}
+	dirty := dirtyBlocks(t, n.mustTidectl("-o json volume show db"))
+	if dirty == 0 {
+		t.Errorf("db's write cache on %s holds no dirty block: it was written back, not kept", to)
+	}
+	res := n.sh(fmt.Sprintf("crashwriter verify -dev %s -cycle %d -through %d", dev, cycle, through))
 	if res.ExitCode != 0 {
-		t.Fatalf("records lost in the move to %s:\n%s%s", to, res.Stdout, res.Stderr)
+		t.Fatalf("records lost on the way to %s:\n%s%s", to, res.Stdout, res.Stderr)
 	}
-	c.nodes[from].eventually(time.Minute, "tidectl -o json volume list | grep -c '\"name\": *\"db\"' || true", "0\n")
+	c.nodes[from].eventually(2*time.Minute, "tidectl -o json volume list | grep -c '\"name\": *\"db\"' || true", "0\n")
 	if out := c.nodes[from].mustSh("dmsetup ls"); strings.Contains(out, "tc-db") {
-		t.Errorf("%s still has db's devices after the move:\n%s", from, out)
+		t.Errorf("%s still has db's devices after it left:\n%s", from, out)
 	}
-	t.Logf("%s → %s: handed over in %s s, %d dirty blocks kept, %s", from, to, m[2], dirty, strings.TrimSpace(res.Stdout))
+	t.Logf("db on %s, from %s: %d dirty blocks kept, %s", to, from, dirty, strings.TrimSpace(res.Stdout))
 }
 
 // dirtyBlocks reads dirty_blocks from `tidectl -o json volume show` on
