@@ -82,7 +82,9 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 	pi, ok := node.Pool(poolName)
 	o.facts.Origin = c.originFacts(spec.Name, pi, ok)
 	o.facts.Mirror = c.mirrorFacts(ctx, o.actual, exists, pi, ok, vs, now)
-	if m := o.facts.Mirror; m != nil && spec.MovedFrom != "" && spec.MovedFrom == o.actual.FailedOverFrom {
+	if m := o.facts.Mirror; m != nil && spec.MovedFrom != "" && spec.MovedFrom == o.actual.FailedOverFrom && o.actual.Protection == pool.ProtectNone {
+		// Taken over in a planned move, not a failover: running on the
+		// one copy until the new replica (failedOverFacts).
 		m.Detail = fmt.Sprintf("moved from node %s onto its replica, the only copy of the write cache until the leader places a new replica", spec.MovedFrom)
 	}
 	if exists && o.actual.WriteCache != nil {
