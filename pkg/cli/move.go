@@ -133,14 +133,14 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 		}
 		var line string
 		switch {
-		case spec.Node == to && s.Node == to && s.State == api.StateActive:
+		case volmove.Arrived(spec, s, to):
 			handover := "handed over"
 			if !stopped.IsZero() {
 				handover = fmt.Sprintf("handed over in %.1f s (I/O stopped from the owner's stop to this node running it)", time.Since(stopped).Seconds())
 			}
 			fmt.Fprintf(m.g.Stdout, "volume %s runs on node %s: %s; %d dirty blocks kept in its write cache\n", name, to, handover, s.DirtyBlocks)
 			return nil
-		case spec.Node != to && spec.MoveTo != to:
+		case volmove.CalledOff(spec, to):
 			why := "the move was called off"
 			if s.Error != "" {
 				why = s.Error

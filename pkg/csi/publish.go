@@ -9,7 +9,6 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 	"github.com/tidecache/tidecache/pkg/volmove"
 )
@@ -106,9 +105,9 @@ func (c *controller) waitMoved(ctx context.Context, id, node string) error {
 			return err
 		}
 		switch {
-		case spec.Node == node && st.Node == node && st.State == api.StateActive:
+		case volmove.Arrived(spec, st, node):
 			return nil
-		case spec.Node != node && spec.MoveTo != node:
+		case volmove.CalledOff(spec, node):
 			return errorf(errPrecondition, "volume %s stays on node %s: its move to node %s was called off: %s", id, spec.Node, node, st.Error)
 		}
 		select {

@@ -119,3 +119,16 @@ func Ask(ctx context.Context, st Store, name, to string) (Request, error) {
 	r.Spec, r.Written, r.Revision = spec, true, meta.ModRevision
 	return r, nil
 }
+
+// Arrived reports whether a move to node to has ended with the volume
+// running there: the spec names to, and to's status says it is active.
+func Arrived(spec api.VolumeSpec, st api.VolumeStatus, to string) bool {
+	return spec.Node == to && st.Node == to && st.State == api.StateActive
+}
+
+// CalledOff reports whether a move to node to will not happen: the spec
+// neither names to nor asks for the move any more (refused, cancelled,
+// or superseded by a failover elsewhere).
+func CalledOff(spec api.VolumeSpec, to string) bool {
+	return spec.Node != to && spec.MoveTo != to
+}
