@@ -336,8 +336,16 @@ func TestNetworkPartition(t *testing.T) {
 	})
 	run("leader cut off", func(t *testing.T) {
 		// The replica's node leads tidecache (its rivals' daemons
-		// restarted until it does) and etcd's raft.
+		// restarted until it does) and etcd's raft. A restart of the
+		// owner's daemon revokes its node lease, and under the suite's
+		// 5 s failover-after the leader would fence it (a CI run saw
+		// the owner cut off and going on without its leg before the
+		// case's own cut): the juggling runs under a long one.
 		v, _ := s.c.waitNodes("san", "a leader", time.Minute, func(v clusterView) bool { return v.Leader != "" })
+		juggled := v.Leader != s.replica
+		if juggled {
+			s.node("san").mustTidectl("policy set default --failover-after 10m" + eps)
+		}
 		for tries := 0; v.Leader != s.replica; tries++ {
 			if tries == 4 {
 				t.Fatalf("%s never became the leader (%s leads)", s.replica, v.Leader)
@@ -348,8 +356,14 @@ func TestNetworkPartition(t *testing.T) {
 			v, _ = s.c.waitNodes("san", "leadership handed on", time.Minute, func(v clusterView) bool {
 				return len(v.Nodes) == 3 && v.Leader != "" && v.Leader != was
 			})
+			t.Logf("%s's daemon restarted: %s leads", was, v.Leader)
+		}
+		if juggled {
+			// Back to 5 s for the cut: nothing may fail over then.
+			s.node("san").mustTidectl("policy set default --failover-after 5s" + eps)
 		}
 		s.c.moveRaftLeader(s.replica, "san")
+		s.waitServed(t, 3*time.Minute)
 		goesOnAlone(t, true, func() {
 			// 30 s: under emulation a new raft leader, then the old
 			// leader's session lease (which etcd renews at a raft

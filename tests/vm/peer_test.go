@@ -86,20 +86,32 @@ func (c *peerCluster) startDaemon(n *node, extra string) {
 	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":true`)
 }
 
-// dumpLogs prints the daemons' and etcd's logs of a failed test; it is
+// dumpLogs prints the tail of the daemons', etcd's and the kernel's logs
+// of a failed test, and keeps the whole of them in each node's directory
+// (daemon.log, dmesg.log) for what happened before the tail; it is
 // deferred, since the VMs stop when the test function returns.
-func (c *peerCluster) dumpLogs() {
+func (c *peerCluster) dumpLogs() { c.dumpNodeLogs(c.a, c.b) }
+
+func (c *peerCluster) dumpNodeLogs(nodes ...*node) {
 	if !c.t.Failed() {
 		return
 	}
-	for _, n := range []*node{c.a, c.b} {
+	for _, n := range nodes {
 		if n == nil {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		res, err := n.Run(ctx, "tail -60 /run/daemon.log; tail -20 /run/etcd.log; dmesg | tail -30")
-		cancel()
 		c.t.Logf("node %s logs (%v):\n%s", n.Name(), err, res.Stdout)
+		for file, cmd := range map[string]string{"daemon.log": "cat /run/daemon.log", "dmesg.log": "dmesg"} {
+			if res, err := n.Run(ctx, cmd); err == nil {
+				path := filepath.Join(n.dir, file)
+				if err := os.WriteFile(path, []byte(res.Stdout), 0o644); err == nil {
+					c.t.Logf("node %s: whole %s kept in %s", n.Name(), file, path)
+				}
+			}
+		}
+		cancel()
 	}
 }
 

@@ -46,6 +46,15 @@ type etcdCluster struct {
 	extra map[string]string
 }
 
+// dumpLogs is peerCluster.dumpLogs for every node of the cluster.
+func (c *etcdCluster) dumpLogs() {
+	var nodes []*node
+	for _, name := range c.names {
+		nodes = append(nodes, c.nodes[name])
+	}
+	c.dumpNodeLogs(nodes...)
+}
+
 func (c *etcdCluster) addr(name string) string {
 	return fmt.Sprintf("10.77.0.%d", slices.Index(c.names, name)+1)
 }
