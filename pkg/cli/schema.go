@@ -147,7 +147,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	if l := v.WritebackLimit; l != nil {
 		out.WritebackJobs, out.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
 	}
-	out.FailedOverFrom = v.FailedOverFrom
+	out.FailedOverFrom, out.MovedFrom = v.FailedOverFrom, v.MovedFrom
 	if m := v.Mirror; m != nil {
 		out.Mirror = &Mirror{Health: m.HealthString(), Copies: m.Copies, Degraded: m.Degraded,
 			SyncAction: m.SyncAction, SyncTotal: m.SyncTotal, SyncPercent: m.SyncPercent, OutOfSync: v.MirrorOutOfSync, PeerHeld: m.PeerHeld}

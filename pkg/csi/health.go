@@ -57,6 +57,7 @@ type volumeHealth struct {
 	PeerNode        string `json:"peer_node"`
 	DataLoss        string `json:"data_loss"`
 	FailedOverFrom  string `json:"failed_over_from"`
+	MovedFrom       string `json:"moved_from"`
 	// OriginArray is the md array under the volume's origin extent
 	// (mdraid.Health), absent when the origin is not md.
 	OriginArray *struct {
@@ -119,9 +120,14 @@ func healthEntries(show []byte) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
 		add(csi.VolumeHealthErrorType_DEGRADED, "WriteCacheMirrorOutOfSync",
 			"write cache mirror legs %v lack writes and wait for a resync", h.MirrorOutOfSync)
 	}
-	if h.FailedOverFrom != "" && h.Protection == string(pool.ProtectNone) {
+	switch {
+	case h.Protection != string(pool.ProtectNone):
+	case h.FailedOverFrom != "":
 		add(csi.VolumeHealthErrorType_DEGRADED, "FailedOverSingleCopy",
 			"the volume failed over from node %s and its write cache keeps one copy of its dirty blocks until the leader places a new replica", h.FailedOverFrom)
+	case h.MovedFrom != "":
+		add(csi.VolumeHealthErrorType_DEGRADED, "MovedSingleCopy",
+			"the volume moved from node %s and its write cache keeps one copy of its dirty blocks until the leader places a new replica", h.MovedFrom)
 	}
 	if a := h.OriginArray; a != nil && a.Degraded > 0 {
 		add(csi.VolumeHealthErrorType_DEGRADED, "OriginArrayDegraded",

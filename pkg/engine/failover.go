@@ -74,6 +74,10 @@ type TakeOverRequest struct {
 	From string
 	// Origin is the shared origin's block device on this node.
 	Origin string
+	// Planned says the old node handed the volume over in a planned move
+	// (it stopped the volume itself) rather than being fenced: the layout
+	// records which (pool.FailedOver.Planned).
+	Planned bool
 	// Mode is the mode the volume ran in on its old node. In writeback
 	// the replica holds the write cache, dirty blocks and dm-writecache's
 	// committed metadata alike, and the volume starts on it as it is; in
@@ -165,7 +169,7 @@ func (e *Engine) TakeOver(ctx context.Context, req TakeOverRequest) (VolumeInfo,
 		return VolumeInfo{}, err
 	}
 	next := p.Layout.Clone()
-	v, err := next.TakeOverReplica(pool.TakeOverRequest{Volume: req.Volume, From: req.From, Adopt: &adopted, Mode: req.Mode, BlockSize: blockSize}, newUUID(), time.Now())
+	v, err := next.TakeOverReplica(pool.TakeOverRequest{Volume: req.Volume, From: req.From, Adopt: &adopted, Mode: req.Mode, BlockSize: blockSize, Planned: req.Planned}, newUUID(), time.Now())
 	if err != nil {
 		return VolumeInfo{}, fmt.Errorf("pool %s: %w", p.Layout.Name, err)
 	}

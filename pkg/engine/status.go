@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,15 +78,27 @@ type VolumeInfo struct {
 	// never.
 	DataLossUnix int64 `json:"data_loss_unix,omitempty"`
 	// FailedOverFrom is the node the volume ran on before this node took
-	// it over from its replica (its origin is shared); "" otherwise.
+	// it over from its replica (its origin is shared) when that node was
+	// fenced; "" otherwise.
 	FailedOverFrom string `json:"failed_over_from,omitempty"`
 	// FailedOverUnix is when (Unix seconds).
 	FailedOverUnix int64 `json:"failed_over_unix,omitempty"`
+	// MovedFrom is the node that handed the volume over to this one in a
+	// planned move, this node taking it over from its replica the same
+	// way; "" otherwise.
+	MovedFrom string `json:"moved_from,omitempty"`
+	// MovedUnix is when (Unix seconds).
+	MovedUnix int64 `json:"moved_unix,omitempty"`
 	// WritebackLimit is the write tier's bound on write-back I/Os in
 	// flight (dm-writecache writeback_jobs), who chose it and why; absent
 	// without a write cache.
 	WritebackLimit *writeback.Limit `json:"writeback_limit,omitempty"`
 }
+
+// TakenOverFrom is the node the volume ran on before this node took it
+// over from its replica, in a failover or a planned move alike; "" if
+// it never was.
+func (v VolumeInfo) TakenOverFrom() string { return cmp.Or(v.FailedOverFrom, v.MovedFrom) }
 
 // MirrorStatus is the state of a mirrored write cache.
 type MirrorStatus struct {
@@ -172,7 +185,11 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",
 			time.Unix(d.Unix, 0).UTC().Format(time.RFC3339), d.Member)
 	}
-	if f := v.FailedOver; f != nil {
+	switch f := v.FailedOver; {
+	case f == nil:
+	case f.Planned:
+		info.MovedFrom, info.MovedUnix = f.From, f.Unix
+	default:
 		info.FailedOverFrom, info.FailedOverUnix = f.From, f.Unix
 	}
 	if v.WriteMirror != nil {

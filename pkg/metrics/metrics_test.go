@@ -96,6 +96,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 		{
 			Name: "old", Pool: "slow", Mode: pool.ModePassthrough, State: api.StateInactive, Device: "/dev/mapper/tc-old",
 			SizeBytes: 1 << 40, BlockSize: 4096, DataLossUnix: 1764000000,
+			MovedFrom: "node-c", MovedUnix: 1764000200,
 		},
 		{
 			Name: "broken", Pool: "slow", Mode: pool.ModeWriteback, State: api.StateError, Device: "/dev/mapper/tc-broken",
@@ -115,6 +116,9 @@ tidecache_volume_data_loss_timestamp_seconds{pool="slow",volume="old"} 1.764e+09
 # HELP tidecache_volume_failed_over_timestamp_seconds When this node took the volume over from its replica after the cluster fenced the node it ran on (label from), as a Unix time; absent if it never failed over.
 # TYPE tidecache_volume_failed_over_timestamp_seconds gauge
 tidecache_volume_failed_over_timestamp_seconds{from="node-a",pool="fast",volume="logs"} 1.7640001e+09
+# HELP tidecache_volume_moved_timestamp_seconds When this node took the volume over from its replica in a planned move from the node it ran on (label from: tidectl volume move, CSI ControllerPublishVolume), as a Unix time; absent if it never moved here.
+# TYPE tidecache_volume_moved_timestamp_seconds gauge
+tidecache_volume_moved_timestamp_seconds{from="node-c",pool="slow",volume="old"} 1.7640002e+09
 # HELP tidecache_volume_fua_flush_errors_total Flushes of the write tier that failed; each failed the FUA writes waiting for it.
 # TYPE tidecache_volume_fua_flush_errors_total counter
 tidecache_volume_fua_flush_errors_total{pool="fast",volume="db"} 0
@@ -246,7 +250,7 @@ tidecache_volume_read_cache_demotions_total{pool="fast",volume="logs"} 0
 # TYPE tidecache_volume_write_copies gauge
 tidecache_volume_write_copies{pool="fast",volume="db"} 1
 tidecache_volume_write_copies{pool="slow",volume="broken"} 0
-# HELP tidecache_volume_write_copies_wanted Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over from its node onto its replica).
+# HELP tidecache_volume_write_copies_wanted Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over or moved from its node onto its replica).
 # TYPE tidecache_volume_write_copies_wanted gauge
 tidecache_volume_write_copies_wanted{pool="fast",volume="db"} 2
 tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
@@ -282,7 +286,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_readfirst_held_writes", "tidecache_volume_readfirst_max_hold_seconds",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
 	"tidecache_volume_mirror_peer_held_ios",
-	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_scrape_collector_success",
+	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_volume_moved_timestamp_seconds", "tidecache_scrape_collector_success",
 }
 
 func TestVolumeMetrics(t *testing.T) {

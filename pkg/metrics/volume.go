@@ -58,9 +58,12 @@ var (
 	volumeRFHeldNowDesc   = volumeDesc("readfirst_held_writes", "Write-back I/Os the readfirst layer holds right now.")
 	volumeRFMaxHoldDesc   = volumeDesc("readfirst_max_hold_seconds", "The longest the readfirst layer holds one write-back I/O while reads wait (its max_hold_ms in force).")
 	volumeCopiesDesc      = volumeDesc("write_copies", "Copies of the write cache that hold every acknowledged write right now: 1 unprotected, 2 mirrored (--protect local), 1 while a mirror is degraded, 0 when the write tier is in error.")
-	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over from its node onto its replica).")
+	volumeCopiesWantDesc  = volumeDesc("write_copies_wanted", "Copies of the write cache the volume's protection asks for: 1 (none) or 2 (local, peer, and a volume that failed over or moved from its node onto its replica).")
 	volumeFailedOverDesc  = prometheus.NewDesc(namespace+"_volume_failed_over_timestamp_seconds",
 		"When this node took the volume over from its replica after the cluster fenced the node it ran on (label from), as a Unix time; absent if it never failed over.",
+		[]string{"volume", "pool", "from"}, nil)
+	volumeMovedDesc = prometheus.NewDesc(namespace+"_volume_moved_timestamp_seconds",
+		"When this node took the volume over from its replica in a planned move from the node it ran on (label from: tidectl volume move, CSI ControllerPublishVolume), as a Unix time; absent if it never moved here.",
 		[]string{"volume", "pool", "from"}, nil)
 	volumeDataLossDesc   = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
 	volumeMirrorSyncDesc = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
@@ -76,7 +79,7 @@ var (
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
 		volumeRFHeldDesc, volumeRFLateDesc, volumeRFHeldNowDesc, volumeRFMaxHoldDesc,
 		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumePeerHeldDesc, volumeDataLossDesc,
-		volumeFailedOverDesc,
+		volumeFailedOverDesc, volumeMovedDesc,
 	}
 )
 
@@ -100,6 +103,9 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 	}
 	if v.FailedOverFrom != "" {
 		gauge(ch, volumeFailedOverDesc, float64(v.FailedOverUnix), v.Name, v.Pool, v.FailedOverFrom)
+	}
+	if v.MovedFrom != "" {
+		gauge(ch, volumeMovedDesc, float64(v.MovedUnix), v.Name, v.Pool, v.MovedFrom)
 	}
 	if v.WriteCacheBytes > 0 {
 		gauge(ch, volumeFUAWindowDesc, boolValue(v.FUAWindow || v.LegacyStack), v.Name, v.Pool)
@@ -127,9 +133,9 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 					gauge(ch, volumePeerHeldDesc, float64(m.PeerHeld), v.Name, v.Pool)
 				}
 			}
-		case v.FailedOverFrom != "":
-			// It was peer-protected; since it failed over it runs on the
-			// replica it took over, one copy.
+		case v.FailedOverFrom != "" || v.MovedFrom != "":
+			// It was peer-protected; since it failed over or moved it
+			// runs on the replica it took over, one copy.
 			wanted = 2
 		}
 		if wc.Error != 0 {

@@ -20,6 +20,10 @@ import (
 type FailedOver struct {
 	From string // the node the volume ran on before
 	Unix int64  // when this node took it over
+	// Planned says the old node handed the volume over in a planned move
+	// (tidectl volume move): it stopped the volume itself, nothing was
+	// fenced, and nothing needs an operator's look, unlike a failover.
+	Planned bool
 }
 
 // TakeOverRequest describes a volume taken over from its replica.
@@ -34,6 +38,8 @@ type TakeOverRequest struct {
 	// BlockSize is the write cache's block size, as its dm-writecache
 	// superblock records it (writeback), else 0 for the default.
 	BlockSize uint32
+	// Planned says the old node handed the volume over (FailedOver.Planned).
+	Planned bool
 }
 
 // TakeOverReplica turns the replica kept for a volume into that volume:
@@ -78,7 +84,7 @@ func (l *Layout) TakeOverReplica(req TakeOverRequest, uuid string, now time.Time
 		Origin:     Extent{Length: AdoptedSectors(req.Adopt.SizeSectors)},
 		Adopted:    req.Adopt,
 		WriteCache: &wc,
-		FailedOver: &FailedOver{From: req.From, Unix: now.Unix()},
+		FailedOver: &FailedOver{From: req.From, Unix: now.Unix(), Planned: req.Planned},
 	}
 	next := l.Clone()
 	if err := next.RemoveReplica(req.Volume); err != nil {

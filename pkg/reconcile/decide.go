@@ -115,7 +115,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 		p.grow = want
 	}
 	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode
-	p.addPeer = o.spec.ReplicaNode != "" && o.actual.PeerNode == "" && o.actual.FailedOverFrom != "" && o.actual.Protection == pool.ProtectNone
+	p.addPeer = o.spec.ReplicaNode != "" && o.actual.PeerNode == "" && o.actual.TakenOverFrom() != "" && o.actual.Protection == pool.ProtectNone
 	if o.actual.Mode != d.Mode {
 		if d.Mode == pool.ModeWriteback && o.actual.WriteCacheBytes == 0 {
 			p.refuse = Terminal(fmt.Errorf("volume has no write cache slice, cannot switch to writeback (%s)", d.Reason))

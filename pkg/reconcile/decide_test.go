@@ -252,6 +252,32 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "moved onto its replica, a new replica placed: protected again, no mismatch",
+			obs: wb(func(o *observation) {
+				o.spec.SizeBytes, o.spec.Protect, o.spec.ReplicaNode = 0, "peer", "n3"
+				o.spec.SharedOrigin, o.spec.MovedFrom = &api.SharedOrigin{Node: "san", Export: "lun0"}, "n2"
+				o.actual.Protection, o.actual.MovedFrom = pool.ProtectNone, "n2"
+			}),
+			check: func(t *testing.T, p plan) {
+				if !p.addPeer || p.movePeer || p.mismatch != "" {
+					t.Errorf("addPeer %v movePeer %v mismatch %q: want the new replica added as leg 1, and no mismatch", p.addPeer, p.movePeer, p.mismatch)
+				}
+			},
+		},
+		{
+			name: "moved, no replica placed yet: runs on as it is",
+			obs: wb(func(o *observation) {
+				o.spec.SizeBytes, o.spec.Protect = 0, "peer"
+				o.spec.SharedOrigin, o.spec.MovedFrom = &api.SharedOrigin{Node: "san", Export: "lun0"}, "n2"
+				o.actual.Protection, o.actual.MovedFrom = pool.ProtectNone, "n2"
+			}),
+			check: func(t *testing.T, p plan) {
+				if p.addPeer || p.movePeer || p.mismatch != "" {
+					t.Errorf("addPeer %v movePeer %v mismatch %q: want nothing until a replica is placed", p.addPeer, p.movePeer, p.mismatch)
+				}
+			},
+		},
+		{
 			name: "failed over, no replica placed yet: runs on as it is",
 			obs: wb(func(o *observation) {
 				o.spec.SizeBytes, o.spec.Protect = 0, "peer"

@@ -183,3 +183,72 @@ func TestMoveRefusedWhenReplicaOutdated(t *testing.T) {
 		t.Fatalf("shared-origin calls %q: want the stop, and no release of a volume the owner keeps", got)
 	}
 }
+
+// takingOrigins is movingOrigins on the node a volume comes to: TakeOver
+// records what it was asked, then runs the volume on its replica.
+type takingOrigins struct {
+	*movingOrigins
+	took chan engine.TakeOverRequest
+}
+
+func (o *takingOrigins) TakeOver(ctx context.Context, req engine.TakeOverRequest) (engine.VolumeInfo, error) {
+	select {
+	case o.took <- req:
+	default:
+	}
+	o.eng.AddLocal(req.Volume, "fast", req.Mode)
+	o.eng.With(req.Volume, func(v *reconciletest.Volume) {
+		v.Info.Protection = pool.ProtectNone
+		if req.Planned {
+			v.Info.MovedFrom = req.From
+		} else {
+			v.Info.FailedOverFrom = req.From
+		}
+	})
+	return o.eng.Volume(ctx, req.Volume)
+}
+
+// TestTakeOverSaysPlanned: the node a volume comes to takes it over from
+// its replica in both cases, and tells the engine which one it is, so
+// that the layout, status, metrics and alerts say "moved" for a planned
+// move and "failed over" only when its old node was fenced.
+func TestTakeOverSaysPlanned(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edit   func(*api.VolumeSpec)
+		detail string
+	}{
+		{"planned move", func(s *api.VolumeSpec) { s.MovedFrom = "n0" }, "moved from node n0"},
+		{"failover", func(s *api.VolumeSpec) { s.FailedOverFrom = "n0" }, "failed over from node n0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			origins := &takingOrigins{movingOrigins: &movingOrigins{t: t}, took: make(chan engine.TakeOverRequest, 1)}
+			e := newEnv(t, func(c *reconcile.Config) { c.SharedOrigins = origins })
+			origins.eng = e.eng
+			reg, err := e.st.Register(e.ctx(), api.Node{Name: "san", ReplicaAddress: "10.0.0.9:4420",
+				Exports: []api.ExportInventory{{Name: "lun0", UUID: "4e0b5c7e-0000-5000-8000-000000000001", Hosts: []string{"n0", "n1"}}}}, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { reg.Close(context.Background()) })
+			s := api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", WriteCacheBytes: 64 << 20, Protect: "peer",
+				SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+			tc.edit(&s)
+			e.createSpec(s)
+			e.start()
+			var req engine.TakeOverRequest
+			select {
+			case req = <-origins.took:
+			case <-time.After(20 * time.Second):
+				t.Fatal("db was never taken over")
+			}
+			if want := tc.name == "planned move"; req.From != "n0" || req.Planned != want {
+				t.Fatalf("take-over request %+v, want from n0, planned %t", req, want)
+			}
+			waitFor(t, "a status that says "+tc.detail, func() bool {
+				st, _, err := e.st.GetVolumeStatus(e.ctx(), "db")
+				return err == nil && strings.Contains(strings.Join(st.Alerts, "; "), tc.detail)
+			})
+		})
+	}
+}

@@ -83,7 +83,8 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 	o.facts.Origin = c.originFacts(spec.Name, pi, ok)
 	o.facts.Mirror = c.mirrorFacts(ctx, o.actual, exists, pi, ok, vs, now)
 	if m := o.facts.Mirror; m != nil && spec.MovedFrom != "" && spec.MovedFrom == o.actual.FailedOverFrom && o.actual.Protection == pool.ProtectNone {
-		// Taken over in a planned move, not a failover: running on the
+		// Taken over in a planned move by a release that recorded it as a
+		// failover (before format 3's planned record): running on the
 		// one copy until the new replica (failedOverFacts).
 		m.Detail = fmt.Sprintf("moved from node %s onto its replica, the only copy of the write cache until the leader places a new replica", spec.MovedFrom)
 	}
@@ -101,7 +102,7 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 // node record). vs keeps when the legs were first seen out. nil: the
 // volume has no mirror.
 func (c *Controller) mirrorFacts(ctx context.Context, v engine.VolumeInfo, exists bool, p engine.PoolInfo, havePool bool, vs *volState, now time.Time) *policy.Mirror {
-	if exists && v.FailedOverFrom != "" && v.Protection == pool.ProtectNone {
+	if exists && v.TakenOverFrom() != "" && v.Protection == pool.ProtectNone {
 		return failedOverFacts(v, vs, now)
 	}
 	if !exists || v.Protection == "" || v.Protection == pool.ProtectNone {

@@ -438,7 +438,7 @@ func mismatch(spec api.VolumeSpec, v engine.VolumeInfo) string {
 	// An empty protection lets the node choose; a named one must match.
 	// A volume taken over from its replica has one copy by force, which
 	// the mirror rule reports (failedOverFacts).
-	if want, got := pool.Protection(spec.Protect), cmp.Or(v.Protection, pool.ProtectNone); want != "" && want != got && v.FailedOverFrom == "" {
+	if want, got := pool.Protection(spec.Protect), cmp.Or(v.Protection, pool.ProtectNone); want != "" && want != got && v.TakenOverFrom() == "" {
 		diffs = append(diffs, fmt.Sprintf("protection %s, spec asks %s", got, want))
 	}
 	if spec.AllowFUAWindow != v.FUAWindow {

@@ -95,7 +95,7 @@ func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d po
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return waiting(fmt.Errorf("read the status node %s left: %w", from, err))
 		}
-		take = &engine.TakeOverRequest{Volume: spec.Name, From: from, Mode: mode}
+		take = &engine.TakeOverRequest{Volume: spec.Name, From: from, Mode: mode, Planned: spec.FailedOverFrom == ""}
 	} else {
 		var err error
 		if leg, err = c.peerLeg(ctx, spec); err != nil {
@@ -133,14 +133,18 @@ func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d po
 }
 
 // failedOverFacts is the mirror rule's view of a volume taken over from
-// its replica: it runs on that one copy.
+// its replica, in a failover or a planned move: it runs on that one copy.
 func failedOverFacts(v engine.VolumeInfo, vs *volState, now time.Time) *policy.Mirror {
 	if vs.mirrorSince.IsZero() {
 		vs.mirrorSince = now
 	}
+	how, from := "failed over", v.FailedOverFrom
+	if v.MovedFrom != "" {
+		how, from = "moved", v.MovedFrom
+	}
 	return &policy.Mirror{
 		Running: v.Mode == pool.ModeWriteback, LegsOut: 1, Since: vs.mirrorSince,
-		Detail: fmt.Sprintf("failed over from node %s onto its replica, the only copy of the write cache until the leader places a new replica", v.FailedOverFrom),
+		Detail: fmt.Sprintf("%s from node %s onto its replica, the only copy of the write cache until the leader places a new replica", how, from),
 	}
 }
 

@@ -3,6 +3,7 @@
 package superblock
 
 import (
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
@@ -73,9 +74,10 @@ func TestDataLossRoundTrip(t *testing.T) {
 	}
 }
 
-// TestFailedOverRoundTrip checks that the record of a take-over survives
-// the superblock, and that a build without it refuses the payload.
-func TestFailedOverRoundTrip(t *testing.T) {
+// takenOver is the superblock of an SSD pool that kept node a's replica
+// of volume db and took db over from it, in a planned move or not.
+func takenOver(t *testing.T, planned bool) Superblock {
+	t.Helper()
 	l, err := pool.New("fast", "5d6a0c8e-pool", pool.Origin{}, []pool.Member{{UUID: "member-1", Path: "/dev/nvme0n1", SizeSectors: 2 * gib / 512}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,10 +86,18 @@ func TestFailedOverRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lun := &pool.Adopted{Path: "/dev/nvme2n1", WWN: "uuid.6f1c2a0e-5b7d-5b1e-9c3a-2d4e6f8a0b1c", SizeSectors: 8 * gib / 512}
-	if _, err := l.TakeOverReplica(pool.TakeOverRequest{Volume: "db", From: "a", Adopt: lun, Mode: pool.ModeWriteback, BlockSize: 4096}, "uuid-db", time.Unix(1700000200, 0)); err != nil {
+	req := pool.TakeOverRequest{Volume: "db", From: "a", Adopt: lun, Mode: pool.ModeWriteback, BlockSize: 4096, Planned: planned}
+	if _, err := l.TakeOverReplica(req, "uuid-db", time.Unix(1700000200, 0)); err != nil {
 		t.Fatal(err)
 	}
-	sb := ssdSB(l)
+	return ssdSB(l)
+}
+
+// TestFailedOverRoundTrip checks that the record of a take-over survives
+// the superblock, and that a build without it refuses the payload.
+func TestFailedOverRoundTrip(t *testing.T) {
+	sb := takenOver(t, false)
+	l := &sb.Layout
 	img := mustEncode(t, sb)
 	p := string(payloadOf(img))
 	if !strings.Contains(p, `"failed_over":{"from":"a","unix":1700000200}`) {
@@ -104,5 +114,50 @@ func TestFailedOverRoundTrip(t *testing.T) {
 	var ce *CorruptError
 	if _, err := Decode(rawImage(setGen(l.Generation), renamed)); !errors.As(err, &ce) {
 		t.Fatalf("Decode of an unknown failed-over field = %v, want a refusal", err)
+	}
+}
+
+// TestPlannedTakeOverFormat checks the record of a take-over in a planned
+// move: it needs format 3, which Encode writes only then (a failover's
+// record stays format 1, readable by the releases before moves), and a
+// slot that says an older version but holds one is corrupt: no writer of
+// that version made it.
+func TestPlannedTakeOverFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		planned bool
+		version uint32
+		record  string
+	}{
+		{"failover", false, 1, `"failed_over":{"from":"a","unix":1700000200}`},
+		{"planned move", true, 3, `"failed_over":{"from":"a","unix":1700000200,"planned":true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := takenOver(t, tc.planned)
+			img := mustEncode(t, sb)
+			if got := headerVersion(img); got != tc.version {
+				t.Errorf("format version %d, want %d", got, tc.version)
+			}
+			if p := string(payloadOf(img)); !strings.Contains(p, tc.record) {
+				t.Errorf("payload lacks %s:\n%s", tc.record, p)
+			}
+			got, err := Decode(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, sb) {
+				t.Fatalf("round trip differs:\n got %+v\nwant %+v", got.Layout.Volumes, sb.Layout.Volumes)
+			}
+			if f := got.Layout.Volumes[0].FailedOver; f == nil || f.Planned != tc.planned {
+				t.Errorf("decoded record %+v, want planned %t", f, tc.planned)
+			}
+		})
+	}
+	img := mustEncode(t, takenOver(t, true))
+	gen := binary.LittleEndian.Uint64(img[offGeneration:])
+	_, err := Decode(rawImage(func(h []byte) { binary.LittleEndian.PutUint32(h[offVersion:], 2); setGen(gen)(h) }, payloadOf(img)))
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "needs format version 3") {
+		t.Fatalf("Decode of a planned record under version 2 = %v, want a *CorruptError saying the payload needs format 3", err)
 	}
 }

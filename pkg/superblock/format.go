@@ -20,14 +20,16 @@ const (
 	Magic = "TIDECACH"
 	// FormatVersion is the newest version this build reads and writes.
 	// Version 2 is version 1 plus volumes of several origin extents
-	// (origin_tail); Encode writes it only for a layout that has such a
-	// volume, and version 1 for every other, so a release that reads
-	// version 1 only keeps reading every pool that does not need more.
-	FormatVersion = 2
+	// (origin_tail), version 3 version 2 plus the record of a volume
+	// taken over in a planned move (failed_over.planned). Encode writes
+	// the oldest version the layout needs (formatFor), so a release that
+	// reads an older version only keeps reading every pool that does not
+	// need more, and refuses, by version, one that does.
+	FormatVersion = 3
 	// SlotSize is the size in bytes of each of the two slots: slot A at
 	// byte 0, slot B at byte SlotSize.
 	SlotSize = 1 << 20
-	// HeaderSize is the length of a version 1 and 2 header.
+	// HeaderSize is the length of a version 1, 2 and 3 header.
 	HeaderSize = 64
 	// ImageAlign is the granularity of a slot image: Encode pads to it so
 	// every write covers whole 4 KiB blocks.
@@ -148,15 +150,21 @@ func Encode(sb Superblock) ([]byte, error) {
 	return img, nil
 }
 
-// formatFor returns the oldest format version that can hold l: 2 if a
-// volume has several origin extents, else 1.
+// formatFor returns the oldest format version that can hold l: 3 if a
+// volume was taken over in a planned move, 2 if a volume has several
+// origin extents, else 1.
 func formatFor(l *pool.Layout) uint32 {
+	need := uint32(1)
 	for i := range l.Volumes {
-		if len(l.Volumes[i].OriginTail) > 0 {
-			return 2
+		v := &l.Volumes[i]
+		if v.FailedOver != nil && v.FailedOver.Planned {
+			return 3
+		}
+		if len(v.OriginTail) > 0 {
+			need = 2
 		}
 	}
-	return 1
+	return need
 }
 
 // Decode parses one slot image. b may be longer than the image (a whole
@@ -201,7 +209,7 @@ func decode(b []byte) (Superblock, []byte, error) {
 		return Superblock{}, nil, &VersionError{Version: version}
 	}
 
-	// Versions 1 and 2 share the header; 2 only adds a payload field.
+	// Versions 1 to 3 share the header; 2 and 3 only add payload fields.
 	if hlen != HeaderSize {
 		return corrupt(nil, "header length %d, version %d headers are %d bytes", hlen, version, HeaderSize)
 	}
@@ -236,7 +244,7 @@ func decode(b []byte) (Superblock, []byte, error) {
 	}
 	sb := fromWire(&w, role)
 	if need := formatFor(&sb.Layout); need > version {
-		return corrupt(nil, "payload needs format version %d (a volume has several origin extents), the header says %d", need, version)
+		return corrupt(nil, "payload needs format version %d, the header says %d", need, version)
 	}
 	if gen := le.Uint64(hdr[offGeneration:]); gen != sb.Layout.Generation {
 		return corrupt(nil, "header generation %d differs from payload generation %d", gen, sb.Layout.Generation)

@@ -106,6 +106,9 @@ type wireVolume struct {
 type wireFailedOver struct {
 	From string `json:"from"`
 	Unix int64  `json:"unix"`
+	// Planned (a take-over in a planned move) was added in format 3;
+	// Encode writes format 3 only for a layout that has one.
+	Planned bool `json:"planned,omitempty"`
 }
 
 type wireDataLoss struct {
@@ -131,14 +134,14 @@ func failedOverToWire(f *pool.FailedOver) *wireFailedOver {
 	if f == nil {
 		return nil
 	}
-	return &wireFailedOver{From: f.From, Unix: f.Unix}
+	return &wireFailedOver{From: f.From, Unix: f.Unix, Planned: f.Planned}
 }
 
 func failedOverFromWire(w *wireFailedOver) *pool.FailedOver {
 	if w == nil {
 		return nil
 	}
-	return &pool.FailedOver{From: w.From, Unix: w.Unix}
+	return &pool.FailedOver{From: w.From, Unix: w.Unix, Planned: w.Planned}
 }
 
 type wireAdopted struct {

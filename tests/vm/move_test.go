@@ -240,6 +240,12 @@ func checkMoved(t *testing.T, c failoverCluster, to, from, out string, through i
 	if show := c.nodes[to].mustTidectl("volume show db --etcd-endpoints " + c.client(to)); !strings.Contains(show, "Moved:        from node "+from) {
 		t.Errorf("volume show does not say db moved from %s:\n%s", from, show)
 	}
+	// A move is not a failover: the layout records it as planned, and
+	// the metrics (and the TidecacheVolumeFailedOver alert) say so.
+	metrics := c.nodes[to].mustSh("curl -sf http://127.0.0.1:9540/metrics | grep -E '^tidecache_volume_(moved|failed_over)_timestamp_seconds' || true")
+	if !strings.Contains(metrics, `tidecache_volume_moved_timestamp_seconds{from="`+from+`"`) || strings.Contains(metrics, "failed_over") {
+		t.Errorf("%s's metrics after db moved from %s: %q, want the moved timestamp and no failed-over one", to, from, metrics)
+	}
 	checkRunsOn(t, c, to, from, "/dev/mapper/tc-db", 1, through)
 	t.Logf("%s → %s: handed over in %s s", from, to, m[2])
 }

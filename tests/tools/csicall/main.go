@@ -13,7 +13,9 @@
 //
 // Volumes are raw block, single-node writer: the target is a file the
 // device is bind-mounted on. publish calls again after DeadlineExceeded,
-// as the external-attacher does, until -timeout.
+// Unavailable (etcd without a leader while a member's node is down) or
+// Aborted, as the external-attacher requeues a failed attach, until
+// -timeout.
 package main
 
 import (
@@ -61,10 +63,14 @@ func main() {
 			cctx, ccancel := context.WithTimeout(ctx, 60*time.Second)
 			_, err = ctl.ControllerPublishVolume(cctx, &csi.ControllerPublishVolumeRequest{VolumeId: *volume, NodeId: *node, VolumeCapability: block})
 			ccancel()
-			if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
+			code := status.Code(err)
+			if code != codes.DeadlineExceeded && code != codes.Unavailable && code != codes.Aborted || ctx.Err() != nil {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "publish: %v; calling again\n", err)
+			if code != codes.DeadlineExceeded {
+				time.Sleep(2 * time.Second) // the attacher's backoff
+			}
 		}
 	case "unpublish":
 		_, err = ctl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: *volume, NodeId: *node})
