@@ -88,8 +88,9 @@ func (c *peerCluster) startDaemon(n *node, extra string) {
 
 // dumpLogs prints the tail of the daemons', etcd's and the kernel's logs
 // of a failed test, and keeps the whole of them in each node's directory
-// (daemon.log, dmesg.log) for what happened before the tail; it is
-// deferred, since the VMs stop when the test function returns.
+// (daemon.log, dmesg.log, stacks.log) for what happened before the tail
+// and where the daemon waits; it is deferred, since the VMs stop when the
+// test function returns.
 func (c *peerCluster) dumpLogs() { c.dumpNodeLogs(c.a, c.b) }
 
 func (c *peerCluster) dumpNodeLogs(nodes ...*node) {
@@ -103,7 +104,14 @@ func (c *peerCluster) dumpNodeLogs(nodes ...*node) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		res, err := n.Run(ctx, "tail -60 /run/daemon.log; tail -20 /run/etcd.log; dmesg | tail -30")
 		c.t.Logf("node %s logs (%v):\n%s", n.Name(), err, res.Stdout)
-		for file, cmd := range map[string]string{"daemon.log": "cat /run/daemon.log", "dmesg.log": "dmesg"} {
+		// Where the daemon waits, for a test that failed on a daemon
+		// that stopped saying anything: each thread's kernel stack, the
+		// kernel's blocked tasks (sysrq w, into dmesg), then every
+		// goroutine's stack (SIGQUIT: Go prints them into daemon.log,
+		// and the daemon exits; the VM stops next anyway).
+		n.Run(ctx, `pid=$(cat /run/daemon.pid); for t in /proc/$pid/task/*; do echo "== $t $(cat $t/comm) $(cat $t/wchan)"; cat $t/stack; done >/run/stacks.log 2>&1; `+
+			`echo w >/proc/sysrq-trigger; kill -QUIT $pid; sleep 2`)
+		for file, cmd := range map[string]string{"daemon.log": "cat /run/daemon.log", "dmesg.log": "dmesg", "stacks.log": "cat /run/stacks.log"} {
 			if res, err := n.Run(ctx, cmd); err == nil {
 				path := filepath.Join(n.dir, file)
 				if err := os.WriteFile(path, []byte(res.Stdout), 0o644); err == nil {
