@@ -133,7 +133,7 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 					gauge(ch, volumePeerHeldDesc, float64(m.PeerHeld), v.Name, v.Pool)
 				}
 			}
-		case v.FailedOverFrom != "" || v.MovedFrom != "":
+		case v.TakenOverFrom() != "":
 			// It was peer-protected; since it failed over or moved it
 			// runs on the replica it took over, one copy.
 			wanted = 2
