@@ -461,6 +461,8 @@ func (d *daemon) guardRound(ctx context.Context, g PeerLegGuard, gs *guardState,
 				}
 				continue
 			}
+			d.log.Warn("peer leg out of the mirror: its replica is recorded outdated, and writes go on on the local leg",
+				"volume", l.Volume, "peer", l.Node)
 			gs.marked[l.Volume], gs.goneOn[l.Volume] = true, true
 			continue
 		}

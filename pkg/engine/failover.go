@@ -244,7 +244,7 @@ func (e *Engine) ReleaseVolume(ctx context.Context, name string) error {
 		return err
 	}
 	if m := v.WriteMirror; m != nil && m.Remote != nil {
-		if err := e.initiator.Detach(m.Remote.NQN); err != nil {
+		if err := e.detachPeerLeg(ctx, m.Remote.NQN); err != nil {
 			e.log.Warn("released volume's peer leg stays attached", "volume", name, "nqn", m.Remote.NQN, "err", err)
 		}
 	}
@@ -423,11 +423,25 @@ func (e *Engine) FailPeerLeg(ctx context.Context, leg PeerLeg) error {
 	if err := e.messagePeerSlices(ctx, leg.Volume, dm.ErrHoldFail); err != nil {
 		return fmt.Errorf("volume %s: fail the peer leg: %w", leg.Volume, err)
 	}
-	if err := e.initiator.Detach(leg.NQN); err != nil {
+	if err := e.detachPeerLeg(ctx, leg.NQN); err != nil {
 		return fmt.Errorf("volume %s: fail the peer leg: %w", leg.Volume, err)
 	}
 	e.log.Warn("peer leg failed on purpose: its replica is recorded outdated, and writes go on on the local leg", "volume", leg.Volume, "peer", leg.Node)
 	return nil
+}
+
+// peerLegDetachWait bounds how long detaching a peer leg waits for its
+// controllers to go. A reconnecting one is not deleted but told to give
+// up, and goes once its attempt fails: a few seconds for a peer that is
+// gone (nvmeof.Initiator.Detach says why). One left then is gone soon
+// after, by the kernel's hand.
+const peerLegDetachWait = 20 * time.Second
+
+// detachPeerLeg disconnects the controllers of a peer leg's export.
+func (e *Engine) detachPeerLeg(ctx context.Context, nqn string) error {
+	ctx, cancel := context.WithTimeout(ctx, peerLegDetachWait)
+	defer cancel()
+	return e.initiator.Detach(ctx, nqn)
 }
 
 // peerSliceRoles are the devices of a peer leg, the errhold slices of a

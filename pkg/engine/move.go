@@ -84,7 +84,7 @@ func (e *Engine) StopForMove(ctx context.Context, name, to string) error {
 			return err
 		}
 	}
-	if err := e.initiator.Detach(m.Remote.NQN); err != nil {
+	if err := e.detachPeerLeg(ctx, m.Remote.NQN); err != nil {
 		return fmt.Errorf("volume %s stopped, but its peer leg stays attached: %w", name, err)
 	}
 	e.log.Info("volume stopped for a planned move: its write cache stays on both legs, nothing written back",

@@ -71,7 +71,7 @@ func (e *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLe
 	}
 	// The old peer is gone; its controller (reconnecting, or already
 	// given up) is of no more use here.
-	if err := e.initiator.Detach(old.NQN); err != nil {
+	if err := e.detachPeerLeg(ctx, old.NQN); err != nil {
 		e.log.Warn("old peer leg not detached", "volume", name, "node", old.Node, "nqn", old.NQN, "err", err)
 	}
 	e.log.Warn("write mirror re-protected on another node: leg 1 rebuilding from leg 0",

@@ -356,7 +356,7 @@ func (e *Engine) deleteVolume(ctx context.Context, name string, force, detach bo
 	// The peer leg's export is no longer needed here; the peer drops
 	// its replica once the cluster no longer places it there.
 	if m := v.WriteMirror; m != nil && m.Remote != nil {
-		if err := e.initiator.Detach(m.Remote.NQN); err != nil {
+		if err := e.detachPeerLeg(ctx, m.Remote.NQN); err != nil {
 			e.log.Warn("peer leg not detached", "volume", name, "nqn", m.Remote.NQN, "err", err)
 		}
 	}

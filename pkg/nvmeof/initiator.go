@@ -208,20 +208,71 @@ func (in Initiator) hostIDInUse(hostNQN string) string {
 	return ""
 }
 
-// Detach disconnects every controller of the subsystem; its namespace's
-// block device goes away with the last one. Detaching what is not
-// attached is not an error.
-func (in Initiator) Detach(nqn string) error {
-	ctrls, err := in.controllers(nqn)
-	if err != nil {
-		return err
-	}
-	for _, c := range ctrls {
-		if err := writeAttr(filepath.Join(in.SysRoot, "class", "nvme", c, "delete_controller"), "1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("detach %s: delete controller %s: %w", nqn, c, err)
+// Detach disconnects every controller of the subsystem and waits until
+// they are gone; its namespace's block device goes away with the last
+// one. Detaching what is not attached is not an error. ctx bounds the
+// wait.
+//
+// A controller is deleted only while live (or dead): Linux before 6.4
+// can hang for good deleting one that is reconnecting. A reconnect
+// attempt that has started its I/O queues when the deletion begins sees
+// it, gives up and leaves them quiesced, and the deletion then waits for
+// ever for the I/O queued in them, and so does the mirror whose leg
+// that is (upstream "nvme: fix possible hang when removing a controller
+// during error recovery"; seen on 6.1 with a flapping peer link). So a
+// controller is first told to give up on reconnecting (ctrl_loss_tmo
+// 0): one that is reconnecting is removed by the kernel itself once its
+// attempt fails, or becomes live and is deleted then; one that is live
+// and loses its connection after the look at its state is removed by
+// the kernel without another attempt. No attempt runs while it is
+// deleted.
+func (in Initiator) Detach(ctx context.Context, nqn string) error {
+	told, deleted := map[string]bool{}, map[string]bool{}
+	for {
+		ctrls, err := in.controllersOf(nqn)
+		if err != nil {
+			return err
+		}
+		var waiting []string
+		for _, c := range ctrls {
+			if deleted[c] {
+				continue
+			}
+			dir := filepath.Join(in.SysRoot, "class", "nvme", c)
+			if !told[c] {
+				if err := writeAttr(filepath.Join(dir, "ctrl_loss_tmo"), "0"); err != nil {
+					if _, gone := readAttr(filepath.Join(dir, "state")); errors.Is(gone, fs.ErrNotExist) {
+						continue
+					}
+					return fmt.Errorf("detach %s: tell controller %s to stop reconnecting: %w", nqn, c, err)
+				}
+				told[c] = true
+			}
+			state, err := readAttr(filepath.Join(dir, "state"))
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue
+			case state == "live" || state == "dead":
+				if err := writeAttr(filepath.Join(dir, "delete_controller"), "1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("detach %s: delete controller %s: %w", nqn, c, err)
+				}
+				deleted[c] = true
+			default:
+				// Reconnecting, being reset, created or removed:
+				// the kernel ends it.
+				waiting = append(waiting, c+" "+state)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("detach %s: controllers %s not gone yet (a reconnecting one is removed once its attempt fails): %w",
+				nqn, strings.Join(waiting, ", "), ctx.Err())
+		case <-time.After(cmp.Or(in.Poll, 100*time.Millisecond)):
 		}
 	}
-	return nil
 }
 
 // Rekey gives the host's controllers connected to addr with a
@@ -264,19 +315,28 @@ func (in Initiator) Rekey(addr, hostNQN, secret string) ([]string, error) {
 // controllers lists the controllers (nvme0, nvme1, ...) of the subsystem
 // that are or may again be live: not being deleted or dead.
 func (in Initiator) controllers(nqn string) ([]string, error) {
+	all, err := in.controllersOf(nqn)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(c string) bool {
+		state, _ := readAttr(filepath.Join(in.SysRoot, "class", "nvme", c, "state"))
+		return state == "deleting" || state == "deleting (no IO)" || state == "dead"
+	}), nil
+}
+
+// controllersOf lists every controller of the subsystem, whatever its
+// state, sorted.
+func (in Initiator) controllersOf(nqn string) ([]string, error) {
 	dirs, err := filepath.Glob(filepath.Join(in.SysRoot, "class", "nvme", "nvme*"))
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, d := range dirs {
-		if got, err := readAttr(filepath.Join(d, "subsysnqn")); err != nil || got != nqn {
-			continue
+		if got, err := readAttr(filepath.Join(d, "subsysnqn")); err == nil && got == nqn {
+			out = append(out, filepath.Base(d))
 		}
-		if state, _ := readAttr(filepath.Join(d, "state")); state == "deleting" || state == "deleting (no IO)" || state == "dead" {
-			continue
-		}
-		out = append(out, filepath.Base(d))
 	}
 	slices.Sort(out)
 	return out, nil

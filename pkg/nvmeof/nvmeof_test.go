@@ -3,6 +3,7 @@
 package nvmeof
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -211,5 +212,100 @@ func TestUnexportCutsTheHostBeforeDisablingTheNamespace(t *testing.T) {
 	}
 	if len(order) < 2 || order[0] != want[0] || order[1] != want[1] {
 		t.Fatalf("removal order %q, want it to start with %q", order, want)
+	}
+}
+
+// TestDetachNeverDeletesAReconnectingController: Detach deletes a
+// controller only while it is live (or dead). Linux 6.1 hangs for good
+// deleting one in the middle of a reconnect attempt (the attempt leaves
+// its I/O queues quiesced, the deletion waits for their I/O), which hung
+// a mirror's writes and the daemon in CI with a flapping peer link. A
+// reconnecting controller is told to give up (ctrl_loss_tmo 0) and waited
+// for: the kernel removes it after its attempt fails, or it comes back
+// live and is deleted then.
+func TestDetachNeverDeletesAReconnectingController(t *testing.T) {
+	const other = subNQN + "-other"
+	tests := []struct {
+		name  string
+		state string
+		// then is what the kernel does 150 ms into the wait: a new
+		// state, or "" to remove the controller; "stay" does nothing.
+		then       string
+		wantDelete bool
+		wantErr    string
+	}{
+		{name: "live", state: "live", then: "stay", wantDelete: true},
+		{name: "dead", state: "dead", then: "stay", wantDelete: true},
+		{name: "reconnects", state: "connecting", then: "live", wantDelete: true},
+		{name: "gives up", state: "connecting", then: ""},
+		{name: "reset, then gives up", state: "resetting", then: ""},
+		{name: "being deleted", state: "deleting", then: ""},
+		{name: "reconnecting for ever", state: "connecting", then: "stay", wantErr: "nvme1 connecting not gone yet"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := t.TempDir()
+			ctrl := func(name, nqn, state string) string {
+				dir := filepath.Join(sys, "class/nvme", name)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for f, v := range map[string]string{"subsysnqn": nqn, "state": state, "ctrl_loss_tmo": "off"} {
+					if err := os.WriteFile(filepath.Join(dir, f), []byte(v+"\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return dir
+			}
+			dir := ctrl("nvme1", subNQN, tc.state)
+			bystander := ctrl("nvme2", other, "connecting")
+			deleted := func() bool {
+				_, err := os.Stat(filepath.Join(dir, "delete_controller"))
+				return err == nil
+			}
+
+			// The kernel's side: while the controller is not live,
+			// nothing may delete it; then it changes state or goes.
+			kernel := make(chan string, 1)
+			go func() {
+				time.Sleep(150 * time.Millisecond)
+				switch {
+				case tc.state != "live" && tc.state != "dead" && deleted():
+					kernel <- "deleted while " + tc.state
+					return
+				case tc.then == "":
+					if got, _ := readAttr(filepath.Join(dir, "ctrl_loss_tmo")); got != "0" {
+						kernel <- "not told to give up: ctrl_loss_tmo " + got
+						return
+					}
+					_ = os.RemoveAll(dir)
+				case tc.then != "stay":
+					_ = os.WriteFile(filepath.Join(dir, "state"), []byte(tc.then+"\n"), 0o644)
+				}
+				kernel <- ""
+			}()
+
+			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+			defer cancel()
+			err := Initiator{SysRoot: sys, Poll: 10 * time.Millisecond}.Detach(ctx, subNQN)
+			if msg := <-kernel; msg != "" {
+				t.Fatal(msg)
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Detach: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Detach: %v, want an error saying %q", err, tc.wantErr)
+			}
+			if tc.then != "" && deleted() != tc.wantDelete {
+				t.Errorf("delete_controller written: %v, want %v", deleted(), tc.wantDelete)
+			}
+			if _, err := os.Stat(filepath.Join(bystander, "delete_controller")); err == nil {
+				t.Error("another subsystem's controller was deleted")
+			}
+			if got := attr(t, filepath.Join(bystander, "ctrl_loss_tmo")); got != "off" {
+				t.Errorf("another subsystem's controller: ctrl_loss_tmo %s, want it untouched", got)
+			}
+		})
 	}
 }

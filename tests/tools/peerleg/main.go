@@ -33,7 +33,7 @@ func main() {
 	host := fs.String("host", "", "host NQN: the only host the export allows (export), this host's NQN (attach)")
 	addr := fs.String("addr", "", "IPv4 address the target listens on")
 	port := fs.Int("port", 4420, "TCP port")
-	wait := fs.Duration("wait", 30*time.Second, "how long attach waits for the namespace")
+	wait := fs.Duration("wait", 30*time.Second, "how long attach waits for the namespace, and detach for the controllers to go")
 	uuid := fs.String("uuid", "", "namespace UUID of the export (the same on every export of one replica)")
 	secret := fs.String("secret", "", "DH-HMAC-CHAP secret: the host's key (export), the one this host presents (attach)")
 	_ = fs.Parse(os.Args[2:])
@@ -53,7 +53,9 @@ func main() {
 			fmt.Println(dev)
 		}
 	case "detach":
-		err = nvmeof.NewInitiator().Detach(*nqn)
+		ctx, cancel := context.WithTimeout(context.Background(), *wait)
+		defer cancel()
+		err = nvmeof.NewInitiator().Detach(ctx, *nqn)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
