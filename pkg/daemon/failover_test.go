@@ -68,7 +68,7 @@ func TestFailover(t *testing.T) {
 			owner := fmt.Sprintf("a%d", i) // a fence per case
 			name := fmt.Sprintf("v%d", i)
 			spec := api.VolumeSpec{Name: name, Node: owner, WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast",
-				SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+				SharedOrigin: sanExport(name)}
 			smeta, err := st.CreateVolumeSpec(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
@@ -226,10 +226,9 @@ func TestReleaseFenced(t *testing.T) {
 	if rev := d.releaseFenced(ctx, rel); rev != 0 || len(rel.released) != 0 {
 		t.Fatalf("not fenced: released %v, revision %d", rel.released, rev)
 	}
-	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
-	kept := api.VolumeSpec{Name: "kept", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared}
+	kept := api.VolumeSpec{Name: "kept", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: sanExport("kept")}
 	for _, s := range []api.VolumeSpec{
-		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: sanExport("moved"), FailedOverFrom: "a"},
 		kept,
 		{Name: "other", Node: "a", SizeBytes: 1 << 30},
 	} {
@@ -334,9 +333,8 @@ func TestUnfenceOwnerBack(t *testing.T) {
 	st := clusterStore(t)
 	ctx := context.Background()
 	leader := storeDaemon(st, Config{Node: "leader", PlacementInterval: time.Second})
-	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
-	back := api.VolumeSpec{Name: "back", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast", SharedOrigin: shared}
-	moved := api.VolumeSpec{Name: "moved", Node: "b", Pool: "fast", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"}
+	back := api.VolumeSpec{Name: "back", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", ReplicaPool: "fast", SharedOrigin: sanExport("back")}
+	moved := api.VolumeSpec{Name: "moved", Node: "b", Pool: "fast", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: sanExport("moved"), FailedOverFrom: "a"}
 	bmeta, err := st.CreateVolumeSpec(ctx, back)
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +362,7 @@ func TestUnfenceOwnerBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	back2 := back
-	back2.Name, back2.Node = "back2", "c"
+	back2.Name, back2.Node, back2.SharedOrigin = "back2", "c", sanExport("back2")
 	if _, err := st.CreateVolumeSpec(ctx, back2); err != nil {
 		t.Fatal(err)
 	}
@@ -403,10 +401,9 @@ func TestGoOnWithoutPeer(t *testing.T) {
 	st := clusterStore(t)
 	ctx := context.Background()
 	d := storeDaemon(st, Config{Node: "a"})
-	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	for _, s := range []api.VolumeSpec{
-		{Name: "mine", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared},
-		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+		{Name: "mine", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: sanExport("mine")},
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: sanExport("moved"), FailedOverFrom: "a"},
 	} {
 		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
 			t.Fatal(err)
@@ -446,9 +443,8 @@ func TestGuardRounds(t *testing.T) {
 	st := clusterStore(t)
 	ctx := context.Background()
 	d := storeDaemon(st, Config{Node: "a"})
-	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	for _, name := range []string{"db", "logs"} {
-		if _, err := st.CreateVolumeSpec(ctx, api.VolumeSpec{Name: name, Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared}); err != nil {
+		if _, err := st.CreateVolumeSpec(ctx, api.VolumeSpec{Name: name, Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: sanExport(name)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -498,10 +494,9 @@ func TestGuardHeldIO(t *testing.T) {
 	st := clusterStore(t)
 	ctx := context.Background()
 	d := storeDaemon(st, Config{Node: "a"})
-	shared := &api.SharedOrigin{Node: "san", Export: "lun0"}
 	for _, s := range []api.VolumeSpec{
-		{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: shared},
-		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: shared, FailedOverFrom: "a"},
+		{Name: "db", Node: "a", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "b", SharedOrigin: sanExport("db")},
+		{Name: "moved", Node: "b", WriteCacheBytes: 1 << 28, Protect: "peer", SharedOrigin: sanExport("moved"), FailedOverFrom: "a"},
 	} {
 		if _, err := st.CreateVolumeSpec(ctx, s); err != nil {
 			t.Fatal(err)
@@ -586,4 +581,10 @@ func clusterStore(t *testing.T) *store.Store {
 // calls one by one.
 func storeDaemon(st *store.Store, cfg Config) *daemon {
 	return &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: cfg}
+}
+
+// sanExport is the shared origin of a volume in these tests: an export of
+// node san of its own (one volume per origin, store.ErrOriginTaken).
+func sanExport(name string) *api.SharedOrigin {
+	return &api.SharedOrigin{Node: "san", Export: "lun-" + name}
 }

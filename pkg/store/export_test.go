@@ -46,3 +46,12 @@ func (s *Store) DeletePrefix(ctx context.Context, rel string) error {
 
 // LeaderKey is the leadership's election key below the prefix.
 func (l *Leadership) LeaderKey() string { return l.election.Key()[len(l.s.prefix):] }
+
+// GetRaw reads the value at prefix+rel; ok is false when there is none.
+func (s *Store) GetRaw(ctx context.Context, rel string) (value string, ok bool, err error) {
+	resp, err := s.client.Get(ctx, s.prefix+rel)
+	if err != nil || len(resp.Kvs) == 0 {
+		return "", false, err
+	}
+	return string(resp.Kvs[0].Value), true, nil
+}

@@ -160,6 +160,11 @@ const (
 	// nvmesecrets/<exporter>/<host>.
 	nvmeSecretsDir = "nvmesecrets/"
 	electionDir    = "election/"
+	// originClaimsDir holds, for each shared origin a volume caches, the
+	// volume's name (a bare string, not a record): two segments per key,
+	// originclaims/<exporting node>/<export>. It makes "one volume per
+	// shared origin" a transaction (CreateVolumeSpec).
+	originClaimsDir = "originclaims/"
 	// electionPrefix is the concurrency.Election prefix; candidates' keys
 	// are electionPrefix + "/" + lease ID in hex.
 	electionPrefix = electionDir + "leader"
@@ -176,6 +181,9 @@ func (s *Store) nodeSpecKey(name string) string   { return s.prefix + nodeSpecsD
 func (s *Store) policyKey(name string) string     { return s.prefix + policiesDir + name }
 func (s *Store) fenceKey(node string) string      { return s.prefix + fencesDir + node }
 func (s *Store) outdatedKey(volume string) string { return s.prefix + outdatedDir + volume }
+func (s *Store) originClaimKey(o api.SharedOrigin) string {
+	return s.prefix + originClaimsDir + o.Node + "/" + o.Export
+}
 func (s *Store) nvmeSecretKey(exporter, host string) string {
 	return s.prefix + nvmeSecretsDir + exporter + "/" + host
 }

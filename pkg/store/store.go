@@ -37,6 +37,11 @@ var (
 	// ErrReplicaOutdated: a failover was refused because the volume's
 	// replica is recorded stale (MarkReplicaOutdated).
 	ErrReplicaOutdated = errors.New("replica outdated")
+	// ErrOriginTaken: a volume spec was refused because another volume
+	// caches the same shared origin (one node's export). Two caches over
+	// one device, on two nodes, would each write back what the other
+	// never saw, and corrupt it.
+	ErrOriginTaken = errors.New("shared origin cached by another volume")
 	// ErrInvalidRecord: a stored value is unusable; see InvalidRecord.
 	ErrInvalidRecord = errors.New("invalid record")
 	// ErrCompacted: a watch asked for history etcd has compacted away.

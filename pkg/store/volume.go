@@ -4,6 +4,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,8 +16,80 @@ import (
 // CreateVolumeSpec stores a new volume spec. It fails with ErrConflict if
 // a spec of that name exists, whatever it says: creating is not an upsert,
 // so two users creating "db" at once do not silently overwrite each other.
+//
+// A spec on a shared origin also claims the origin, in the same
+// transaction: ErrOriginTaken if another volume caches it, whether that
+// volume's spec holds a claim or was written before claims existed (the
+// specs are looked through first).
 func (s *Store) CreateVolumeSpec(ctx context.Context, spec api.VolumeSpec) (Meta, error) {
-	return put(ctx, s, s.volumeSpecKey(spec.Name), KindVolumeSpec, spec, 0)
+	o := spec.SharedOrigin
+	if o == nil {
+		return put(ctx, s, s.volumeSpecKey(spec.Name), KindVolumeSpec, spec, 0)
+	}
+	specs, _, _, err := s.ListVolumeSpecs(ctx)
+	if err != nil {
+		return Meta{}, err
+	}
+	for _, it := range specs {
+		if h := it.Value; h.Name != spec.Name && h.SharedOrigin != nil && *h.SharedOrigin == *o {
+			return Meta{}, originTaken(spec.Name, *o, h.Name)
+		}
+	}
+	val, err := encode(KindVolumeSpec, spec)
+	if err != nil {
+		return Meta{}, fmt.Errorf("store: %w", err)
+	}
+	specKey, claimKey := s.volumeSpecKey(spec.Name), s.originClaimKey(*o)
+	// The claim must not exist, or be a stale one: its volume's spec
+	// gone (deleted by a release that left claims behind).
+	claimFree := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claimKey), "=", 0)}
+	for try := 0; ; try++ {
+		rctx, cancel := s.reqCtx(ctx)
+		resp, err := s.etcd().Txn(rctx).
+			If(append(claimFree, clientv3.Compare(clientv3.CreateRevision(specKey), "=", 0))...).
+			Then(clientv3.OpPut(specKey, val), clientv3.OpPut(claimKey, spec.Name), clientv3.OpGet(specKey)).
+			Else(clientv3.OpGet(specKey), clientv3.OpGet(claimKey)).
+			Commit()
+		cancel()
+		if err != nil {
+			return Meta{}, s.wrap(rctx, fmt.Sprintf("create volume %q", spec.Name), err)
+		}
+		if resp.Succeeded {
+			kv := resp.Responses[2].GetResponseRange().Kvs[0]
+			return Meta{Key: specKey, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision}, nil
+		}
+		if cur := resp.Responses[0].GetResponseRange(); len(cur.Kvs) > 0 {
+			return Meta{}, conflict(KindVolumeSpec, spec.Name, 0, (*clientv3.GetResponse)(cur))
+		}
+		if try == claimRetries {
+			return Meta{}, errorf(ErrConflict, "store: create volume %q: the claim of export %s of node %s keeps changing; read again", spec.Name, o.Export, o.Node)
+		}
+		claimFree = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claimKey), "=", 0)}
+		if claim := resp.Responses[1].GetResponseRange().Kvs; len(claim) > 0 {
+			holder := string(claim[0].Value)
+			switch _, _, err := s.GetVolumeSpec(ctx, holder); {
+			case err == nil:
+				return Meta{}, originTaken(spec.Name, *o, holder)
+			case !errors.Is(err, ErrNotFound):
+				return Meta{}, fmt.Errorf("store: create volume %q: read volume %q, which claims export %s of node %s: %w", spec.Name, holder, o.Export, o.Node, err)
+			}
+			claimFree = []clientv3.Cmp{
+				clientv3.Compare(clientv3.ModRevision(claimKey), "=", claim[0].ModRevision),
+				clientv3.Compare(clientv3.CreateRevision(s.volumeSpecKey(holder)), "=", 0),
+			}
+		}
+	}
+}
+
+// claimRetries bounds CreateVolumeSpec's transactions when an origin's
+// claim changes under it.
+const claimRetries = 3
+
+// originTaken is the error for a spec refused because volume holder
+// caches its shared origin.
+func originTaken(name string, o api.SharedOrigin, holder string) error {
+	return errorf(ErrOriginTaken, "store: volume %q: export %s of node %s is cached by volume %q already; two caches over one device would corrupt it",
+		name, o.Export, o.Node, holder)
 }
 
 // UpdateVolumeSpec replaces the spec if it is still at expectModRevision
@@ -38,12 +111,48 @@ func (s *Store) GetVolumeSpec(ctx context.Context, name string) (api.VolumeSpec,
 }
 
 // DeleteVolumeSpec deletes the spec if it is still at expectModRevision,
-// and its status (and any record of its replica outdated) in the same
-// transaction, so no status outlives its spec.
-// The owning node sees the deletion through its watch and removes the
-// volume.
+// and its status (and any record of its replica outdated, and its claim
+// of a shared origin) in the same transaction, so no status outlives its
+// spec. The owning node sees the deletion through its watch and removes
+// the volume.
 func (s *Store) DeleteVolumeSpec(ctx context.Context, name string, expectModRevision int64) error {
-	return del(ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name, expectModRevision, s.volumeStatusKey(name), s.outdatedKey(name))
+	also := []string{s.volumeStatusKey(name), s.outdatedKey(name)}
+	spec, meta, err := s.GetVolumeSpec(ctx, name)
+	switch {
+	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidRecord):
+		// del reports the conflict, or deletes what cannot be read.
+	case err != nil:
+		return err
+	case meta.ModRevision == expectModRevision && spec.SharedOrigin != nil:
+		return s.deleteClaimingSpec(ctx, name, expectModRevision, s.originClaimKey(*spec.SharedOrigin), also)
+	}
+	return del(ctx, s, s.volumeSpecKey(name), KindVolumeSpec, name, expectModRevision, also...)
+}
+
+// deleteClaimingSpec deletes the spec of a volume on a shared origin, the
+// keys also, and the origin's claim if it is the volume's (a spec written
+// before claims existed has none, and another volume may hold it since).
+func (s *Store) deleteClaimingSpec(ctx context.Context, name string, expectModRevision int64, claimKey string, also []string) error {
+	specKey := s.volumeSpecKey(name)
+	ops := []clientv3.Op{clientv3.OpDelete(specKey)}
+	for _, k := range also {
+		ops = append(ops, clientv3.OpDelete(k))
+	}
+	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(claimKey), "=", name)}, []clientv3.Op{clientv3.OpDelete(claimKey)}, nil))
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.etcd().Txn(rctx).
+		If(clientv3.Compare(clientv3.ModRevision(specKey), "=", expectModRevision)).
+		Then(ops...).
+		Else(clientv3.OpGet(specKey)).
+		Commit()
+	if err != nil {
+		return s.wrap(rctx, fmt.Sprintf("delete volume %q", name), err)
+	}
+	if !resp.Succeeded {
+		return conflict(KindVolumeSpec, name, expectModRevision, (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange()))
+	}
+	return nil
 }
 
 // ListVolumeSpecs returns every valid spec, the revision the list reflects

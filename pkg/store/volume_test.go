@@ -4,6 +4,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -234,5 +235,125 @@ func TestListSkipsInvalidRecords(t *testing.T) {
 	var ir store.InvalidRecord
 	if !errors.As(err, &ir) || !strings.HasSuffix(ir.Key, "volumes/future/spec") {
 		t.Fatalf("get of invalid record: %v", err)
+	}
+}
+
+// TestOneVolumePerSharedOrigin: a shared origin is cached by one volume at
+// most. Two volumes over one export, on two nodes, would each write back
+// what the other's cache never saw; before the origin claims, the store
+// took the second spec (tidectl volume adopt --shared-origin twice).
+func TestOneVolumePerSharedOrigin(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t)
+	on := func(name, export string) api.VolumeSpec {
+		return api.VolumeSpec{Name: name, Node: "a", WriteCacheBytes: 1 << 30, Mode: "writeback", Protect: "peer",
+			SharedOrigin: &api.SharedOrigin{Node: "san", Export: export}}
+	}
+	claim := func(export string) string {
+		t.Helper()
+		v, ok, err := s.GetRaw(ctx, "originclaims/san/"+export)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return "(none)"
+		}
+		return v
+	}
+	taken := func(err error, holder string) {
+		t.Helper()
+		if !errors.Is(err, store.ErrOriginTaken) || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), `cached by volume "`+holder+`"`) {
+			t.Fatalf("create on a taken origin: %v, want ErrOriginTaken naming volume %s", err, holder)
+		}
+	}
+
+	dbMeta, err := s.CreateVolumeSpec(ctx, on("db", "lun0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateVolumeSpec(ctx, on("db2", "lun0"))
+	taken(err, "db")
+	if got := claim("lun0"); got != "db" {
+		t.Fatalf("claim of lun0 = %s, want db", got)
+	}
+	if _, _, err := s.GetVolumeSpec(ctx, "db2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("refused spec stored: %v", err)
+	}
+	// The same name again is a plain conflict, as for any spec.
+	if _, err := s.CreateVolumeSpec(ctx, on("db", "lun0")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("create db twice: %v, want ErrConflict", err)
+	}
+	// Another export of the same node is another origin.
+	if _, err := s.CreateVolumeSpec(ctx, on("logs", "lun1")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Racing creators: exactly one gets the origin.
+	const racers = 6
+	errs := make(chan error, racers)
+	for i := range racers {
+		go func() {
+			_, err := s.CreateVolumeSpec(ctx, on(fmt.Sprintf("race%d", i), "lun2"))
+			errs <- err
+		}()
+	}
+	won := 0
+	for range racers {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrOriginTaken):
+			t.Errorf("racer: %v, want success or ErrOriginTaken", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d racers got lun2, want exactly 1", won)
+	}
+
+	// Deleting the volume frees its origin.
+	if err := s.DeleteVolumeSpec(ctx, "db", dbMeta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim("lun0"); got != "(none)" {
+		t.Fatalf("claim of lun0 after db's deletion = %s, want none", got)
+	}
+	if _, err := s.CreateVolumeSpec(ctx, on("db2", "lun0")); err != nil {
+		t.Fatalf("create on a freed origin: %v", err)
+	}
+
+	// A spec written before claims existed holds its origin all the same.
+	if _, err := s.CreateVolumeSpec(ctx, on("legacy", "lun3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePrefix(ctx, "originclaims/san/lun3"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateVolumeSpec(ctx, on("new", "lun3"))
+	taken(err, "legacy")
+
+	// A claim whose volume is gone (left by a release without claims
+	// deleting its spec) does not hold the origin.
+	if _, err := s.PutRaw(ctx, "originclaims/san/lun4", "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateVolumeSpec(ctx, on("fresh", "lun4")); err != nil {
+		t.Fatalf("create over a stale claim: %v", err)
+	}
+	if got := claim("lun4"); got != "fresh" {
+		t.Fatalf("claim of lun4 = %s, want fresh", got)
+	}
+	// Deleting a volume leaves another volume's claim alone.
+	if _, err := s.PutRaw(ctx, "originclaims/san/lun1", "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	_, logsMeta, err := s.GetVolumeSpec(ctx, "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteVolumeSpec(ctx, "logs", logsMeta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim("lun1"); got != "someone-else" {
+		t.Fatalf("claim of lun1 after deleting logs = %s, want someone-else's left", got)
 	}
 }
