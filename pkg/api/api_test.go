@@ -53,6 +53,15 @@ func TestVolumeSpecValidate(t *testing.T) {
 		{"moved and failed over", func(v *api.VolumeSpec) { sharedOrigin(v); v.MovedFrom, v.FailedOverFrom = "node-b", "node-c" }, "exclude each other"},
 		{"moved from an invalid node name", func(v *api.VolumeSpec) { sharedOrigin(v); v.MovedFrom = "B_1" }, "movedFrom: invalid node name"},
 		{"failed over without a shared origin", func(v *api.VolumeSpec) { v.FailedOverFrom = "node-a" }, "failedOverFrom needs sharedOrigin"},
+		{"move called off", func(v *api.VolumeSpec) {
+			sharedOrigin(v)
+			v.MoveCalledOff = &api.CalledOffMove{To: "node-b", Why: "the replica was recorded outdated"}
+		}, ""},
+		{"move called off without a reason", func(v *api.VolumeSpec) { sharedOrigin(v); v.MoveCalledOff = &api.CalledOffMove{To: "node-b"} }, "moveCalledOff.why must say why"},
+		{"move called off to an invalid node name", func(v *api.VolumeSpec) {
+			sharedOrigin(v)
+			v.MoveCalledOff = &api.CalledOffMove{To: "B_1", Why: "gone"}
+		}, "moveCalledOff.to: invalid node name"},
 		{"claim of another name form", func(v *api.VolumeSpec) { v.Claim = &api.Claim{Namespace: "shop", Name: "Data_0"} }, `claim name "Data_0"`},
 		{"claim without a namespace", func(v *api.VolumeSpec) { v.Claim = &api.Claim{Name: "data-0"} }, `claim namespace ""`},
 	}

@@ -143,6 +143,12 @@ type VolumeSpec struct {
 	// a planned move: the new node takes it over from its replica as
 	// after a failover, and the old node drops its copy, unfenced.
 	MovedFrom string `json:"movedFrom,omitempty"`
+	// MoveCalledOff says why the last planned move asked for did not
+	// happen (the replica recorded outdated at the handover, its node lost
+	// or drained): written with the spec that drops MoveTo, kept until a
+	// move is asked for again, so tidectl volume move --wait and the CSI
+	// attacher can say why after the status has moved on.
+	MoveCalledOff *CalledOffMove `json:"moveCalledOff,omitempty"`
 	// Claim is the Kubernetes PersistentVolumeClaim the volume was made
 	// for, when the CSI driver made it: the daemon exports it as
 	// tidecache_volume_claim_info, so dashboards show a claim's cache.
@@ -173,6 +179,14 @@ func (c Claim) Validate() error {
 // origin, or one adopted on its node) rather than an extent of its pool:
 // its size is the device's, never the spec's to set.
 func (v VolumeSpec) CachesWhole() bool { return v.SharedOrigin != nil || v.Adopted }
+
+// CalledOffMove is a planned move that will not happen, and why.
+type CalledOffMove struct {
+	// To is the node the volume was to move to.
+	To string `json:"to"`
+	// Why is a sentence for the operator.
+	Why string `json:"why"`
+}
 
 // SharedOrigin names a device one node exports to the others.
 type SharedOrigin struct {
@@ -257,6 +271,14 @@ func (v VolumeSpec) Validate() error {
 		add(fmt.Errorf("moveTo %s is the volume's node already", v.MoveTo))
 	case v.MoveTo != "" && v.MoveTo != v.ReplicaNode:
 		add(fmt.Errorf("moveTo %s must keep the replica (replicaNode %q): the new node starts on the replica's copy of the write cache", v.MoveTo, v.ReplicaNode))
+	}
+	if c := v.MoveCalledOff; c != nil {
+		if err := ValidateNodeName(c.To); err != nil {
+			add(fmt.Errorf("moveCalledOff.to: %w", err))
+		}
+		if c.Why == "" {
+			add(errors.New("moveCalledOff.why must say why the move was called off"))
+		}
 	}
 	if v.MovedFrom != "" && v.FailedOverFrom != "" {
 		add(errors.New("movedFrom and failedOverFrom exclude each other: a volume last changed node by a planned move or by a failover"))

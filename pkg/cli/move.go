@@ -141,11 +141,7 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 			fmt.Fprintf(m.g.Stdout, "volume %s runs on node %s: %s; %d dirty blocks kept in its write cache\n", name, to, handover, s.DirtyBlocks)
 			return nil
 		case volmove.CalledOff(spec, to):
-			why := "the move was called off"
-			if s.Error != "" {
-				why = s.Error
-			}
-			return fmt.Errorf("volume %s stays on node %s: %s", name, spec.Node, why)
+			return fmt.Errorf("volume %s stays on node %s: %s", name, spec.Node, volmove.WhyCalledOff(spec, s, to))
 		case spec.Node == to:
 			line = fmt.Sprintf("volume %s: handed over; node %s starts it on its replica (%s)", name, to, statusWord(s))
 		case s.State == api.StateMoving:

@@ -84,6 +84,9 @@ type Volume struct {
 	FailedOverFrom string `json:"failed_over_from,omitempty"`
 	MovingTo       string `json:"moving_to,omitempty"`
 	MovedFrom      string `json:"moved_from,omitempty"`
+	// MoveCalledOff says why the last planned move asked for did not
+	// happen (cluster), until another is asked for.
+	MoveCalledOff string `json:"move_called_off,omitempty"`
 	// OriginArray is the md array the volume's origin extent lies on, as
 	// this node's sysfs shows it (volume show, local); OriginArrayError
 	// says why it could not be read. Both absent for an origin that is not
@@ -173,6 +176,9 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 	}
 	if o := spec.SharedOrigin; o != nil {
 		out.SharedOrigin = o.Node + "/" + o.Export
+	}
+	if c := spec.MoveCalledOff; c != nil {
+		out.MoveCalledOff = c.Why
 	}
 	if out.BlockSize == 0 && spec.WriteCacheBytes > 0 {
 		out.BlockSize = pool.DefaultBlockSize

@@ -348,6 +348,9 @@ func printVolume(g *Globals, v Volume) error {
 	case v.FailedOverFrom != "":
 		fmt.Fprintf(w, "Failed over:  from node %s, now on %s: one copy of the write cache, the replica it took over\n", v.FailedOverFrom, cmp.Or(v.Node, "?"))
 	}
+	if v.MoveCalledOff != "" && v.MovingTo == "" {
+		fmt.Fprintf(w, "Last move:    %s\n", v.MoveCalledOff)
+	}
 	if v.DataLoss != "" {
 		fmt.Fprintf(w, "Data loss:    %s\n", v.DataLoss)
 	}

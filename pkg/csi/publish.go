@@ -108,7 +108,7 @@ func (c *controller) waitMoved(ctx context.Context, id, node string) error {
 		case volmove.Arrived(spec, st, node):
 			return nil
 		case volmove.CalledOff(spec, node):
-			return errorf(errPrecondition, "volume %s stays on node %s: its move to node %s was called off: %s", id, spec.Node, node, st.Error)
+			return errorf(errPrecondition, "volume %s stays on node %s: its move to node %s was called off: %s", id, spec.Node, node, volmove.WhyCalledOff(spec, st, node))
 		}
 		select {
 		case <-ctx.Done():

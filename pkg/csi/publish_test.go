@@ -4,6 +4,7 @@ package csi_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,36 @@ func TestControllerPublish(t *testing.T) {
 	wantCode(t, publish(testCtx(t), "db", "n2", mount), codes.OK)
 	if spec, _, err := st.GetVolumeSpec(testCtx(t), "db"); err != nil || spec.Node != "n2" || spec.MoveTo != "" {
 		t.Fatalf("spec after the move: node %s, moveTo %q (%v); want n2, none", spec.Node, spec.MoveTo, err)
+	}
+
+	// Back to n1, but the owner calls the move off (the replica missed
+	// writes): the attacher is told why, from the spec, though the
+	// owner's status says nothing of it any more.
+	const why = "move to node n1 refused at the handover: this node recorded the replica there outdated"
+	go func() {
+		for {
+			time.Sleep(100 * time.Millisecond)
+			spec, meta, err := st.GetVolumeSpec(context.Background(), "db")
+			if err != nil || spec.MoveTo != "n1" {
+				continue
+			}
+			spec.MoveTo, spec.MoveCalledOff = "", &api.CalledOffMove{To: "n1", Why: why}
+			if _, err := st.UpdateVolumeSpec(context.Background(), spec, meta.ModRevision); err != nil {
+				t.Errorf("call the move off: %v", err)
+			}
+			return
+		}
+	}()
+	err = publish(testCtx(t), "db", "n1", mount)
+	if wantCode(t, err, codes.FailedPrecondition); !strings.Contains(err.Error(), why) {
+		t.Fatalf("publish of a move called off: %v, want it to say why (%q)", err, why)
+	}
+	// Asked again, the move starts afresh: the old reason goes.
+	ctx, cancel = context.WithTimeout(testCtx(t), 500*time.Millisecond)
+	defer cancel()
+	wantCode(t, publish(ctx, "db", "n1", mount), codes.DeadlineExceeded)
+	if spec, _, err := st.GetVolumeSpec(testCtx(t), "db"); err != nil || spec.MoveTo != "n1" || spec.MoveCalledOff != nil {
+		t.Fatalf("spec after asking again: moveTo %q, called off %+v (%v); want n1 and no reason left", spec.MoveTo, spec.MoveCalledOff, err)
 	}
 
 	_, err = c.ctl.ControllerUnpublishVolume(testCtx(t), &csi.ControllerUnpublishVolumeRequest{VolumeId: "db", NodeId: "n1"})

@@ -398,6 +398,8 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 		// A planned move goes to the replica's node, which is gone or
 		// drained: it is called off with the replica's new place.
 		moved.MoveTo = ""
+		moved.MoveCalledOff = &api.CalledOffMove{To: spec.MoveTo, Why: fmt.Sprintf(
+			"move to node %s called off: that node keeps the replica no more (gone or drained); the replica is re-protected on node %s", spec.MoveTo, choice.Node)}
 		d.log.Warn("planned move called off: the node it went to keeps the replica no more", "volume", spec.Name, "move_to", spec.MoveTo)
 	}
 	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {

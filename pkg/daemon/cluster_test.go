@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +187,8 @@ func TestReprotectCallsOffMove(t *testing.T) {
 	if got.ReplicaNode != "n3" || got.MoveTo != "" || got.Node != "n1" {
 		t.Fatalf("spec after the drained replica node's re-protection: node %s, replica on %s, moveTo %q; want n1, n3, no move",
 			got.Node, got.ReplicaNode, got.MoveTo)
+	}
+	if c := got.MoveCalledOff; c == nil || c.To != "n2" || !strings.Contains(c.Why, "re-protected on node n3") {
+		t.Fatalf("spec's record of the called-off move: %+v, want one for n2 naming the replica's new node", c)
 	}
 }

@@ -111,7 +111,7 @@ func (d *daemon) failover(ctx context.Context, it store.Item[api.VolumeSpec], vi
 	moved.FailedOverFrom = spec.Node
 	// A planned move asked for before the node was lost is superseded:
 	// its target kept the replica, which is where the volume goes.
-	moved.MoveTo, moved.MovedFrom = "", ""
+	moved.MoveTo, moved.MovedFrom, moved.MoveCalledOff = "", "", nil
 	// Refused if the owner recorded its replica outdated meanwhile: it
 	// went on writing without it (see guardPeerLegs).
 	if _, err := d.st.FailOverVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {

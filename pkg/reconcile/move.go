@@ -73,6 +73,7 @@ func (c *Controller) moveOut(ctx context.Context, o observation, st api.VolumeSt
 	moved.Node, moved.Pool = spec.MoveTo, spec.ReplicaPool
 	moved.ReplicaNode, moved.ReplicaPool = "", ""
 	moved.MoveTo, moved.FailedOverFrom, moved.MovedFrom = "", "", spec.Node
+	moved.MoveCalledOff = nil
 	sctx, cancel := c.storeCtx(ctx)
 	_, err = c.store.FailOverVolumeSpec(sctx, moved, o.revision)
 	cancel()
@@ -83,6 +84,8 @@ func (c *Controller) moveOut(ctx context.Context, o observation, st api.VolumeSt
 		c.log.Error("planned move refused: the replica is recorded outdated; the volume stays on this node", "volume", spec.Name, "to", spec.MoveTo)
 		kept := spec
 		kept.MoveTo = ""
+		kept.MoveCalledOff = &api.CalledOffMove{To: spec.MoveTo, Why: fmt.Sprintf(
+			"move to node %s refused at the handover: this node recorded the replica there outdated (it missed writes acknowledged here); the volume stays, and a move can be asked for again once the mirror is whole", spec.MoveTo)}
 		sctx, cancel := c.storeCtx(ctx)
 		_, uerr := c.store.UpdateVolumeSpec(sctx, kept, o.revision)
 		cancel()

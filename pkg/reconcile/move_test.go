@@ -176,6 +176,11 @@ func TestMoveRefusedWhenReplicaOutdated(t *testing.T) {
 	if err != nil || s.Node != "n1" || s.MoveTo != "" || s.MovedFrom != "" {
 		t.Fatalf("spec after the refusal: %+v (%v); want it on n1 with the move called off", s, err)
 	}
+	// The spec keeps why, for tidectl volume move --wait and the CSI
+	// attacher: the status says it only until the next pass.
+	if c := s.MoveCalledOff; c == nil || c.To != "n2" || !strings.Contains(c.Why, "recorded the replica there outdated") {
+		t.Fatalf("spec's record of the called-off move: %+v, want one for n2 saying the replica was outdated", c)
+	}
 	if !e.eng.Exists("db") {
 		t.Fatal("the owner dropped its copy of a volume it kept")
 	}

@@ -111,7 +111,7 @@ func Ask(ctx context.Context, st Store, name, to string) (Request, error) {
 		spec.ReplicaNode, spec.ReplicaPool = choice.Node, choice.Pool
 		r.ReplicaPlaced = choice.Pool
 	}
-	spec.MoveTo = to
+	spec.MoveTo, spec.MoveCalledOff = to, nil
 	meta, err = st.UpdateVolumeSpec(ctx, spec, meta.ModRevision)
 	if err != nil {
 		return Request{}, err
@@ -131,4 +131,20 @@ func Arrived(spec api.VolumeSpec, st api.VolumeStatus, to string) bool {
 // or superseded by a failover elsewhere).
 func CalledOff(spec api.VolumeSpec, to string) bool {
 	return spec.Node != to && spec.MoveTo != to
+}
+
+// WhyCalledOff says why a move to node to was called off: what the spec
+// records (api.VolumeSpec.MoveCalledOff), else the status's error, else
+// that it was (a spec written by an older release, or the move asked for
+// elsewhere since).
+func WhyCalledOff(spec api.VolumeSpec, st api.VolumeStatus, to string) string {
+	switch c := spec.MoveCalledOff; {
+	case c != nil && c.To == to:
+		return c.Why
+	case st.Error != "":
+		return st.Error
+	case spec.MoveTo != "":
+		return fmt.Sprintf("a move to node %s was asked for since", spec.MoveTo)
+	}
+	return "the move was called off"
 }
