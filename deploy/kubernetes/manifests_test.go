@@ -278,8 +278,11 @@ func checkDriver(t *testing.T, byKind map[string][]object) {
 		if sc.Provisioner != csi.DefaultName {
 			t.Errorf("%s: provisioner %s, want %s", o, sc.Provisioner, csi.DefaultName)
 		}
-		if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
-			t.Errorf("%s: want allowVolumeExpansion (the driver expands volumes online)", o)
+		// A volume on a shared origin is its device's size, which the
+		// driver refuses to change; any other volume grows online.
+		shared := sc.Parameters[csi.ParamSharedOrigin] != ""
+		if grows := sc.AllowVolumeExpansion != nil && *sc.AllowVolumeExpansion; grows == shared {
+			t.Errorf("%s: allowVolumeExpansion %t; want it only for classes not on shared origins (the driver expands those online)", o, grows)
 		}
 		if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 			t.Errorf("%s: want volumeBindingMode WaitForFirstConsumer (a volume lives on one node)", o)

@@ -74,6 +74,14 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	if params.SharedOrigin != "" {
+		vol, err := c.createShared(ctx, VolumeName(req.GetName()), req.GetCapacityRange(), params, nodes)
+		if err != nil {
+			return nil, err
+		}
+		c.d.log.Info("volume ready for staging", "volume", vol.VolumeId, "csi_name", req.GetName(), "shared_origin", params.SharedOrigin)
+		return &csi.CreateVolumeResponse{Volume: vol}, nil
+	}
 	want := params.spec(VolumeName(req.GetName()), size)
 	if err := want.Validate(); err != nil {
 		return nil, errorf(errInvalid, "volume %s: %v", want.Name, err)
@@ -162,19 +170,28 @@ func choose(spec api.VolumeSpec, live []api.Node, nodes []string) (placement.Cho
 	}
 	var why []string
 	for _, name := range nodes {
-		i := slices.IndexFunc(live, func(n api.Node) bool { return n.Name == name })
-		if i < 0 {
-			why = append(why, name+": not a live tidecache node")
-			continue
-		}
-		choice, err := placement.Place(spec, live[i:i+1])
-		if err == nil {
+		choice, not := placeOn(spec, live, name)
+		if not == "" {
 			return choice, nil
 		}
-		why = append(why, name+": no pool with room")
+		why = append(why, not)
 	}
 	return placement.Choice{}, errorf(errNoRoom, "volume %s (%s, %s of cache): no node the topology allows can hold it (%s)",
 		spec.Name, pool.FormatBytes(spec.SizeBytes), pool.FormatBytes(spec.WriteCacheBytes+spec.ReadCacheBytes), strings.Join(why, "; "))
+}
+
+// placeOn places spec on the named node as the leader's placement would,
+// or says why it cannot go there.
+func placeOn(spec api.VolumeSpec, live []api.Node, node string) (placement.Choice, string) {
+	i := slices.IndexFunc(live, func(n api.Node) bool { return n.Name == node })
+	if i < 0 {
+		return placement.Choice{}, node + ": not a live tidecache node"
+	}
+	choice, err := placement.Place(spec, live[i:i+1])
+	if err != nil {
+		return placement.Choice{}, node + ": no pool with room"
+	}
+	return choice, ""
 }
 
 // waitPlaced re-reads a spec until the leader has named its node, within
@@ -285,6 +302,14 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	live, _, _, err := c.st.ListNodes(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if params.SharedOrigin != "" {
+		specs, _, _, err := c.st.ListVolumeSpecs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		avail, largest := sharedCapacity(values(live), specs, params, only)
+		return &csi.GetCapacityResponse{AvailableCapacity: int64(avail), MaximumVolumeSize: wrapInt64(largest)}, nil
 	}
 	avail, largest := capacity(values(live), only, params.WriteCacheBytes+params.ReadCacheBytes)
 	return &csi.GetCapacityResponse{

@@ -5,6 +5,7 @@ package csi
 import (
 	"fmt"
 	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,17 @@ const (
 	// ParamFSType is ext4 or xfs, the filesystem NodeStageVolume makes on
 	// an empty volume when the volume capability names none.
 	ParamFSType = "fsType"
+	// ParamSharedOrigin is a node that exports shared devices (tidecached
+	// run --export): each volume of the class caches one of them whole,
+	// can fail over, and follows its pod to another node (see
+	// createShared). Needs ParamExports and writeCache; protect is peer.
+	ParamSharedOrigin = "sharedOrigin"
+	// ParamExports is a pattern (path.Match: "pv-*", "lun[0-7]") of the
+	// exports of ParamSharedOrigin the class may give to claims. It is
+	// the administrator's word that their content may be replaced: the
+	// node service makes a new filesystem over whatever a given export
+	// held. No other export is ever taken.
+	ParamExports = "exports"
 )
 
 // contextInstance is the volume context key CreateVolume sets on the
@@ -70,11 +82,15 @@ const defaultFSType = fsExt4
 
 // Parameters are a StorageClass's parameters, checked.
 type Parameters struct {
-	WriteCacheBytes uint64
-	ReadCacheBytes  uint64
-	ReadBlockSize   uint32
-	Mode            string
-	Protect         string
+	// SharedOrigin is the exporting node of a class on shared origins,
+	// Exports the pattern of the exports it may take; both empty
+	// otherwise.
+	SharedOrigin, Exports string
+	WriteCacheBytes       uint64
+	ReadCacheBytes        uint64
+	ReadBlockSize         uint32
+	Mode                  string
+	Protect               string
 	// FSType is empty when the parameters name none.
 	FSType string
 	// Claim is the PersistentVolumeClaim the volume is made for; nil
@@ -136,12 +152,36 @@ func ParseParameters(in map[string]string) (Parameters, error) {
 				break
 			}
 			p.FSType = v
+		case ParamSharedOrigin:
+			if err := api.ValidateNodeName(v); err != nil {
+				bad("%s %q: want the name of the node that exports the devices: %v", k, v, err)
+				break
+			}
+			p.SharedOrigin = v
+		case ParamExports:
+			if _, err := path.Match(v, ""); err != nil || v == "" {
+				bad("%s %q: want a pattern of export names, such as pv-*", k, v)
+				break
+			}
+			p.Exports = v
 		default:
 			if !strings.HasPrefix(k, kubernetesPrefix) {
-				bad("unknown parameter %q: tidecache takes %s, %s, %s, %s, %s and %s", k,
-					ParamWriteCache, ParamReadCache, ParamReadBlockSize, ParamMode, ParamProtect, ParamFSType)
+				bad("unknown parameter %q: tidecache takes %s, %s, %s, %s, %s, %s, %s and %s", k,
+					ParamWriteCache, ParamReadCache, ParamReadBlockSize, ParamMode, ParamProtect, ParamFSType, ParamSharedOrigin, ParamExports)
 			}
 		}
+	}
+	switch {
+	case p.SharedOrigin != "" && p.Exports == "":
+		bad("%s needs %s: the pattern of the exports whose content the class may replace", ParamSharedOrigin, ParamExports)
+	case p.Exports != "" && p.SharedOrigin == "":
+		bad("%s needs %s: the node that exports them", ParamExports, ParamSharedOrigin)
+	case p.SharedOrigin != "" && p.WriteCacheBytes == 0:
+		bad("%s needs %s: a volume on a shared origin fails over on the replica of its write cache", ParamSharedOrigin, ParamWriteCache)
+	case p.SharedOrigin != "" && p.Protect != "" && p.Protect != string(pool.ProtectPeer):
+		bad("%s mirrors the write cache to another node: %s %s would leave nothing to fail over to", ParamSharedOrigin, ParamProtect, p.Protect)
+	case p.SharedOrigin != "":
+		p.Protect = string(pool.ProtectPeer)
 	}
 	// The claim is metadata for dashboards, not a request: a volume is
 	// made without it when the provisioner passed it incomplete.
@@ -240,5 +280,13 @@ func (p Parameters) mismatch(s api.VolumeSpec) string {
 	diff(ParamReadBlockSize, s.ReadBlockSize, p.ReadBlockSize)
 	diff(ParamMode, s.Mode, p.Mode)
 	diff(ParamProtect, s.Protect, p.Protect)
+	origin := ""
+	if o := s.SharedOrigin; o != nil {
+		origin = o.Node
+		if ok, _ := path.Match(p.Exports, o.Export); p.Exports != "" && !ok {
+			d = append(d, fmt.Sprintf("export %s, outside %s %s", o.Export, ParamExports, p.Exports))
+		}
+	}
+	diff(ParamSharedOrigin, origin, p.SharedOrigin)
 	return strings.Join(d, ", ")
 }
