@@ -18,8 +18,13 @@ import (
 // the write cache holding dirty blocks (nothing written back for a move)
 // and every acknowledged record read back on the new node, the old one
 // keeping no copy:
-//   - a adopts san's lun0 as db, its write cache mirrored on b; a writer
-//     of checksummed records acknowledges each one after fdatasync;
+//   - db is provisioned as Kubernetes provisions a claim: tidecache-csi
+//     on a (csicall making the external-provisioner's call) with a
+//     StorageClass on san's shared origins (exports lun*) gives it lun0,
+//     san's one export, cached on a, the claim's node, its write cache
+//     mirrored on b (the leader's replica); a second claim is refused,
+//     lun0 being db's; a writer of checksummed records acknowledges each
+//     one after fdatasync;
 //   - a move to san, which keeps no pool, is refused before anything
 //     changes; a move to b waits while the device is open on a, saying
 //     so in the status; closed, `tidectl volume move --wait` hands db to
@@ -46,9 +51,21 @@ func TestMoveWarm(t *testing.T) {
 	const dev = "/dev/mapper/tc-db"
 	eps := " --etcd-endpoints " + c.endpoints()
 
-	c.a.mustTidectl("volume adopt db --shared-origin san/lun0 --node a --replica-node b --write-cache 64M --wait --timeout 3m" + eps)
+	c.startCSI("a")
+	const class = "-node a -param sharedOrigin=san -param 'exports=lun*' -param writeCache=64Mi"
+	out := c.a.mustSh("csicall -volume db " + class + " create")
+	t.Logf("provisioned: %s", strings.TrimSpace(out))
+	if !strings.Contains(out, "on nodes a,b") {
+		t.Fatalf("db's topology: %q, want a and b, the nodes that see lun0 and have a pool", out)
+	}
+	if res := c.a.sh("csicall -volume db2 " + class + " create"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "no free export matching exports of lun*") {
+		t.Fatalf("a second claim with lun0 taken: exit %d, want a refusal:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
 	if v := c.waitMirror("db", "AA", 2*time.Minute); v.PeerNode != "b" {
 		t.Fatalf("volume db mirrored on %q, want b", v.PeerNode)
+	}
+	if v := c.show("a", "db"); v.Node != "a" || v.SharedOrigin != "san/lun0" {
+		t.Fatalf("volume db on %q caching %q; want a, san/lun0", v.Node, v.SharedOrigin)
 	}
 	// 16 MiB of records: under the write cache's high watermark, so
 	// they stay dirty until something writes them back.
@@ -80,7 +97,7 @@ func TestMoveWarm(t *testing.T) {
 	}
 	c.a.mustSh("kill $(cat /run/holder.pid)")
 
-	out := c.a.mustTidectl("volume move db --to b --wait --timeout 3m" + eps)
+	out = c.a.mustTidectl("volume move db --to b --wait --timeout 3m" + eps)
 	t.Logf("a → b: %s", strings.TrimSpace(out))
 	checkMoved(t, c, "b", "a", out, through)
 
@@ -104,7 +121,6 @@ func TestMoveWarm(t *testing.T) {
 	// take-over; the publish returns, the kubelet on b stages and
 	// publishes, and the records read back through b's device.
 	c.waitProtected("a", "b")
-	c.startCSI("a")
 	c.startCSI("b")
 	const pod = "/run/pod/db"
 	c.a.mustSh(csiCalls("publish -node a", "stage", "mount"))

@@ -4,12 +4,17 @@
 // one volume, one per run, against a driver's socket, so a VM test can
 // play the external-attacher and the kubelet moving a pod between nodes:
 //
-//	csicall -endpoint unix:///run/csi/csi.sock publish   -volume db -node b [-timeout 5m]
+//	csicall -endpoint unix:///run/csi/csi.sock create    -volume db -node a -param K=V ... [-bytes N]
+//	csicall -endpoint ... publish   -volume db -node b [-timeout 5m]
 //	csicall -endpoint ... unpublish -volume db -node a
 //	csicall -endpoint ... stage     -volume db -staging DIR
 //	csicall -endpoint ... unstage   -volume db -staging DIR
 //	csicall -endpoint ... mount     -volume db -staging DIR -target FILE
 //	csicall -endpoint ... umount    -volume db -target FILE
+//
+// create is the external-provisioner's call for a claim scheduled on
+// -node (its topology, preferred and requisite), with the StorageClass's
+// parameters; it prints the volume's ID, size and topology.
 //
 // Volumes are raw block, single-node writer: the target is a file the
 // device is bind-mounted on. publish calls again after DeadlineExceeded,
@@ -23,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -30,6 +36,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	tccsi "github.com/tidecache/tidecache/pkg/csi"
 )
 
 func main() {
@@ -39,9 +47,19 @@ func main() {
 	staging := flag.String("staging", "", "staging path (stage, unstage, mount)")
 	target := flag.String("target", "", "target path (mount, umount)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long publish keeps calling")
+	size := flag.Int64("bytes", 0, "the claim's size (create; 0: none asked)")
+	params := map[string]string{}
+	flag.Func("param", "a StorageClass parameter, KEY=VALUE (create; repeat for each)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("want KEY=VALUE, not %q", kv)
+		}
+		params[k] = v
+		return nil
+	})
 	flag.Parse()
 	if flag.NArg() != 1 || *volume == "" {
-		fmt.Fprintln(os.Stderr, "usage: csicall [flags] publish|unpublish|stage|unstage|mount|umount -volume ID")
+		fmt.Fprintln(os.Stderr, "usage: csicall [flags] create|publish|unpublish|stage|unstage|mount|umount -volume ID")
 		os.Exit(2)
 	}
 	conn, err := grpc.NewClient(*endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -56,6 +74,20 @@ func main() {
 	defer cancel()
 	start := time.Now()
 	switch flag.Arg(0) {
+	case "create":
+		top := []*csi.Topology{{Segments: map[string]string{tccsi.TopologyKey: *node}}}
+		var resp *csi.CreateVolumeResponse
+		resp, err = ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: *volume, Parameters: params,
+			VolumeCapabilities: []*csi.VolumeCapability{block}, CapacityRange: &csi.CapacityRange{RequiredBytes: *size},
+			AccessibilityRequirements: &csi.TopologyRequirement{Preferred: top, Requisite: top}})
+		if err == nil {
+			v := resp.GetVolume()
+			var nodes []string
+			for _, t := range v.GetAccessibleTopology() {
+				nodes = append(nodes, t.GetSegments()[tccsi.TopologyKey])
+			}
+			fmt.Printf("volume %s: %d bytes, on nodes %s\n", v.GetVolumeId(), v.GetCapacityBytes(), strings.Join(nodes, ","))
+		}
 	case "publish":
 		// One call at a time with the attacher's own deadline, again
 		// while the driver says the volume is still on its way.
