@@ -243,6 +243,13 @@ type Controller struct {
 	// replicas holds the volumes whose spec was last seen placing their
 	// replica on this node.
 	replicas map[string]bool
+	// released holds the volumes this node handed over in a planned move
+	// and whose copy here it has dropped since: the spec keeps movedFrom
+	// until the volume moves again, and later passes on it (each change
+	// the new owner makes, a re-protection) skip the release and its
+	// engine lock. A volume leaves it when its spec names this node again
+	// or is deleted; a restart looks once more.
+	released map[string]bool
 	vols     map[string]*volState
 	// unmanaged are local volumes reported as having no spec for this
 	// node, with the reason, so each is logged once.
@@ -285,6 +292,7 @@ func New(cfg Config, eng Engine, st Store) (*Controller, error) {
 		known:     map[string]string{},
 		owned:     map[string]int64{},
 		replicas:  map[string]bool{},
+		released:  map[string]bool{},
 		vols:      map[string]*volState{},
 		unmanaged: map[string]string{},
 	}, nil

@@ -106,19 +106,29 @@ func (c *Controller) moveOut(ctx context.Context, o observation, st api.VolumeSt
 
 // releaseMoved drops this node's copy of a volume it handed over in a
 // planned move, without writing it back: the new node took the volume
-// over from its replica, which holds everything this copy holds.
+// over from its replica, which holds everything this copy holds. Once
+// dropped (or found gone), later passes do nothing (Controller.released).
 func (c *Controller) releaseMoved(ctx context.Context, spec api.VolumeSpec) error {
 	if c.cfg.SharedOrigins == nil {
+		return nil
+	}
+	c.mu.Lock()
+	done := c.released[spec.Name]
+	c.mu.Unlock()
+	if done {
 		return nil
 	}
 	err := c.cfg.SharedOrigins.ReleaseVolume(ctx, spec.Name)
 	switch {
 	case errors.Is(err, engine.ErrVolumeNotFound):
-		return nil
 	case err != nil:
 		return fmt.Errorf("drop this node's copy of volume %s, moved to node %s: %w", spec.Name, spec.Node, err)
+	default:
+		c.log.Info("this node's copy of a volume moved to another node dropped, not written back", "volume", spec.Name, "to", spec.Node)
 	}
-	c.log.Info("this node's copy of a volume moved to another node dropped, not written back", "volume", spec.Name, "to", spec.Node)
+	c.mu.Lock()
+	c.released[spec.Name] = true
+	c.mu.Unlock()
 	return nil
 }
 

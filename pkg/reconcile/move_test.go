@@ -138,12 +138,17 @@ func TestMoveHandsOver(t *testing.T) {
 		t.Fatalf("spec after the handover: %+v; want node n2, pool fast, movedFrom n1, no moveTo, no replica node", s)
 	}
 	waitFor(t, "n1's copy of db dropped", func() bool { return !e.eng.Exists("db") })
-	// A later pass may ask for the release again (the copy is gone by
-	// then): nothing else.
+	// Later changes of the spec, which keeps movedFrom n1 (here n2's
+	// leader re-protecting db on n1), bring passes here that leave the
+	// engine alone: the copy is gone, and the release would take the
+	// node's lock to find that out every time.
+	for _, replica := range []string{"n1", "n3", "n1"} {
+		e.updateSpec("db", func(s *api.VolumeSpec) { s.ReplicaNode, s.ReplicaPool = replica, "fast" })
+		time.Sleep(100 * time.Millisecond)
+	}
 	want := []string{"stop db for n2: " + open.Error(), "stop db for n2: <nil>", "release db"}
-	if got := origins.Calls(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) ||
-		slices.ContainsFunc(got[len(want):], func(c string) bool { return c != "release db" }) {
-		t.Fatalf("shared-origin calls %q, want %q (then releases only)", got, want)
+	if got := origins.Calls(); !slices.Equal(got, want) {
+		t.Fatalf("shared-origin calls %q, want %q", got, want)
 	}
 	for _, c := range e.eng.Calls() {
 		if strings.HasPrefix(c, "flush") || strings.HasPrefix(c, "setmode") || strings.HasPrefix(c, "repair") {

@@ -195,6 +195,9 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.cfg.Metrics.setClaim(name, nil)
+		c.mu.Lock()
+		delete(c.released, name)
+		c.mu.Unlock()
 		return spec, 0, c.reconcileDeleted(ctx, name), false
 	case errors.Is(err, store.ErrInvalidRecord):
 		// A malformed spec: leave the volume as it is and say why, if it
@@ -232,6 +235,7 @@ func (c *Controller) load(ctx context.Context, name string) (spec api.VolumeSpec
 	c.mu.Lock()
 	c.owned[name] = meta.ModRevision
 	c.known[name] = spec.Node
+	delete(c.released, name)
 	c.mu.Unlock()
 	c.cfg.Metrics.setClaim(name, spec.Claim)
 	return spec, meta.ModRevision, outcome{}, true
