@@ -3,9 +3,11 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -385,6 +387,41 @@ func (d *drainTracker) String() string {
 	return s + fmt.Sprintf(", %.0f blocks/s, ETA %s", rate, eta.Round(time.Second))
 }
 
+// printServed prints what each node serves the others: a line per
+// replica slice it keeps of another node's write cache, and per device it
+// exports to them, with the nodes it reaches and the volume that caches
+// it.
+func printServed(w io.Writer, nodes []store.Item[api.Node], specs []store.Item[api.VolumeSpec]) {
+	cachedBy := map[api.SharedOrigin]string{}
+	for _, it := range specs {
+		if o := it.Value.SharedOrigin; o != nil {
+			cachedBy[*o] = it.Value.Name
+		}
+	}
+	for _, it := range nodes {
+		n := it.Value
+		for _, r := range n.Replicas {
+			state := "exported"
+			if !r.Exported {
+				state = "not exported: " + cmp.Or(r.Error, "pending")
+			}
+			fmt.Fprintf(w, "replica: %s keeps the write-cache replica of volume %s of node %s (%s, pool %s), %s\n",
+				n.Name, r.Volume, r.Owner, size(r.SizeBytes), r.Pool, state)
+		}
+		for _, e := range n.Exports {
+			state := "to " + cmp.Or(strings.Join(e.Hosts, ", "), "no node yet")
+			if e.Error != "" {
+				state = "not exported: " + e.Error
+			}
+			volume := "no volume caches it"
+			if v, ok := cachedBy[api.SharedOrigin{Node: n.Name, Export: e.Name}]; ok {
+				volume = "cached by volume " + v
+			}
+			fmt.Fprintf(w, "export: %s exports %s (%s) %s; %s\n", n.Name, e.Name, size(e.SizeBytes), state, volume)
+		}
+	}
+}
+
 func newNodeCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Cluster nodes: list, drain for maintenance (needs --etcd-endpoints)"}
 	list := &cobra.Command{
@@ -426,6 +463,7 @@ func newNodeCmd(g *Globals) *cobra.Command {
 				return g.Print(v)
 			}
 			t := newTable(g.Stdout, "NODE", "LEADER", "VERSION", "POOLS", "ORIGIN FREE", "SSD FREE", "SSD WEAR", "UPDATED")
+			var clusterOrigin, clusterSSD uint64
 			for _, it := range nodes {
 				n := it.Value
 				var pools []string
@@ -435,6 +473,7 @@ func newNodeCmd(g *Globals) *cobra.Command {
 					ofree += p.OriginFreeBytes
 					sfree += p.SSDFreeBytes
 				}
+				clusterOrigin, clusterSSD = clusterOrigin+ofree, clusterSSD+sfree
 				wear := "-"
 				for _, s := range n.SSDs {
 					if s.WearPercent != nil {
@@ -450,6 +489,12 @@ func newNodeCmd(g *Globals) *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
+			fmt.Fprintf(g.Stdout, "cluster: %d nodes, %s free on their HDD arrays, %s free on their SSDs\n", len(nodes), size(clusterOrigin), size(clusterSSD))
+			specs, _, _, err := st.ListVolumeSpecs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			printServed(g.Stdout, nodes, specs)
 			// Fenced nodes, live or not: cut off from shared origins and
 			// replicas until they come back and release what failed over.
 			for _, f := range fences {

@@ -806,3 +806,44 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("spec after a move to n3: moveTo %q, replica %s/%s (%v); want n3, n3/ssd", spec.MoveTo, spec.ReplicaNode, spec.ReplicaPool, err)
 	}
 }
+
+// TestNodeListServed: node list says what each node serves the others,
+// the cluster's pool as a whole: the totals, each replica slice a node
+// keeps of another's write cache, each device it exports with the nodes
+// it reaches and the volume that caches it.
+func TestNodeListServed(t *testing.T) {
+	c := newCluster(t)
+	for _, n := range []api.Node{
+		{Name: "node-a", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 100 << 30, SSDFreeBytes: 10 << 30}}},
+		{Name: "node-b", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 50 << 30, SSDFreeBytes: 6 << 30}},
+			Replicas: []api.ReplicaInventory{{Volume: "db", Owner: "node-a", Pool: "fast", SizeBytes: 64 << 20, Exported: true}}},
+		{Name: "san", Exports: []api.ExportInventory{
+			{Name: "lun0", UUID: "4e0b5c7e-0000-5000-8000-000000000001", SizeBytes: 4 << 30, Hosts: []string{"node-a", "node-b"}},
+			{Name: "lun1", UUID: "4e0b5c7e-0000-5000-8000-000000000002", SizeBytes: 2 << 30, Error: "open /dev/md/lun1: no such file or directory"},
+		}},
+	} {
+		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(context.Background()) })
+	}
+	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "node-a", WriteCacheBytes: 64 << 20, Protect: "peer",
+		ReplicaNode: "node-b", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := tidectl(t, nil, append(c.flags, "node", "list")...)
+	if r.code != ExitOK {
+		t.Fatalf("node list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"cluster: 3 nodes, 150 GiB free on their HDD arrays, 16 GiB free on their SSDs",
+		"replica: node-b keeps the write-cache replica of volume db of node node-a (64 MiB, pool fast), exported",
+		"export: san exports lun0 (4 GiB) to node-a, node-b; cached by volume db",
+		"export: san exports lun1 (2 GiB) not exported: open /dev/md/lun1: no such file or directory; no volume caches it",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("node list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
