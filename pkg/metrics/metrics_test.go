@@ -83,7 +83,7 @@ func testVolumes(t *testing.T) []engine.VolumeInfo {
 			WritebackLimit: &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin},
 			// A shared origin mirrored to a peer, the peer leg failed: one
 			// copy of the two it wants, 3 writes the peer failed held.
-			Protection: pool.ProtectPeer, AdoptedDevice: "/dev/nvme1n1 (wwid uuid.0b5e2f4c)", CanFailOver: true,
+			Protection: pool.ProtectPeer, PeerNode: "node-b", AdoptedDevice: "/dev/nvme1n1 (wwid uuid.0b5e2f4c)", CanFailOver: true,
 			Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegInSync, dm.LegDead},
 				SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100, PeerHeld: 3},
 		},
@@ -257,6 +257,10 @@ tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
 # HELP tidecache_volume_mirror_sync_ratio Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.
 # TYPE tidecache_volume_mirror_sync_ratio gauge
 tidecache_volume_mirror_sync_ratio{pool="fast",volume="db"} 1
+# HELP tidecache_volume_mirror_leg_in_sync 1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1), empty for a leg on this node's own SSDs.
+# TYPE tidecache_volume_mirror_leg_in_sync gauge
+tidecache_volume_mirror_leg_in_sync{leg="0",node="",pool="fast",volume="db"} 1
+tidecache_volume_mirror_leg_in_sync{leg="1",node="node-b",pool="fast",volume="db"} 0
 # HELP tidecache_volume_mirror_peer_held_ios I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.
 # TYPE tidecache_volume_mirror_peer_held_ios gauge
 tidecache_volume_mirror_peer_held_ios{pool="fast",volume="db"} 3
@@ -285,7 +289,7 @@ var volumeMetricNames = []string{
 	"tidecache_volume_readfirst_held_writes_total", "tidecache_volume_readfirst_released_at_max_hold_total",
 	"tidecache_volume_readfirst_held_writes", "tidecache_volume_readfirst_max_hold_seconds",
 	"tidecache_volume_write_copies", "tidecache_volume_write_copies_wanted", "tidecache_volume_mirror_sync_ratio",
-	"tidecache_volume_mirror_peer_held_ios",
+	"tidecache_volume_mirror_leg_in_sync", "tidecache_volume_mirror_peer_held_ios",
 	"tidecache_volume_data_loss_timestamp_seconds", "tidecache_volume_failed_over_timestamp_seconds", "tidecache_volume_moved_timestamp_seconds", "tidecache_scrape_collector_success",
 }
 

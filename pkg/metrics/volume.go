@@ -3,8 +3,11 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
 	"github.com/tidecache/tidecache/pkg/pool"
 )
@@ -67,8 +70,11 @@ var (
 		[]string{"volume", "pool", "from"}, nil)
 	volumeDataLossDesc   = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
 	volumeMirrorSyncDesc = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
-	volumePeerHeldDesc   = volumeDesc("mirror_peer_held_ios", "I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.")
-	volumeDescs          = []*prometheus.Desc{
+	volumeLegInSyncDesc  = prometheus.NewDesc(namespace+"_volume_mirror_leg_in_sync",
+		"1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1), empty for a leg on this node's own SSDs.",
+		[]string{"volume", "pool", "leg", "node"}, nil)
+	volumePeerHeldDesc = volumeDesc("mirror_peer_held_ios", "I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.")
+	volumeDescs        = []*prometheus.Desc{
 		volumeInfoDesc, volumeSizeDesc,
 		volumeReadsDesc, volumeWritesDesc, volumeReadHitsDesc, volumeWriteHitsDesc,
 		volumeDirtyBlocksDesc, volumeDirtyBytesDesc, volumeCacheUsedDesc, volumeCacheSizeDesc,
@@ -78,7 +84,7 @@ var (
 		volumeRCPromoteDesc, volumeRCDemoteDesc, volumeRCErrorDesc,
 		volumeFUAWindowDesc, volumeFUAWritesDesc, volumeFUAFlushesDesc, volumeFUAErrorsDesc,
 		volumeRFHeldDesc, volumeRFLateDesc, volumeRFHeldNowDesc, volumeRFMaxHoldDesc,
-		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumePeerHeldDesc, volumeDataLossDesc,
+		volumeCopiesDesc, volumeCopiesWantDesc, volumeMirrorSyncDesc, volumeLegInSyncDesc, volumePeerHeldDesc, volumeDataLossDesc,
 		volumeFailedOverDesc, volumeMovedDesc,
 	}
 )
@@ -129,6 +135,13 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 			if m := v.Mirror; m != nil {
 				copies = m.Copies
 				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
+				for i, h := range m.Health {
+					holder := ""
+					if i == 1 && v.Protection == pool.ProtectPeer {
+						holder = v.PeerNode
+					}
+					gauge(ch, volumeLegInSyncDesc, boolValue(h == dm.LegInSync), v.Name, v.Pool, strconv.Itoa(i), holder)
+				}
 				if v.CanFailOver { // its peer leg holds the replica's errors
 					gauge(ch, volumePeerHeldDesc, float64(m.PeerHeld), v.Name, v.Pool)
 				}
