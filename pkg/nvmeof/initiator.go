@@ -95,14 +95,19 @@ func (in Initiator) Attach(ctx context.Context, r Remote, t Timeouts) (string, e
 			return "", err
 		}
 	}
+
 	for {
 		live, err := in.live(r.NQN)
 		if err != nil {
 			return "", err
 		}
 		if live {
-			if dev, ok, err := in.Device(r.NQN); err != nil || ok {
-				return dev, err
+			dev, ok, err := in.Device(r.NQN)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				return dev, in.keepReconnecting(r.NQN, t)
 			}
 		}
 		select {
@@ -111,6 +116,29 @@ func (in Initiator) Attach(ctx context.Context, r Remote, t Timeouts) (string, e
 		case <-time.After(in.Poll):
 		}
 	}
+}
+
+// keepReconnecting sets the ctrl_loss_tmo of the subsystem's live
+// controllers as t asks: one a Detach that did not wait for it to go told
+// to give up (and which reconnected since) would drop its leg at the next
+// blip. A controller still reconnecting is left as it is: a Detach may be
+// waiting for it to give up.
+func (in Initiator) keepReconnecting(nqn string, t Timeouts) error {
+	ctrls, err := in.controllers(nqn)
+	if err != nil {
+		return err
+	}
+	tmo := cmp.Or(t.ctrlLossTmo(), kernelCtrlLossTmo)
+	for _, c := range ctrls {
+		dir := filepath.Join(in.SysRoot, "class", "nvme", c)
+		if state, _ := readAttr(filepath.Join(dir, "state")); state != "live" {
+			continue
+		}
+		if err := writeAttr(filepath.Join(dir, "ctrl_loss_tmo"), tmo); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("attach %s: controller %s: set ctrl_loss_tmo %s: %w", nqn, c, tmo, err)
+		}
+	}
+	return nil
 }
 
 // Live reports whether a controller of the subsystem is connected.
@@ -153,13 +181,25 @@ func ConnectOptions(r Remote, t Timeouts) string {
 	if t.FastIOFail > 0 {
 		opts = append(opts, "fast_io_fail_tmo="+secs(t.FastIOFail))
 	}
-	switch {
-	case t.CtrlLoss < 0:
-		opts = append(opts, "ctrl_loss_tmo=-1") // reconnect for ever
-	case t.CtrlLoss > 0:
-		opts = append(opts, "ctrl_loss_tmo="+secs(t.CtrlLoss))
+	if tmo := t.ctrlLossTmo(); tmo != "" {
+		opts = append(opts, "ctrl_loss_tmo="+tmo)
 	}
 	return strings.Join(opts, ",")
+}
+
+// kernelCtrlLossTmo is the kernel's default ctrl_loss_tmo, in seconds.
+const kernelCtrlLossTmo = "600"
+
+// ctrlLossTmo is the kernel's ctrl_loss_tmo for t, in seconds, -1 to
+// reconnect for ever; "" leaves the kernel's default (600 s).
+func (t Timeouts) ctrlLossTmo() string {
+	switch {
+	case t.CtrlLoss < 0:
+		return "-1"
+	case t.CtrlLoss > 0:
+		return strconv.Itoa(int((t.CtrlLoss + time.Second - 1) / time.Second))
+	}
+	return ""
 }
 
 // connect writes the connect string; the kernel answers on the same open
@@ -225,7 +265,8 @@ func (in Initiator) hostIDInUse(hostNQN string) string {
 // attempt fails, or becomes live and is deleted then; one that is live
 // and loses its connection after the look at its state is removed by
 // the kernel without another attempt. No attempt runs while it is
-// deleted.
+// deleted. One still there when ctx ends goes by itself, or comes back
+// live, and an Attach that finds it so sets its ctrl_loss_tmo back.
 func (in Initiator) Detach(ctx context.Context, nqn string) error {
 	told, deleted := map[string]bool{}, map[string]bool{}
 	for {

@@ -309,3 +309,52 @@ func TestDetachNeverDeletesAReconnectingController(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachKeepsAControllerAsAsked: a controller Attach keeps (live, or
+// reconnecting on its own) reconnects as the timeouts say again, also
+// after a Detach that timed out told it to give up (ctrl_loss_tmo 0):
+// else the leg would drop out of its mirror at the next blip.
+func TestAttachKeepsAControllerAsAsked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		state string
+		t     Timeouts
+		want  string
+	}{
+		{"for ever", "live", Timeouts{CtrlLoss: -1}, "-1"},
+		{"ten seconds", "live", PeerLegTimeouts, "10"},
+		{"the kernel's default", "live", Timeouts{}, "600"},
+		// A Detach may be waiting for it to give up: left alone, and
+		// Attach waits for it (here, in vain).
+		{"reconnecting", "connecting", Timeouts{CtrlLoss: -1}, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := t.TempDir()
+			for dir, files := range map[string]map[string]string{
+				"class/nvme/nvme1":                          {"subsysnqn": subNQN, "state": tc.state, "ctrl_loss_tmo": "0"},
+				"class/nvme/nvme1/nvme1c1n1":                {},
+				"class/nvme-subsystem/nvme-subsys1":         {"subsysnqn": subNQN},
+				"class/nvme-subsystem/nvme-subsys1/nvme1n1": {},
+			} {
+				if err := os.MkdirAll(filepath.Join(sys, dir), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for f, v := range files {
+					if err := os.WriteFile(filepath.Join(sys, dir, f), []byte(v+"\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			in := Initiator{Fabrics: filepath.Join(sys, "no-fabrics"), SysRoot: sys, DevRoot: "/dev", Poll: 10 * time.Millisecond}
+			dev, err := in.Attach(ctx, Remote{NQN: subNQN, HostNQN: hostNQN, Addr: "10.0.0.2", Port: 4420}, tc.t)
+			if live := tc.state == "live"; live && (err != nil || dev != "/dev/nvme1n1") || !live && err == nil {
+				t.Fatalf("Attach = %q, %v; want the kept controller's /dev/nvme1n1 once it is live", dev, err)
+			}
+			if got := attr(t, filepath.Join(sys, "class/nvme/nvme1/ctrl_loss_tmo")); got != tc.want {
+				t.Errorf("ctrl_loss_tmo of the kept controller = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
