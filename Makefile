@@ -161,7 +161,9 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 # three) and TestPowerCut (the crash suite cuts the power under the same
 # fdatasync-acknowledged writes, flushes and drains, 4 times per
 # workload); and, for time alone, TestUpgradeRebuildsModule (two DKMS
-# builds under emulation, about 8 minutes). test-vm-all runs everything.
+# builds under emulation, about 8 minutes) and TestNetworkPartition's two
+# longest cases (the leader's cut, the flapping link: about 6 minutes;
+# make test-partition runs them). test-vm-all runs everything.
 VM_CI_SKIP := ^(TestHarnessBoot|TestHarnessNetwork|TestPowerCut|TestUpgradeRebuildsModule)$$
 test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-tests, then the scenarios, one package at a time (prints each test and its result; full log in .cache/test-vm.log).
 	@mkdir -p .cache
@@ -184,8 +186,9 @@ test-vm-612: ## The 6.12 subset .ci/run runs: data path, one crash round and the
 		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm-612.log; fi; exit $$rc
 
 .PHONY: test-vm-all
-test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 10 minutes more).
-	$(GO) test -p 1 -parallel 2 -count=1 -tags vm -timeout 90m -v ./tests/vm/harness/ ./tests/vm/
+test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 16 minutes more).
+	$(GO) test -count=1 -tags vm -timeout 30m -v ./tests/vm/harness/
+	$(GO) test -parallel 2 -count=1 -tags vm -timeout 100m -v ./tests/vm/ -partition-all
 
 .PHONY: test-harness
 test-harness: ## Self-tests of the VM harness only (tests/vm/harness: boot, power cut, network, plus its host unit tests).
@@ -204,8 +207,8 @@ test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles
 # each round boots its three VMs and runs every case, about 10 minutes
 # under emulation.
 PARTITION_ROUNDS = $(if $(filter command line environment,$(origin N)),$(N),3)
-test-partition: ## The network-partition suite (TestNetworkPartition: seven cases on three VMs) N times (default 3): make test-partition N=5
-	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/
+test-partition: ## The network-partition suite (TestNetworkPartition: all seven cases on three VMs, the two .ci/run leaves out too) N times (default 3): make test-partition N=5
+	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/ -partition-all
 
 .PHONY: bench
 bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then the pressure run, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first two's goals: each run <90 min to docs/, QUICK=1 <30 min each to .cache/bench/.
