@@ -61,6 +61,10 @@ func TestMoveWarm(t *testing.T) {
 	if res := c.a.sh("csicall -volume db2 " + class + " create"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "no free export matching exports of lun*") {
 		t.Fatalf("a second claim with lun0 taken: exit %d, want a refusal:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
+	// CreateVolume returns once the spec is written (the provisioner
+	// does not wait for the volume): a creates db once the leader has
+	// placed its replica on b and b exports it.
+	c.waitRunning("a", 3*time.Minute)
 	if v := c.waitMirror("db", "AA", 2*time.Minute); v.PeerNode != "b" {
 		t.Fatalf("volume db mirrored on %q, want b", v.PeerNode)
 	}
