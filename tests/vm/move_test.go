@@ -53,12 +53,14 @@ func TestMoveWarm(t *testing.T) {
 
 	c.startCSI("a")
 	const class = "-node a -param sharedOrigin=san -param 'exports=lun*' -param writeCache=64Mi"
-	out := c.a.mustSh("csicall -volume db " + class + " create")
+	// Called again, as the provisioner does, until san's record shows
+	// lun0 exported to a (it exports to a node once that registered).
+	out := c.a.mustSh("csicall -timeout 2m -volume db " + class + " create")
 	t.Logf("provisioned: %s", strings.TrimSpace(out))
 	if !strings.Contains(out, "on nodes a,b") {
 		t.Fatalf("db's topology: %q, want a and b, the nodes that see lun0 and have a pool", out)
 	}
-	if res := c.a.sh("csicall -volume db2 " + class + " create"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "no free export matching exports of lun*") {
+	if res := c.a.sh("csicall -once -volume db2 " + class + " create"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "no free export matching exports of lun*") {
 		t.Fatalf("a second claim with lun0 taken: exit %d, want a refusal:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 	// CreateVolume returns once the spec is written (the provisioner

@@ -14,7 +14,9 @@
 //
 // create is the external-provisioner's call for a claim scheduled on
 // -node (its topology, preferred and requisite), with the StorageClass's
-// parameters; it prints the volume's ID, size and topology.
+// parameters; it prints the volume's ID, size and topology. It calls again
+// on ResourceExhausted, Unavailable or Aborted, as the provisioner
+// retries a claim, until -timeout (-once: a single call).
 //
 // Volumes are raw block, single-node writer: the target is a file the
 // device is bind-mounted on. publish calls again after DeadlineExceeded,
@@ -48,6 +50,7 @@ func main() {
 	target := flag.String("target", "", "target path (mount, umount)")
 	timeout := flag.Duration("timeout", 5*time.Minute, "how long publish keeps calling")
 	size := flag.Int64("bytes", 0, "the claim's size (create; 0: none asked)")
+	once := flag.Bool("once", false, "create: call once, not again while the cluster has no room")
 	params := map[string]string{}
 	flag.Func("param", "a StorageClass parameter, KEY=VALUE (create; repeat for each)", func(kv string) error {
 		k, v, ok := strings.Cut(kv, "=")
@@ -75,11 +78,22 @@ func main() {
 	start := time.Now()
 	switch flag.Arg(0) {
 	case "create":
+		// Called again while the cluster has no room yet (a node's
+		// inventory not published), as the external-provisioner
+		// retries a claim, until -timeout.
 		top := []*csi.Topology{{Segments: map[string]string{tccsi.TopologyKey: *node}}}
 		var resp *csi.CreateVolumeResponse
-		resp, err = ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: *volume, Parameters: params,
-			VolumeCapabilities: []*csi.VolumeCapability{block}, CapacityRange: &csi.CapacityRange{RequiredBytes: *size},
-			AccessibilityRequirements: &csi.TopologyRequirement{Preferred: top, Requisite: top}})
+		for {
+			resp, err = ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: *volume, Parameters: params,
+				VolumeCapabilities: []*csi.VolumeCapability{block}, CapacityRange: &csi.CapacityRange{RequiredBytes: *size},
+				AccessibilityRequirements: &csi.TopologyRequirement{Preferred: top, Requisite: top}})
+			code := status.Code(err)
+			if *once || code != codes.ResourceExhausted && code != codes.Unavailable && code != codes.Aborted || ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "create: %v; calling again\n", err)
+			time.Sleep(2 * time.Second)
+		}
 		if err == nil {
 			v := resp.GetVolume()
 			var nodes []string
