@@ -348,12 +348,18 @@ func del(ctx context.Context, s *Store, key, kind, name string, expectModRevisio
 	if err := validName(kind, name); err != nil {
 		return fmt.Errorf("store: delete %s: %w", kind, err)
 	}
-	if expectModRevision <= 0 {
-		return fmt.Errorf("store: delete %s %q: expectModRevision %d: want the revision read", noun(kind), name, expectModRevision)
-	}
 	ops := []clientv3.Op{clientv3.OpDelete(key)}
 	for _, k := range also {
 		ops = append(ops, clientv3.OpDelete(k))
+	}
+	return delOps(ctx, s, key, kind, name, expectModRevision, ops)
+}
+
+// delOps runs ops, which delete the record of kind at key and what goes
+// with it, if the record is still at expectModRevision.
+func delOps(ctx context.Context, s *Store, key, kind, name string, expectModRevision int64, ops []clientv3.Op) error {
+	if expectModRevision <= 0 {
+		return fmt.Errorf("store: delete %s %q: expectModRevision %d: want the revision read", noun(kind), name, expectModRevision)
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()

@@ -139,20 +139,7 @@ func (s *Store) deleteClaimingSpec(ctx context.Context, name string, expectModRe
 		ops = append(ops, clientv3.OpDelete(k))
 	}
 	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(claimKey), "=", name)}, []clientv3.Op{clientv3.OpDelete(claimKey)}, nil))
-	rctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	resp, err := s.etcd().Txn(rctx).
-		If(clientv3.Compare(clientv3.ModRevision(specKey), "=", expectModRevision)).
-		Then(ops...).
-		Else(clientv3.OpGet(specKey)).
-		Commit()
-	if err != nil {
-		return s.wrap(rctx, fmt.Sprintf("delete volume %q", name), err)
-	}
-	if !resp.Succeeded {
-		return conflict(KindVolumeSpec, name, expectModRevision, (*clientv3.GetResponse)(resp.Responses[0].GetResponseRange()))
-	}
-	return nil
+	return delOps(ctx, s, specKey, KindVolumeSpec, name, expectModRevision, ops)
 }
 
 // ListVolumeSpecs returns every valid spec, the revision the list reflects
