@@ -9,7 +9,10 @@
 //	testdigest [-head N] [-tail N] LOG
 //
 // A test still running when the log ends (a timeout's panic, a killed
-// run) is printed too, as "did not finish".
+// run) is printed too, as "did not finish". Last come the test's own
+// lines (t.Log, t.Error, t.Fatal) from the part left out: a failure's
+// message often sits between a long narrative and the dumps of its
+// VMs, and what reads a CI run keeps the end of its output.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -60,7 +64,14 @@ func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 	tests := map[string]*testOutput{}
 	var order []string
 	var cur *testOutput
+	var cut []*testOutput // printed with lines left out
 	printed := 0
+	show := func(t *testOutput, result string) {
+		if t.print(w, result, head, tail) {
+			cut = append(cut, t)
+		}
+		printed++
+	}
 	for sc.Scan() {
 		line := sc.Text()
 		if kind, name, ok := marker(line); ok {
@@ -73,8 +84,7 @@ func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 				for _, n := range order {
 					if o := tests[n]; !o.done && !o.paused {
 						o.done = true
-						o.print(w, "did not finish", head, tail)
-						printed++
+						show(o, "did not finish")
 					}
 				}
 			}
@@ -99,8 +109,7 @@ func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 			if t := tests[name]; t != nil && !t.done {
 				t.done = true
 				if result != "PASS" && result != "SKIP" {
-					t.print(w, line, head, tail)
-					printed++
+					show(t, line)
 				}
 			}
 			cur = nil
@@ -116,9 +125,11 @@ func digest(r io.Reader, w io.Writer, head, tail int) (int, error) {
 	}
 	for _, n := range order {
 		if t := tests[n]; !t.done {
-			t.print(w, "did not finish (the log ends)", head, tail)
-			printed++
+			show(t, "did not finish (the log ends)")
 		}
+	}
+	for _, t := range cut {
+		t.printOwnLeftOut(w, head, tail)
 	}
 	return printed, nil
 }
@@ -132,14 +143,15 @@ type testOutput struct {
 }
 
 // print writes the test's header and its first head and last tail lines,
-// with a marker for what was left out between them.
-func (t *testOutput) print(w io.Writer, result string, head, tail int) {
+// with a marker for what was left out between them; it reports whether
+// it left lines out.
+func (t *testOutput) print(w io.Writer, result string, head, tail int) bool {
 	fmt.Fprintf(w, "=== %s: %s\n", t.name, result)
 	if len(t.lines) <= head+tail {
 		for _, l := range t.lines {
 			fmt.Fprintln(w, l)
 		}
-		return
+		return false
 	}
 	for _, l := range t.lines[:head] {
 		fmt.Fprintln(w, l)
@@ -147,6 +159,56 @@ func (t *testOutput) print(w io.Writer, result string, head, tail int) {
 	fmt.Fprintf(w, "    [… %d lines left out: the whole log is in the file …]\n", len(t.lines)-head-tail)
 	for _, l := range t.lines[len(t.lines)-tail:] {
 		fmt.Fprintln(w, l)
+	}
+	return true
+}
+
+// ownLine matches a line a test printed itself through t.Log, t.Error or
+// t.Fatal ("    move_test.go:150: ..."), not the harness's dumps
+// (testing.go) or a VM's console.
+var ownLine = regexp.MustCompile(`^\s+\w+_test\.go:\d+: `)
+
+const (
+	// ownLinesKept is how many of a test's own left-out lines are
+	// printed at the end: the last ones, nearest its failure.
+	ownLinesKept = 12
+	// continuationKept is how many lines of a multi-line message (a
+	// command's output in a t.Fatalf) follow its first line.
+	continuationKept = 6
+	// lineWidth cuts long lines (a struct printed with %+v).
+	lineWidth = 400
+)
+
+// printOwnLeftOut writes the test's own lines (with the first lines of a
+// multi-line message) from the part print left out, the last
+// ownLinesKept of them.
+func (t *testOutput) printOwnLeftOut(w io.Writer, head, tail int) {
+	middle := t.lines[head : len(t.lines)-tail]
+	var msgs [][]string
+	for i := 0; i < len(middle); i++ {
+		if !ownLine.MatchString(middle[i]) {
+			continue
+		}
+		msg := []string{middle[i]}
+		indent := len(middle[i]) - len(strings.TrimLeft(middle[i], " \t"))
+		for i+1 < len(middle) && len(msg) <= continuationKept && !ownLine.MatchString(middle[i+1]) &&
+			strings.HasPrefix(middle[i+1], strings.Repeat(" ", indent+4)) {
+			i++
+			msg = append(msg, middle[i])
+		}
+		msgs = append(msgs, msg)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "=== %s: its own lines from the part left out above, the last %d:\n", t.name, min(len(msgs), ownLinesKept))
+	for _, msg := range msgs[max(0, len(msgs)-ownLinesKept):] {
+		for _, l := range msg {
+			if len(l) > lineWidth {
+				l = l[:lineWidth] + " …"
+			}
+			fmt.Fprintln(w, l)
+		}
 	}
 }
 
