@@ -56,14 +56,20 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csi.Contr
 	if err != nil {
 		return nil, err
 	}
+	if spec.Node == node && spec.MoveTo == "" {
+		// Nothing to do here, even while the node is down (it lost
+		// its power as it took a moved volume over, say): its daemon
+		// starts the volume when it is back, and NodeStageVolume
+		// waits for the device. Refusing would fail an attach that
+		// only has to wait.
+		return &csi.ControllerPublishVolumeResponse{}, nil
+	}
 	if _, _, err := c.st.GetNode(ctx, node); errors.Is(err, store.ErrNotFound) {
 		return nil, errorf(errNotFound, "node %q is not a live tidecache node", node)
 	} else if err != nil {
 		return nil, err
 	}
 	switch {
-	case spec.Node == node && spec.MoveTo == "":
-		return &csi.ControllerPublishVolumeResponse{}, nil
 	case spec.SharedOrigin == nil:
 		return nil, errorf(errPrecondition, "volume %s caches the HDDs of node %s, which node %s does not see: it is used on node %s only", id, spec.Node, node, spec.Node)
 	}

@@ -91,6 +91,36 @@ func TestControllerPublish(t *testing.T) {
 		t.Fatalf("spec after the move: node %s, moveTo %q (%v); want n2, none", spec.Node, spec.MoveTo, err)
 	}
 
+	// n2 loses its power as it takes db over and is not registered for
+	// a while: the attacher's next call (the last one ran out of time)
+	// is answered at once, db is n2's; n2's daemon starts it when back.
+	down, err := st.Register(testCtx(t), api.Node{Name: "n3"}, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, meta, err = st.GetVolumeSpec(testCtx(t), "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onN3 := spec
+	onN3.Node, onN3.MovedFrom = "n3", "n2"
+	if _, err := st.FailOverVolumeSpec(testCtx(t), onN3, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if err := down.Close(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, publish(testCtx(t), "db", "n3", mount), codes.OK)
+	spec, meta, err = st.GetVolumeSpec(testCtx(t), "db")
+	if err != nil || spec.Node != "n3" || spec.MoveTo != "" {
+		t.Fatalf("spec after publishing on n3, down: node %s, moveTo %q (%v); want n3 untouched", spec.Node, spec.MoveTo, err)
+	}
+	// db back on n2 for what follows.
+	spec.Node, spec.MovedFrom = "n2", "n3"
+	if _, err := st.FailOverVolumeSpec(testCtx(t), spec, meta.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+
 	// Back to n1, but the owner calls the move off (the replica missed
 	// writes): the attacher is told why, from the spec, though the
 	// owner's status says nothing of it any more.
