@@ -279,8 +279,16 @@ func checkMoved(t *testing.T, c failoverCluster, to, from, out string, through i
 func checkRunsOn(t *testing.T, c failoverCluster, to, from, dev string, cycle int, through int64) {
 	t.Helper()
 	n := c.nodes[to]
-	if v := c.show(to, "db"); v.Node != to || v.State != "active" {
-		t.Fatalf("db: %+v, want active on %s", v, to)
+	// The device can be there (staged, even) before the daemon's status
+	// says so: it writes the status after the start.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		v := c.show(to, "db")
+		if v.Node == to && v.State == "active" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db: %+v, want active on %s", v, to)
+		}
 	}
 	dirty := dirtyBlocks(t, n.mustTidectl("-o json volume show db"))
 	if dirty == 0 {
