@@ -65,7 +65,7 @@ done`
 //   - detach: drained, devices gone, and on the bare array again the
 //     filesystem passes fsck and every table has the same checksum.
 func TestAdoptDetach(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 170*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -35,7 +36,7 @@ func bootWithout(t *testing.T, dir, bin string, spec nodeSpec, missing ...int) *
 // one or all SSDs missing it refuses the pool, names what is missing, and
 // creates no device, so no origin is ever exposed without its cache.
 func TestAssembleAfterPowerCut(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 50*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -116,7 +117,7 @@ sync; blockdev --rereadpt %[2]s`, entry, dev)
 }
 
 func TestBadInputPoolCreate(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 80*time.Second)
 	n := bootNode(t, badInputNode)
 	ssd := n.ssds()[0]
 	sp := n.spares()
@@ -288,7 +289,7 @@ func TestBadInputPoolCreate(t *testing.T) {
 var volumeNode = nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, MemoryMB: 1024}
 
 func TestBadInputVolume(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 50*time.Second)
 	n := bootNode(t, volumeNode)
 	n.createPool("tank")
 	var pools []struct {
@@ -453,7 +454,7 @@ func removeVolumeDevices(vol string) string {
 }
 
 func TestBadInputCorruptSuperblock(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 50*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
@@ -634,7 +635,7 @@ var deviceSafetyNode = nodeSpec{
 // dirty data) even with --force, and a foreign dm table on a pool's SSD
 // at the moment tidecache writes to it.
 func TestBadInputDeviceSafety(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 70*time.Second)
 	n := bootNode(t, deviceSafetyNode)
 	ssd := n.ssds()[0]
 	hdds := n.hdds()

@@ -66,7 +66,7 @@ func (n *node) metric(series string) string {
 // by hand with dmsetup is detected and repaired, and the metrics report
 // what the kernel reports.
 func TestDaemonReconcile(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 2*time.Minute)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.startDaemon("--embedded-etcd --etcd-data-dir /run/etcd")

@@ -50,7 +50,7 @@ func kernelSeries(release string) string {
 // that the golden dmsetup lines in pkg/dm/testdata have the shape of what
 // the kernel prints today. With -update-dm-golden it replaces them.
 func TestDMKernel(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 10*time.Second)
 	if err := harness.Available(); err != nil {
 		t.Fatal(err)
 	}

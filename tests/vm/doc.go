@@ -17,7 +17,10 @@
 // read under a write burst, a watchdog, a power cut at a random moment)
 // must not share the CPU. Scenarios that time nothing, whose waits are
 // all generous polls (bad input, adopt and detach, lifecycles, resize,
-// assembly, the systemd boot, the daemon's reconcile, tuning, drift), call besideAnother (t.Parallel): go test runs them after the
-// others, two at a time (-parallel 2), to keep .ci/run within its budget,
-// each VM with one vCPU so that the two VMs do not oversubscribe the host.
+// assembly, the systemd boot, the daemon's reconcile, tuning, drift),
+// call besideAnother (t.Parallel): go test runs them after the others,
+// two at a time in lanes handed out longest first (lanes_test.go; go test
+// -parallel must let them all resume: the Makefile passes 64), to keep
+// .ci/run within its budget, each VM with one vCPU so that the two VMs
+// do not oversubscribe the host.
 package vm

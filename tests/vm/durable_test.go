@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -32,7 +33,7 @@ func bootNodeWithout(t *testing.T, spec nodeSpec) *node {
 // that a write tier is refused on a mode change too; and that once the
 // module is loaded the same commands work.
 func TestFUAFlushRequired(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 20*time.Second)
 	n := bootNodeWithout(t, smallNode)
 	if out := n.mustSh("dmsetup targets"); strings.Contains(out, "fuaflush") {
 		t.Fatalf("the VM was booted without dm-fuaflush but has the target:\n%s", out)
@@ -109,7 +110,7 @@ func TestFUAFlushRequired(t *testing.T) {
 // filesystem stays mounted, the writer keeps writing, every file reads back
 // with its checksum, and fsck is clean.
 func TestLegacyStackMigration(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 20*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")

@@ -94,7 +94,7 @@ func waitWriter(t *testing.T, v *harness.VM, rc string) string {
 // until "fail", after which md fails the leg and completes the write on
 // the other.
 func TestErrHold(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 10*time.Second)
 	dir := harness.TestDir(t)
 	v := harness.MustBoot(t, harness.Config{Name: "errhold", Dir: dir, MemoryMiB: 768, CPUs: vmCPUs(t), Disks: []harness.Disk{
 		{Path: filepath.Join(dir, "local.img"), Size: ehSectors * 512},

@@ -7,6 +7,7 @@ package vm_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -23,7 +24,7 @@ const startArrays = "mdadm --assemble --scan >/dev/null 2>&1; cat /proc/mdstat |
 // writeback one with what had been flushed, its loss recorded. After
 // another power cut a plain assembly starts the pool.
 func TestForceStart(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 40*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

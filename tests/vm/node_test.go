@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -97,13 +98,17 @@ func (n *node) devs(first, count int) []string {
 var besideTests sync.Map
 
 // besideAnother lets a scenario that times nothing run beside another one
-// (t.Parallel; doc.go). Its VMs get one vCPU instead of two: two VMs of
-// two vCPUs on CI's 2-core host oversubscribe it, and a guest then spins
-// on locks held by a vCPU thread the host has descheduled (a cluster of
-// three VMs ran 1.2 times faster with one vCPU each).
-func besideAnother(t *testing.T) {
+// (t.Parallel; doc.go), in one of the lanes handed out longest first
+// (lanes): about is roughly how long it runs under CI. Its VMs get one
+// vCPU instead of two: two VMs of two vCPUs on CI's 2-core host
+// oversubscribe it, and a guest then spins on locks held by a vCPU thread
+// the host has descheduled (a cluster of three VMs ran 1.2 times faster
+// with one vCPU each).
+func besideAnother(t *testing.T, about time.Duration) {
+	t.Helper()
 	t.Parallel()
 	besideTests.Store(t.Name(), true)
+	beside.acquire(t, about)
 }
 
 // vmCPUs is the vCPU count for t's VMs: 0 (the harness's default) for a

@@ -8,6 +8,7 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/harness"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPoolOnPartitions builds a pool where administrators often put one:
@@ -18,7 +19,7 @@ import (
 // (its slot B position), must be found once, on the partition, by create,
 // by every later command, and by assembly after a power cut.
 func TestPoolOnPartitions(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 20*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

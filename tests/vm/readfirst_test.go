@@ -147,7 +147,7 @@ func waitReads(t *testing.T, v *harness.VM) {
 // is held at once instead of after max_hold_ms; the table, status and
 // message refuse bad arguments.
 func TestReadFirst(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 100*time.Second)
 	dir := harness.TestDir(t)
 	v := harness.MustBoot(t, harness.Config{Name: "readfirst", Dir: dir, MemoryMiB: 1024, CPUs: vmCPUs(t), Disks: []harness.Disk{
 		{Path: filepath.Join(dir, "origin.img"), Size: rfOriginSectors * 512},
@@ -276,7 +276,7 @@ func writeTierOrigin(t *testing.T, n *node, vol, dev string) (origin, want strin
 // volume running the stack of a tidecache without the layer (made here by
 // hand) gets it from `volume repair`, the same way.
 func TestReadFirstLayer(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 30*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 32M")

@@ -186,7 +186,7 @@ func TestREADMEScript(t *testing.T) {
 func TestREADME(t *testing.T) {
 	// The watchdog (30 s, pinged every 15 s) is the only clock here, and
 	// one vCPU of two host cores keeps it fed beside another scenario.
-	besideAnother(t)
+	besideAnother(t, 10*time.Minute)
 	dir := harness.TestDir(t)
 	readme, err := filepath.Abs("../../README.md")
 	if err != nil {

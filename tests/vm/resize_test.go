@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
@@ -54,7 +55,7 @@ echo 0 > /run/bg.rc`
 //   - after the power cut, assembly brings both volumes up at their new
 //     size from the format 2 superblock, and every file verifies.
 func TestResizeAndUncache(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 50*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ var ssdNode = nodeSpec{HDDs: 4, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, Sp
 //     place of another, the caches and a mirror leg move onto it, and all
 //     the data verifies.
 func TestSSDLifecycle(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 80*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

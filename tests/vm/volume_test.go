@@ -111,7 +111,7 @@ func fioErrors(report string) string {
 // the data reached the origin by verifying the origin extent directly, then
 // deletes and recreates the volume, then deletes the pool.
 func TestVolumeLifecycle(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 40*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
@@ -240,7 +240,7 @@ func TestLiveModeChanges(t *testing.T) {
 // with dmsetup and checks that `volume check` reports it, `volume repair`
 // restores the layout's table, and the data is intact.
 func TestDriftCheckRepair(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 10*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 32M")
@@ -272,7 +272,7 @@ func TestDriftCheckRepair(t *testing.T) {
 // the dirty blocks under the new low watermark, the data stays intact, and
 // the tuning is part of the layout (check and assemble see no drift).
 func TestTuneWatermarks(t *testing.T) {
-	besideAnother(t)
+	besideAnother(t, 20*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 64M")
