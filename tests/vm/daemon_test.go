@@ -133,6 +133,7 @@ func TestDaemonReconcile(t *testing.T) {
 // stops etcd under fio: I/O continues, the daemon reports the outage, and
 // once etcd is back a new spec change is applied.
 func TestDaemonEtcdOutage(t *testing.T) {
+	besideAnother(t, 60*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustSh("tidecached etcd --data-dir /run/etcd >/run/etcd.log 2>&1 & echo $! > /run/etcd.pid")

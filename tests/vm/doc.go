@@ -17,7 +17,8 @@
 // read under a write burst, a watchdog, a power cut at a random moment)
 // must not share the CPU. Scenarios that time nothing, whose waits are
 // all generous polls (bad input, adopt and detach, lifecycles, resize,
-// assembly, the systemd boot, the daemon's reconcile, tuning, drift),
+// assembly, the systemd boot, the daemon's reconcile and etcd outage,
+// tuning, drift, SSD faults, the local mirror, the Prometheus scrape),
 // call besideAnother (t.Parallel): go test runs them after the others,
 // two at a time in lanes handed out longest first (lanes_test.go; go test
 // -parallel must let them all resume: the Makefile passes 64), to keep

@@ -77,6 +77,7 @@ func (n *node) wcStatus(dev string) []string {
 // acknowledged write is lost: every block reads back through the volume as
 // written, and a copy of the whole volume taken with dd holds them all.
 func TestFaultSSDErrors(t *testing.T) {
+	besideAnother(t, 40*time.Second)
 	n := bootNode(t, faultNode)
 	ssd := n.ssds()[0]
 	copyDisk := n.spares()[1]

@@ -44,6 +44,7 @@ func (n *node) promQuery(q string) (float64, bool) {
 // write tier's read hit ratio return what the kernel's dm-writecache status
 // says.
 func TestPrometheusScrape(t *testing.T) {
+	besideAnother(t, 20*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 128M --write-cache 64M")

@@ -82,6 +82,7 @@ func (n *node) restoreLeg(name string, leg int) {
 // back from the rebuilt leg alone proves it holds every acknowledged
 // write.
 func TestReplicaLocalMirror(t *testing.T) {
+	besideAnother(t, 80*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
