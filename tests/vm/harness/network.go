@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,8 +31,21 @@ import (
 // maxFrame bounds a frame (qemu's NET_BUFSIZE is 4096 + 65536).
 const maxFrame = 4096 + 65536
 
-// frameWriteTimeout drops a member that does not take a frame in time.
-const frameWriteTimeout = 5 * time.Second
+// portQueue is how many frames wait for a member, as at a switch port.
+const portQueue = 256
+
+// stallAfter is how long a member with a full queue may take no frame
+// before the frames for it are dropped instead of waited for. Until then
+// the link waits, so a member that reads slowly slows its senders down
+// (TCP's back pressure) rather than losing frames. But a member may stop
+// reading for seconds: qemu does not read its socket while the guest's
+// NIC is not up, during a boot. Ending that member after a write deadline
+// (as the link did before) ended the link of a VM booting beside two
+// others' NVMe/TCP traffic, and the VM stayed off the network for good
+// (TestMoveWarm, b after its power cut: "no route to host" both ways).
+// Dropping is what a switch does at a full port; Ethernet's users
+// retransmit.
+const stallAfter = time.Second
 
 type link struct {
 	log      *slog.Logger
@@ -46,8 +60,11 @@ type link struct {
 }
 
 type member struct {
-	conn net.Conn
-	wmu  sync.Mutex
+	conn    net.Conn
+	out     chan []byte   // frames waiting to be written, portQueue at most
+	gone    chan struct{} // closed when the member is removed
+	wrote   atomic.Int64  // when it last took or wrote a frame, or joined (UnixNano)
+	dropped atomic.Int64  // frames dropped while it took none
 }
 
 // startLink listens for the VM's qemu (the returned address goes in its
@@ -136,16 +153,66 @@ func (l *link) add(conn net.Conn) *member {
 		conn.Close()
 		return nil
 	}
-	m := &member{conn: conn}
+	m := &member{conn: conn, out: make(chan []byte, portQueue), gone: make(chan struct{})}
+	m.wrote.Store(time.Now().UnixNano())
 	l.members[m] = true
+	go m.write()
 	return m
+}
+
+// write writes the frames queued for m until it is removed or a write
+// fails (its forward loop then sees the closed conn and removes it).
+func (m *member) write() {
+	for {
+		select {
+		case <-m.gone:
+			return
+		case frame := <-m.out:
+			// Taking a frame counts as progress: after a quiet spell
+			// the first write of a burst is not a stall.
+			m.wrote.Store(time.Now().UnixNano())
+			if _, err := m.conn.Write(frame); err != nil {
+				m.conn.Close()
+				return
+			}
+			m.wrote.Store(time.Now().UnixNano())
+		}
+	}
+}
+
+// deliver queues frame for m, waiting while its queue is full unless m
+// has been in one write for stallAfter: then the frame is dropped.
+func (m *member) deliver(frame []byte) {
+	select {
+	case m.out <- frame:
+		return
+	default:
+	}
+	if time.Since(time.Unix(0, m.wrote.Load())) > stallAfter {
+		m.dropped.Add(1)
+		return
+	}
+	t := time.NewTimer(stallAfter)
+	defer t.Stop()
+	select {
+	case m.out <- frame:
+	case <-m.gone:
+	case <-t.C:
+		m.dropped.Add(1)
+	}
 }
 
 func (l *link) remove(m *member) {
 	l.mu.Lock()
-	delete(l.members, m)
+	if l.members[m] {
+		delete(l.members, m)
+		close(m.gone)
+	}
 	l.mu.Unlock()
 	m.conn.Close()
+	if dropped := m.dropped.Load(); dropped > 0 {
+		l.log.Info("network member gone; frames it did not read in time were dropped", "peer", m.conn.RemoteAddr().String(), "dropped", dropped)
+	}
 }
 
 // forward copies frames from m to every other member until m fails.
@@ -175,14 +242,7 @@ func (l *link) forward(m *member) {
 		}
 		l.mu.Unlock()
 		for _, o := range others {
-			o.wmu.Lock()
-			o.conn.SetWriteDeadline(time.Now().Add(frameWriteTimeout))
-			_, err := o.conn.Write(frame)
-			o.wmu.Unlock()
-			if err != nil {
-				// Its own forward loop sees the closed conn and removes it.
-				o.conn.Close()
-			}
+			o.deliver(frame)
 		}
 	}
 }
@@ -204,6 +264,7 @@ func (l *link) close() {
 		l.peerLn.Close()
 	}
 	for m := range ms {
+		close(m.gone)
 		m.conn.Close()
 	}
 }

@@ -132,6 +132,43 @@ func TestLinkHubAndRejoin(t *testing.T) {
 	exchange(t, qa, qc, "a to the new c")
 }
 
+// TestLinkKeepsAMemberThatStopsReading: a VM's qemu that reads nothing
+// for seconds (its NIC not up yet, during a boot) while another floods
+// the hub keeps its link: what it could not take is dropped, and once it
+// reads again it exchanges frames both ways. The link used to end a
+// member after a 5-s write deadline, and the booting VM stayed off the
+// network.
+func TestLinkKeepsAMemberThatStopsReading(t *testing.T) {
+	addr := freeAddr(t)
+	_, qa := startTestLink(t, &Network{Listen: addr})
+	_, qb := startTestLink(t, &Network{Connect: addr})
+	exchange(t, qa, qb, "b joined")
+
+	// 12 MB/s for 6 s, b reading none of it: more than the queues and
+	// the sockets hold.
+	frame := binary.BigEndian.AppendUint32(nil, 60000)
+	frame = append(frame, make([]byte, 60000)...)
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		qa.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := qa.Write(frame); err != nil {
+			t.Fatalf("a's flood: %v (the link stopped taking a's frames)", err)
+		}
+	}
+	qa.SetWriteDeadline(time.Time{})
+
+	// b reads what was kept for it, then the link carries frames again.
+	for {
+		qb.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		n, err := io.Copy(io.Discard, qb)
+		if n == 0 || err == nil {
+			break
+		}
+	}
+	qb.SetReadDeadline(time.Time{})
+	exchange(t, qb, qa, "b to a after the flood")
+	exchange(t, qa, qb, "a to b after the flood")
+}
+
 func TestLinkListenInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
