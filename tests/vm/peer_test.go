@@ -111,7 +111,10 @@ func (c *peerCluster) dumpNodeLogs(nodes ...*node) {
 		// and the daemon exits; the VM stops next anyway).
 		n.Run(ctx, `pid=$(cat /run/daemon.pid); for t in /proc/$pid/task/*; do echo "== $t $(cat $t/comm) $(cat $t/wchan)"; cat $t/stack; done >/run/stacks.log 2>&1; `+
 			`echo w >/proc/sysrq-trigger; kill -QUIT $pid; sleep 2`)
-		for file, cmd := range map[string]string{"daemon.log": "cat /run/daemon.log", "dmesg.log": "dmesg", "stacks.log": "cat /run/stacks.log"} {
+		// The node's view of the test network: a node that could not
+		// reach the others (its link, its neighbours).
+		net := "ip -s link show; ip addr show; ip neigh show; ip route show"
+		for file, cmd := range map[string]string{"daemon.log": "cat /run/daemon.log", "dmesg.log": "dmesg", "stacks.log": "cat /run/stacks.log", "network.log": net} {
 			if res, err := n.Run(ctx, cmd); err == nil {
 				path := filepath.Join(n.dir, file)
 				if err := os.WriteFile(path, []byte(res.Stdout), 0o644); err == nil {
