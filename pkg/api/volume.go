@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -194,6 +195,31 @@ type SharedOrigin struct {
 	// (tidecached run --export NAME=DEVICE).
 	Node   string `json:"node"`
 	Export string `json:"export"`
+}
+
+// Reaches reports whether the export o names is served to node: only a
+// node it is served to can run a volume on it, and so keep that volume's
+// replica (where it fails over to) or take it in a move. nodes are the
+// live nodes; the exporter's record among them says. An exporter not
+// among them reaches no node.
+func (o SharedOrigin) Reaches(nodes []Node, node string) bool {
+	return slices.Contains(o.Hosts(nodes), node)
+}
+
+// Hosts returns the nodes the export o names is served to now, by its
+// exporter's record among nodes (none when that record is not there).
+func (o SharedOrigin) Hosts(nodes []Node) []string {
+	for _, n := range nodes {
+		if n.Name != o.Node {
+			continue
+		}
+		for _, e := range n.Exports {
+			if e.Name == o.Export {
+				return e.Hosts
+			}
+		}
+	}
+	return nil
 }
 
 // Validate checks the spec on its own and reports every problem, not just

@@ -80,6 +80,8 @@ func TestCommandValidation(t *testing.T) {
 		{[]string{"volume", "adopt", "db", "--shared-origin", "san/lun0", "--node", "a", "--mode", "writethrough"}, "--shared-origin needs --write-cache"},
 		{[]string{"volume", "adopt", "db", "--shared-origin", "san/lun0", "--node", "a", "--write-cache", "1G", "--protect", "local"}, "--protect local would leave nothing to fail over to"},
 		{[]string{"volume", "adopt", "db", "--shared-origin", "san/lun0", "--node", "a", "--write-cache", "1G"}, "volume adopt --shared-origin works on the cluster: give --etcd-endpoints"},
+		{[]string{"volume", "adopt", "db", "--shared-origin", "san/lun0", "--node", "san", "--write-cache", "1G"}, "node san exports lun0: the volume runs on, and keeps its replica on, nodes it is exported to"},
+		{[]string{"volume", "adopt", "db", "--shared-origin", "san/lun0", "--node", "a", "--replica-node", "san", "--write-cache", "1G"}, "node san exports lun0"},
 		{[]string{"volume", "adopt", "db", "--device", "/dev/md0", "--node", "a", "--write-cache", "1G"}, "--node and --replica-node go with --shared-origin"},
 		{[]string{"volume", "adopt", "db", "--device", "md0", "--write-cache", "1G"}, `--device "md0": give the absolute path`},
 		{[]string{"volume", "adopt", "db", "--device", "/dev/md0", "--write-cache", "1G", "--protect", "peer"}, "--protect peer needs --shared-origin"},

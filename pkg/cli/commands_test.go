@@ -736,6 +736,10 @@ func TestClusterMove(t *testing.T) {
 		{Name: "n4", ReplicaAddress: "10.0.0.4:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 20}}},
 		{Name: "n5", ReplicaAddress: "10.0.0.5:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
 		{Name: "n6", ReplicaAddress: "10.0.0.6:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "n7", ReplicaAddress: "10.0.0.7:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		// san serves lun0 to all but n7 (just registered, say) and itself.
+		{Name: "san", ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}},
+			Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2", "n3", "n4", "n5", "n6"}}}},
 	} {
 		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
 		if err != nil {
@@ -771,6 +775,9 @@ func TestClusterMove(t *testing.T) {
 		{"fenced node", cl("volume", "move", "db", "--to", "n5"), ExitError, "node n5 is fenced", "", "n2"},
 		{"drained node", cl("volume", "move", "db", "--to", "n6"), ExitError, "node n6 is drained", "", "n2"},
 		{"no room for the replica", cl("volume", "move", "db", "--to", "n4"), ExitError, "node n4 cannot keep the replica of volume db", "", "n2"},
+		{"a node the origin is not served to", cl("volume", "move", "db", "--to", "n7"), ExitError,
+			"node n7 does not see export lun0 of node san, which volume db caches (it is served to: n1, n2, n3, n4, n5, n6)", "", "n2"},
+		{"the exporter itself", cl("volume", "move", "db", "--to", "san"), ExitError, "node san does not see export lun0 of node san", "", "n2"},
 		{"to the replica's node", cl("volume", "move", "db", "--to", "n2"), ExitOK, "move to node n2 written", "n2", "n2"},
 		{"the same again", cl("volume", "move", "db", "--to", "n2"), ExitOK, "volume db: move to node n2 written; add --wait", "n2", "n2"},
 		{"another target meanwhile", cl("volume", "move", "db", "--to", "n3"), ExitError, "volume db is moving to node n2 already", "n2", "n2"},

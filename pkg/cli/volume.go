@@ -1041,6 +1041,10 @@ func adoptShared(ctx context.Context, g *Globals, req pool.VolumeRequest, shared
 		return usageErrorf("--shared-origin needs --node: the node the volume starts on")
 	case g.cl.replicaNode == node:
 		return usageErrorf("--replica-node %s is the volume's own node: the replica, where it fails over to, must be on another", node)
+	case node == exporter, g.cl.replicaNode == exporter:
+		// Its daemon serves the export to the other nodes, never to
+		// itself: the volume could neither start nor fail over there.
+		return usageErrorf("node %s exports %s: the volume runs on, and keeps its replica on, nodes it is exported to (--node and --replica-node name others)", exporter, export)
 	case req.WriteCache == 0:
 		return usageErrorf("--shared-origin needs --write-cache: the volume fails over on the replica of its write cache")
 	case req.Protect != "" && req.Protect != pool.ProtectPeer:

@@ -26,6 +26,7 @@ func TestControllerPublish(t *testing.T) {
 	register(t, st,
 		api.Node{Name: "n1", ReplicaAddress: "10.0.0.1:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
 		api.Node{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		api.Node{Name: "san", Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2", "n3"}}}},
 	)
 	for _, spec := range []api.VolumeSpec{
 		{Name: "logs", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, WriteCacheBytes: 64 << 20},

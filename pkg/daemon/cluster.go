@@ -266,7 +266,7 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost, gone map[string]time
 				if !nodes() {
 					return
 				}
-				d.placeReplica(ctx, it, view.candidates())
+				d.placeReplica(ctx, it, view)
 			}
 			continue
 		}
@@ -385,7 +385,7 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 	}
 	moved := spec
 	moved.ReplicaNode, moved.ReplicaPool = "", ""
-	choice, err := placement.PlaceReplica(moved, view.candidates())
+	choice, err := placement.PlaceReplica(moved, view.nodes, view.excluded())
 	if err != nil {
 		if now.Sub(since) < after+d.cfg.PlacementInterval {
 			d.log.Warn("cannot re-protect: no other node can keep the replica; it stays where it is until one can",
@@ -412,8 +412,8 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 }
 
 // placeReplica records where a peer-protected volume's replica goes.
-func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec], nodes []api.Node) {
-	choice, err := placement.PlaceReplica(it.Value, nodes)
+func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec], view *nodeView) {
+	choice, err := placement.PlaceReplica(it.Value, view.nodes, view.excluded())
 	if err != nil {
 		if it.Value.Protect == string(pool.ProtectPeer) {
 			d.log.Warn("cannot place replica", "volume", it.Value.Name, "err", err)
@@ -449,6 +449,20 @@ func (v nodeView) live(name string) bool {
 // candidates returns the live nodes that are neither drained nor fenced.
 func (v nodeView) candidates() []api.Node {
 	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return v.drained[n.Name] || v.fenced[n.Name] })
+}
+
+// excluded names the nodes that may not take a volume or a replica:
+// drained or fenced.
+func (v nodeView) excluded() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range []map[string]bool{v.drained, v.fenced} {
+		for n, ok := range m {
+			if ok {
+				out[n] = true
+			}
+		}
+	}
+	return out
 }
 
 // nodeView reads the registered nodes and the node specs.

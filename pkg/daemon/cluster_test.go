@@ -178,6 +178,7 @@ func TestReprotectCallsOffMove(t *testing.T) {
 	for _, n := range []string{"n1", "n2", "n3"} {
 		view.nodes = append(view.nodes, api.Node{Name: n, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}})
 	}
+	view.nodes = append(view.nodes, api.Node{Name: "san", Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2", "n3"}}}})
 	var pols []api.Policy
 	d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, view, &pols, map[string]time.Time{}, time.Now())
 	got, _, err := st.GetVolumeSpec(ctx, "db")

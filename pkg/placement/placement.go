@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/tidecache/tidecache/pkg/api"
 )
@@ -60,13 +61,18 @@ func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 	return cands[0].Choice, nil
 }
 
-// PlaceReplica picks where a peer-protected volume's replica goes: a live
-// node other than the volume's own that serves replicas (ReplicaAddress),
-// with a pool whose SSDs have room for the replica slice. A node in
-// another fault domain than the owner's wins over one in the same domain
-// (nodes without a domain count as their own); then the most free SSD
-// space; then the node name, so every leader decides the same way.
-func PlaceReplica(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
+// PlaceReplica picks where a peer-protected volume's replica goes among
+// the live nodes, but those excluded (drained, fenced): a node other than
+// the volume's own that serves replicas (ReplicaAddress), with a pool
+// whose SSDs have room for the replica slice. For a volume on a shared
+// origin, only a node the export is served to, as its exporter's record
+// among nodes says (excluded or not): the volume fails over (or moves) to
+// its replica's node, which must reach the origin, and the exporter never
+// serves itself. A node in another fault domain than the owner's wins
+// over one in the same domain (nodes without a domain count as their
+// own); then the most free SSD space; then the node name, so every leader
+// decides the same way.
+func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool) (Choice, error) {
 	ownerDomain := ""
 	for _, n := range nodes {
 		if n.Name == spec.Node {
@@ -81,10 +87,13 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 	var cands []candidate
 	need := spec.WriteCacheBytes + 1<<20 // the leg's data and its dm-raid metadata
 	for _, n := range nodes {
-		if n.Name == spec.Node || n.ReplicaAddress == "" {
+		if n.Name == spec.Node || n.ReplicaAddress == "" || excluded[n.Name] {
 			continue
 		}
 		if spec.ReplicaNode != "" && n.Name != spec.ReplicaNode {
+			continue
+		}
+		if o := spec.SharedOrigin; o != nil && !o.Reaches(nodes, n.Name) {
 			continue
 		}
 		for _, p := range n.Pools {
@@ -99,6 +108,10 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 		}
 	}
 	if len(cands) == 0 {
+		if o := spec.SharedOrigin; o != nil {
+			return Choice{}, fmt.Errorf("replica of volume %s (%d bytes of write cache): %w: no other live node that export %s of node %s is served to (%s) serves replicas with a pool with that much free SSD space",
+				spec.Name, spec.WriteCacheBytes, ErrNoCapacity, o.Export, o.Node, listOrNone(o.Hosts(nodes)))
+		}
 		return Choice{}, fmt.Errorf("replica of volume %s (%d bytes of write cache): %w: no other live node serving replicas has a pool with that much free SSD space", spec.Name, spec.WriteCacheBytes, ErrNoCapacity)
 	}
 	sort.Slice(cands, func(i, j int) bool {
@@ -115,4 +128,12 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 		return a.Pool < b.Pool
 	})
 	return cands[0].Choice, nil
+}
+
+// listOrNone joins names for a message, "none" when there are none.
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

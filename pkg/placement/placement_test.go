@@ -53,23 +53,40 @@ func TestPlaceReplica(t *testing.T) {
 		return api.Node{Name: name, ReplicaAddress: addr, FaultDomain: domain, Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free, OriginFreeBytes: 1 << 40}}}
 	}
 	spec := api.VolumeSpec{Name: "db", Node: "a", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 30, Protect: "peer"}
+	// san exports lun0 to a and c; it has a pool of its own, and b is
+	// not served (yet, or fenced).
+	shared := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 30, Protect: "peer", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	san := node("san", "10.0.0.9:4420", "", 64<<30)
+	san.Exports = []api.ExportInventory{{Name: "lun0", Hosts: []string{"a", "c"}}}
 	cases := []struct {
-		name  string
-		spec  api.VolumeSpec
-		nodes []api.Node
-		want  string // node, "" for ErrNoCapacity
+		name     string
+		spec     api.VolumeSpec
+		nodes    []api.Node
+		excluded map[string]bool
+		want     string // node, "" for ErrNoCapacity
 	}{
-		{"never the owner", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "10.0.0.2:4420", "", 2<<30)}, "b"},
-		{"only nodes that serve replicas", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "", "", 8<<30)}, ""},
-		{"room for the leg and its metadata", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 1<<30)}, ""},
-		{"another fault domain first", spec, []api.Node{node("a", "", "r1", 0), node("b", "10.0.0.2:4420", "r1", 8<<30), node("c", "10.0.0.3:4420", "r2", 2<<30)}, "c"},
-		{"then the most free space", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, "c"},
+		{"never the owner", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "10.0.0.2:4420", "", 2<<30)}, nil, "b"},
+		{"only nodes that serve replicas", spec, []api.Node{node("a", "10.0.0.1:4420", "", 8<<30), node("b", "", "", 8<<30)}, nil, ""},
+		{"room for the leg and its metadata", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 1<<30)}, nil, ""},
+		{"another fault domain first", spec, []api.Node{node("a", "", "r1", 0), node("b", "10.0.0.2:4420", "r1", 8<<30), node("c", "10.0.0.3:4420", "r2", 2<<30)}, nil, "c"},
+		{"then the most free space", spec, []api.Node{node("a", "", "", 0), node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, nil, "c"},
 		{"the node the spec names", api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 30, Protect: "peer", ReplicaNode: "b"},
-			[]api.Node{node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, "b"},
+			[]api.Node{node("b", "10.0.0.2:4420", "", 2<<30), node("c", "10.0.0.3:4420", "", 4<<30)}, nil, "b"},
+		{"never a drained or fenced node", spec, []api.Node{node("b", "10.0.0.2:4420", "", 8<<30), node("c", "10.0.0.3:4420", "", 2<<30)},
+			map[string]bool{"b": true}, "c"},
+		// The volume fails over to its replica's node, which must see
+		// the origin: not the exporter (never served itself), not a
+		// node it is not served to, even with more room.
+		{"shared origin: a node the export is served to", shared,
+			[]api.Node{san, node("b", "10.0.0.2:4420", "", 32<<30), node("c", "10.0.0.3:4420", "", 2<<30)}, nil, "c"},
+		{"shared origin: the exporter's record counts though it is drained", shared,
+			[]api.Node{san, node("c", "10.0.0.3:4420", "", 2<<30)}, map[string]bool{"san": true}, "c"},
+		{"shared origin: none served", shared, []api.Node{san, node("b", "10.0.0.2:4420", "", 32<<30)}, nil, ""},
+		{"shared origin: the exporter not live", shared, []api.Node{node("c", "10.0.0.3:4420", "", 2<<30)}, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := PlaceReplica(tc.spec, tc.nodes)
+			got, err := PlaceReplica(tc.spec, tc.nodes, tc.excluded)
 			if tc.want == "" {
 				if !errors.Is(err, ErrNoCapacity) {
 					t.Fatalf("PlaceReplica = %+v, %v; want ErrNoCapacity", got, err)

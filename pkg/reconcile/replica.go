@@ -184,19 +184,20 @@ func (c *Controller) defaultPeer(ctx context.Context, spec api.VolumeSpec) (bool
 	}
 	// A drained node gets no replica from the leader: it does not count.
 	nodes := make([]api.Node, 0, len(items))
+	drained := map[string]bool{}
 	for _, it := range items {
 		sctx, cancel := c.storeCtx(ctx)
 		ns, _, err := c.store.GetNodeSpec(sctx, it.Value.Name)
 		cancel()
 		switch {
 		case err == nil && ns.Drain:
-			continue
+			drained[it.Value.Name] = true
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return false, fmt.Errorf("read node spec %s for the default protection: %w", it.Value.Name, err)
 		}
 		nodes = append(nodes, it.Value)
 	}
-	_, err = placement.PlaceReplica(spec, nodes)
+	_, err = placement.PlaceReplica(spec, nodes, drained)
 	return err == nil, nil
 }
 

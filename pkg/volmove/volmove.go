@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/placement"
@@ -98,13 +99,30 @@ func Ask(ctx context.Context, st Store, name, to string) (Request, error) {
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Request{Spec: spec}, err
 	}
+	// The target must reach the origin: after the handover only it
+	// runs the volume, and the exporter never serves itself.
+	o := *spec.SharedOrigin
+	exporter, _, err := st.GetNode(ctx, o.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		return Request{Spec: spec}, unfit("node %s, which exports %s, is not registered: no node can take volume %s over while its origin is away", o.Node, o.Export, name)
+	} else if err != nil {
+		return Request{Spec: spec}, err
+	}
+	if nodes := []api.Node{exporter, n}; !o.Reaches(nodes, to) {
+		served := o.Hosts(nodes)
+		if len(served) == 0 {
+			served = []string{"no node"}
+		}
+		return Request{Spec: spec}, unfit("node %s does not see export %s of node %s, which volume %s caches (it is served to: %s): the volume would have no origin there",
+			to, o.Export, o.Node, name, strings.Join(served, ", "))
+	}
 	var r Request
 	if spec.ReplicaNode != to {
 		// The replica moves first: the same re-protection the leader
 		// makes when a replica's node is lost, onto the target.
 		want := spec
 		want.ReplicaNode, want.ReplicaPool = "", ""
-		choice, err := placement.PlaceReplica(want, []api.Node{n})
+		choice, err := placement.PlaceReplica(want, []api.Node{exporter, n}, nil)
 		if err != nil {
 			return Request{Spec: spec}, unfit("node %s cannot keep the replica of volume %s, which it would start on: %w", to, name, err)
 		}
