@@ -68,6 +68,7 @@ func crashWorkloads() []*crashWorkload {
 // shortly after every cache was flushed (emptied) under the running
 // writers.
 func TestCrashSuite(t *testing.T) {
+	besideAnother(t, 140*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,14 @@
 // each scenario. The package has no code of its own.
 //
 // A VM under emulation keeps about one and a half of CI's two cores busy,
-// so most scenarios run alone: those that time something (a failover, a
-// read under a write burst, a watchdog, a power cut at a random moment)
-// must not share the CPU. Scenarios that time nothing, whose waits are
-// all generous polls (bad input, adopt and detach, lifecycles, resize,
-// assembly, the systemd boot, the daemon's reconcile and etcd outage,
-// tuning, drift, SSD faults, the local mirror, the Prometheus scrape),
+// so the scenarios that time something (a failover, a read under a write
+// burst, a watchdog, marks taken within milliseconds of a stop) run alone:
+// they must not share the CPU. Scenarios that time nothing, whose waits
+// are all generous polls (bad input, adopt and detach, lifecycles, live
+// mode changes, resize, assembly, the systemd boot, the daemon's
+// reconcile and etcd outage, tuning, drift, SSD and RAID member faults,
+// the local mirror, the Prometheus scrape, fuaflush's counters, and the
+// crash suite, whose power cuts come at random moments anyway),
 // call besideAnother (t.Parallel): go test runs them after the others,
 // two at a time in lanes handed out longest first (lanes_test.go; go test
 // -parallel must let them all resume: the Makefile passes 64), to keep

@@ -260,6 +260,7 @@ func (n *node) poolArray(name string) poolOrigin {
 // then replaced with mdadm and the rebuild is watched through the metrics
 // and `tidectl pool show` until the array is whole; the data verifies.
 func TestFaultRAIDMember(t *testing.T) {
+	besideAnother(t, 80*time.Second)
 	n := bootNode(t, faultNode)
 	var members []string
 	for i, d := range n.hdds() {

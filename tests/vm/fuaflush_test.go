@@ -109,6 +109,7 @@ func readPattern(t *testing.T, v *harness.VM, dev string, offset int64) (bool, s
 // write to dm-writecache without fuaflush is expected to be lost: that
 // side is logged, not asserted.
 func TestFUAFlush(t *testing.T) {
+	besideAnother(t, 30*time.Second)
 	dir := harness.TestDir(t)
 	cfg := harness.Config{Name: "fuaflush", Dir: dir, MemoryMiB: 1024, Disks: []harness.Disk{
 		{Path: filepath.Join(dir, "origin.img"), Size: 2 * fuaOriginSectors * 512},
