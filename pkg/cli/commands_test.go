@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -811,6 +813,73 @@ func TestClusterMove(t *testing.T) {
 	}
 	if spec, _, err = c.st.GetVolumeSpec(t.Context(), "db"); err != nil || spec.MoveTo != "n3" || spec.ReplicaNode != "n3" || spec.ReplicaPool != "ssd" {
 		t.Fatalf("spec after a move to n3: moveTo %q, replica %s/%s (%v); want n3, n3/ssd", spec.MoveTo, spec.ReplicaNode, spec.ReplicaPool, err)
+	}
+}
+
+// TestClusterMoveHandoverTime: volume move --wait times the handover from
+// the owner's stop that went through, not from an attempt that found the
+// device still open (I/O went on then): the owner, playing its part
+// here, writes "moving", then "moving" with the wait's error for a
+// few seconds, then stops for good and hands over.
+func TestClusterMoveHandoverTime(t *testing.T) {
+	c := newCluster(t)
+	for _, n := range []api.Node{
+		{Name: "n1", ReplicaAddress: "10.0.0.1:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
+		{Name: "san", Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2"}}}},
+	} {
+		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(context.Background()) })
+	}
+	spec := api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", WriteCacheBytes: 64 << 20, Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast",
+		SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
+	if _, err := c.st.CreateVolumeSpec(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	status := func(node, state, why string) {
+		if err := c.st.PutVolumeStatus(context.Background(), api.VolumeStatus{Name: "db", Node: node, State: state, Error: why,
+			PeerNode: "n2", MirrorHealth: "AA", UpdatedAt: time.Now().UTC()}); err != nil {
+			t.Error(err)
+		}
+	}
+	status("n1", api.StateActive, "")
+	go func() {
+		for {
+			time.Sleep(50 * time.Millisecond)
+			if s, _, err := c.st.GetVolumeSpec(context.Background(), "db"); err == nil && s.MoveTo == "n2" {
+				break
+			}
+		}
+		status("n1", api.StateMoving, "")
+		time.Sleep(400 * time.Millisecond)
+		status("n1", api.StateMoving, "move to node n2 waits: the device is open 1 time(s)")
+		time.Sleep(3 * time.Second)
+		status("n1", api.StateMoving, "")
+		s, meta, err := c.st.GetVolumeSpec(context.Background(), "db")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		s.Node, s.MovedFrom, s.MoveTo, s.ReplicaNode, s.ReplicaPool = "n2", "n1", "", "", ""
+		if _, err := c.st.FailOverVolumeSpec(context.Background(), s, meta.ModRevision); err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		status("n2", api.StateActive, "")
+	}()
+	r := tidectl(t, nil, c.args("volume", "move", "db", "--to", "n2", "--wait", "--timeout", "30s")...)
+	m := regexp.MustCompile(`handed over in ([0-9.]+) s`).FindStringSubmatch(r.stdout)
+	if r.code != ExitOK || m == nil {
+		t.Fatalf("volume move --wait: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	// From the last stop (then 0.3 s to n2 running it, plus polling),
+	// not from the first (3.4 s before that).
+	if secs, _ := strconv.ParseFloat(m[1], 64); secs >= 2.5 {
+		t.Fatalf("handover reported as %s s, counted from the stop that found the device open:\n%s", m[1], r.stdout)
 	}
 }
 

@@ -127,9 +127,14 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 			return err
 		}
 		// The owner writes "moving" as it stops the volume; with an
-		// error, it still waits (the device open) and I/O goes on.
-		if s.State == api.StateMoving && s.Error == "" && stopped.IsZero() {
+		// error, it still waits (the device open) and I/O goes on, and
+		// the stop seen before did not happen: the handover starts at
+		// its next attempt.
+		switch {
+		case s.State == api.StateMoving && s.Error == "" && stopped.IsZero():
 			stopped = time.Now()
+		case s.State == api.StateMoving && s.Error != "":
+			stopped = time.Time{}
 		}
 		var line string
 		switch {
