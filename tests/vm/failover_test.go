@@ -7,6 +7,7 @@ package vm_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -39,24 +40,33 @@ type failoverVolume struct {
 }
 
 // failoverCluster is an etcdCluster whose nodes have different disks.
-type failoverCluster struct{ *etcdCluster }
+type failoverCluster struct {
+	*etcdCluster
+	// specs are the nodes' disks: failoverSpecs, or a test's own.
+	specs map[string]nodeSpec
+}
 
 // bootAsync boots a node for the first time with its own disks and
 // prepares them: the RAID10 it exports (san) or its pool of SSDs alone
-// (a, b).
+// (a, b; san too when it has an SSD).
 func (c failoverCluster) bootAsync(name string) (*node, error) {
-	return c.etcdCluster.bootAsync(name, failoverSpecs[name], func(n *node) string {
-		if name == "san" {
-			return "mdadm --create /dev/md/lun0 --run --level=10 --raid-devices=4 --assume-clean " + strings.Join(n.hdds(), " ")
+	spec := c.specs[name]
+	return c.etcdCluster.bootAsync(name, spec, func(n *node) string {
+		var cmds []string
+		if spec.HDDs > 0 {
+			cmds = append(cmds, "mdadm --create /dev/md/lun0 --run --level=10 --raid-devices=4 --assume-clean "+strings.Join(n.hdds(), " "))
 		}
-		return "tidectl pool create fast --ssd " + n.ssds()[0]
+		if len(spec.SSDs) > 0 {
+			cmds = append(cmds, "tidectl pool create fast --ssd "+n.ssds()[0])
+		}
+		return strings.Join(cmds, " && ")
 	})
 }
 
 // reboot boots a node again on its disks, its etcd member's data mounted.
 func (c failoverCluster) reboot(name string) *node {
 	c.t.Helper()
-	spec := failoverSpecs[name]
+	spec := c.specs[name]
 	cfg, err := c.config(name, spec, c.addr(name), name == c.names[0])
 	if err != nil {
 		c.t.Fatal(err)
@@ -85,11 +95,20 @@ func (c failoverCluster) show(from, volume string) failoverVolume {
 // test's context, before any cleanup runs).
 func startFailoverCluster(t *testing.T, bin string) (failoverCluster, clusterView) {
 	t.Helper()
+	return startFailoverClusterOf(t, bin, failoverSpecs)
+}
+
+// startFailoverClusterOf is startFailoverCluster with the nodes, and
+// their disks, of specs: san (which carries the network's hub) and the
+// others, each running an etcd member.
+func startFailoverClusterOf(t *testing.T, bin string, specs map[string]nodeSpec) (failoverCluster, clusterView) {
+	t.Helper()
+	all := slices.Sorted(maps.Keys(specs))
 	c := failoverCluster{&etcdCluster{
 		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
-		names:       []string{"san", "a", "b"},
+		names:       append([]string{"san"}, slices.DeleteFunc(slices.Clone(all), func(n string) bool { return n == "san" })...),
 		nodes:       map[string]*node{},
-	}}
+	}, specs}
 	var wg sync.WaitGroup
 	booted := make([]*node, len(c.names))
 	errs := make([]error, len(c.names))
@@ -108,10 +127,10 @@ func startFailoverCluster(t *testing.T, bin string) (failoverCluster, clusterVie
 	for _, name := range c.names {
 		c.startDaemon(name)
 	}
-	v, took := c.waitNodes("san", "all three registered", 2*time.Minute, func(v clusterView) bool {
-		return slices.Equal(v.names(), []string{"a", "b", "san"}) && v.Leader != ""
+	v, took := c.waitNodes("san", "all registered", 2*time.Minute, func(v clusterView) bool {
+		return slices.Equal(v.names(), all) && v.Leader != ""
 	})
-	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
+	t.Logf("etcd formed by the %d daemons, all registered in %s; %s leads", len(all), took.Round(100*time.Millisecond), v.Leader)
 	return c, v
 }
 
