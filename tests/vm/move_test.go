@@ -25,10 +25,11 @@ import (
 //     mirrored on b (the leader's replica); a second claim is refused,
 //     lun0 being db's; a writer of checksummed records acknowledges each
 //     one after fdatasync;
-//   - a move to san, which keeps no pool, is refused before anything
-//     changes; a move to b waits while the device is open on a, saying
-//     so in the status; closed, `tidectl volume move --wait` hands db to
-//     b and reports the handover time;
+//   - a move to san, which exports lun0 (to the others, never to
+//     itself), is refused before anything changes; a move to b waits
+//     while the device is open on a, saying so in the status; closed,
+//     `tidectl volume move --wait` hands db to b and reports the
+//     handover time;
 //   - protected again on a (the leader's new replica), db moves back with
 //     b's power cut as b stops it: b's assembly leaves db alone, b's
 //     daemon finishes the stop and the handover when b is back;
@@ -90,8 +91,8 @@ func TestMoveWarm(t *testing.T) {
 	}
 
 	res := c.a.tidectl("volume move db --to san" + eps)
-	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "node san cannot keep the replica of volume db") {
-		t.Fatalf("move to san (no pool): exit %d, want a refusal naming the replica:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
+	if res.ExitCode == 0 || !strings.Contains(res.Stderr, "node san does not see export lun0 of node san, which volume db caches (it is served to: a, b)") {
+		t.Fatalf("move to san (the exporter): exit %d, want a refusal naming the nodes that see lun0:\n%s%s", res.ExitCode, res.Stdout, res.Stderr)
 	}
 
 	// The device held open on a: the move waits and says why.
