@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/tidecache/tidecache/pkg/pool"
@@ -197,17 +196,10 @@ type SharedOrigin struct {
 	Export string `json:"export"`
 }
 
-// Reaches reports whether the export o names is served to node: only a
-// node it is served to can run a volume on it, and so keep that volume's
-// replica (where it fails over to) or take it in a move. nodes are the
-// live nodes; the exporter's record among them says. An exporter not
-// among them reaches no node.
-func (o SharedOrigin) Reaches(nodes []Node, node string) bool {
-	return slices.Contains(o.Hosts(nodes), node)
-}
-
 // Hosts returns the nodes the export o names is served to now, by its
-// exporter's record among nodes (none when that record is not there).
+// exporter's record among nodes (none when that record is not there):
+// only those can run a volume on it, and so keep its replica (where it
+// fails over to) or take it in a move; the exporter never serves itself.
 func (o SharedOrigin) Hosts(nodes []Node) []string {
 	for _, n := range nodes {
 		if n.Name != o.Node {

@@ -448,7 +448,8 @@ func (v nodeView) live(name string) bool {
 
 // candidates returns the live nodes that are neither drained nor fenced.
 func (v nodeView) candidates() []api.Node {
-	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return v.drained[n.Name] || v.fenced[n.Name] })
+	excluded := v.excluded()
+	return slices.DeleteFunc(slices.Clone(v.nodes), func(n api.Node) bool { return excluded[n.Name] })
 }
 
 // excluded names the nodes that may not take a volume or a replica:

@@ -9,6 +9,7 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -85,6 +86,10 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]boo
 		ssdFree    uint64
 	}
 	var cands []candidate
+	var served []string // for a shared origin, the nodes its export reaches
+	if o := spec.SharedOrigin; o != nil {
+		served = o.Hosts(nodes)
+	}
 	need := spec.WriteCacheBytes + 1<<20 // the leg's data and its dm-raid metadata
 	for _, n := range nodes {
 		if n.Name == spec.Node || n.ReplicaAddress == "" || excluded[n.Name] {
@@ -93,7 +98,7 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]boo
 		if spec.ReplicaNode != "" && n.Name != spec.ReplicaNode {
 			continue
 		}
-		if o := spec.SharedOrigin; o != nil && !o.Reaches(nodes, n.Name) {
+		if spec.SharedOrigin != nil && !slices.Contains(served, n.Name) {
 			continue
 		}
 		for _, p := range n.Pools {
@@ -110,7 +115,7 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]boo
 	if len(cands) == 0 {
 		if o := spec.SharedOrigin; o != nil {
 			return Choice{}, fmt.Errorf("replica of volume %s (%d bytes of write cache): %w: no other live node that export %s of node %s is served to (%s) serves replicas with a pool with that much free SSD space",
-				spec.Name, spec.WriteCacheBytes, ErrNoCapacity, o.Export, o.Node, listOrNone(o.Hosts(nodes)))
+				spec.Name, spec.WriteCacheBytes, ErrNoCapacity, o.Export, o.Node, listOrNone(served))
 		}
 		return Choice{}, fmt.Errorf("replica of volume %s (%d bytes of write cache): %w: no other live node serving replicas has a pool with that much free SSD space", spec.Name, spec.WriteCacheBytes, ErrNoCapacity)
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidecache/tidecache/pkg/api"
@@ -108,8 +109,7 @@ func Ask(ctx context.Context, st Store, name, to string) (Request, error) {
 	} else if err != nil {
 		return Request{Spec: spec}, err
 	}
-	if nodes := []api.Node{exporter, n}; !o.Reaches(nodes, to) {
-		served := o.Hosts(nodes)
+	if served := o.Hosts([]api.Node{exporter}); !slices.Contains(served, to) {
 		if len(served) == 0 {
 			served = []string{"no node"}
 		}
