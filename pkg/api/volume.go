@@ -201,17 +201,24 @@ type SharedOrigin struct {
 // only those can run a volume on it, and so keep its replica (where it
 // fails over to) or take it in a move; the exporter never serves itself.
 func (o SharedOrigin) Hosts(nodes []Node) []string {
+	e, _ := o.Inventory(nodes)
+	return e.Hosts
+}
+
+// Inventory returns the exporter's record of the export o names, found
+// among nodes; false when the exporter or its export is not there.
+func (o SharedOrigin) Inventory(nodes []Node) (ExportInventory, bool) {
 	for _, n := range nodes {
 		if n.Name != o.Node {
 			continue
 		}
 		for _, e := range n.Exports {
 			if e.Name == o.Export {
-				return e.Hosts
+				return e, true
 			}
 		}
 	}
-	return nil
+	return ExportInventory{}, false
 }
 
 // Validate checks the spec on its own and reports every problem, not just

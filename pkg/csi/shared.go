@@ -173,16 +173,8 @@ func freeExports(live []api.Node, specs []store.Item[api.VolumeSpec], params Par
 // exportOf returns the size of a shared origin and the nodes it is
 // exported to that have a pool to cache it in, as the node records show.
 func exportOf(live []api.Node, o api.SharedOrigin) (size uint64, hosts []string) {
-	for _, n := range live {
-		if n.Name != o.Node {
-			continue
-		}
-		for _, e := range n.Exports {
-			if e.Name == o.Export {
-				size, hosts = e.SizeBytes, slices.Clone(e.Hosts)
-			}
-		}
-	}
+	e, _ := o.Inventory(live)
+	size, hosts = e.SizeBytes, slices.Clone(e.Hosts)
 	hosts = slices.DeleteFunc(hosts, func(h string) bool {
 		return !slices.ContainsFunc(live, func(n api.Node) bool { return n.Name == h && len(n.Pools) > 0 })
 	})
