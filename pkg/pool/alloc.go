@@ -42,6 +42,11 @@ type VolumeRequest struct {
 	// Peer is the attached replica that becomes leg 1 of a ProtectPeer
 	// mirror.
 	Peer *RemoteLeg
+	// Peer0, with ProtectPeer, is a second attached replica, on another
+	// node than Peer's, that becomes leg 0: the write cache is then on
+	// peers alone (a node without SSDs; see OnPeers) and takes no room in
+	// this pool.
+	Peer0 *RemoteLeg
 	// Adopt, when set, makes the volume cache this existing device, whole,
 	// instead of an extent of the pool's origin; Size is then 0.
 	Adopt *Adopted
@@ -161,6 +166,14 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 		if req.WriteCache == 0 || req.Peer == nil {
 			return invalid("protection peer mirrors the write cache onto a peer's replica: it needs a write cache and the replica")
 		}
+		if req.Peer0 != nil {
+			if req.Peer0.Node == req.Peer.Node {
+				return invalid("both legs of its write cache would be on node %s: a write cache on peers needs replicas on two other nodes", req.Peer.Node)
+			}
+			v.WriteCache = &Extent{Member: OnPeers, Length: BytesToSectors(req.WriteCache)}
+			v.WriteMirror = &Mirror{Remote0: clonePtr(req.Peer0), Remote: clonePtr(req.Peer)}
+			break
+		}
 		what := "write cache of volume " + quote(req.Name)
 		e, err := a.onMember(BytesToSectors(req.WriteCache), "", what)
 		if err != nil {
@@ -175,6 +188,8 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 				what, formatSectors(MirrorMetaSectors), l.devicePath(e.Member))
 		}
 		v.WriteCache, v.WriteMirror = &e, &Mirror{Meta: meta, Remote: clonePtr(req.Peer)}
+	case req.Peer0 != nil:
+		return invalid("a peer leg 0 is for protection peer only")
 	case req.Protect != "" && req.Protect != ProtectNone:
 		if _, err := ParseProtection(string(req.Protect)); err != nil {
 			return Volume{}, fmt.Errorf("volume %q: %w", req.Name, err)

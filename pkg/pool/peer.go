@@ -136,7 +136,6 @@ func (l *Layout) RemoveReplica(volume string) error {
 // cache, no local slices for leg 1, and a complete remote record.
 func validateRemote(v *Volume, add func(format string, a ...any)) {
 	m := v.WriteMirror
-	r := m.Remote
 	who := fmt.Sprintf("volume %q", v.Name)
 	switch {
 	case m.Leg != (Extent{}) || m.LegMeta != (Extent{}):
@@ -145,13 +144,57 @@ func validateRemote(v *Volume, add func(format string, a ...any)) {
 		add("%s: write mirror metadata must be on the write cache's SSD", who)
 	case m.Meta.Length < MirrorMetaSectors:
 		add("%s: write mirror metadata slice must be at least %s", who, formatSectors(MirrorMetaSectors))
-	case r.Node == "" || r.NQN == "" || r.HostNQN == "" || r.Addr == "" || r.Port <= 0 || r.Port > 65535:
-		add("%s: peer leg needs a node, NQNs and a TCP address, got %+v", who, *r)
-	case checkUUID(r.UUID) != nil:
-		add("%s: peer leg: %v", who, checkUUID(r.UUID))
-	case len(m.OutOfSync) > 1 || slices.ContainsFunc(m.OutOfSync, func(i int) bool { return i != 0 && i != 1 }):
+	case remoteLegProblem(m.Remote) != "":
+		add("%s: peer leg %s", who, remoteLegProblem(m.Remote))
+	case !validOutOfSync(m.OutOfSync):
 		add("%s: write mirror legs out of sync %v: want at most one of 0 and 1", who, m.OutOfSync)
 	}
+}
+
+// validateOnPeers checks the mirror of a write cache on peers alone (a
+// node without SSDs): no slice on the pool's devices, two complete remote
+// legs on two different nodes.
+func validateOnPeers(v *Volume, add func(format string, a ...any)) {
+	m := v.WriteMirror
+	who := fmt.Sprintf("volume %q", v.Name)
+	switch {
+	case !v.CacheOnPeers():
+		add("%s: a mirror with a peer leg 0 needs its write cache on peers (member %s), not on %s", who, OnPeers, v.WriteCache)
+	case v.WriteCache.Offset != 0 || v.WriteCache.Length == 0 || v.WriteCache.Length%Alignment != 0:
+		add("%s: write cache on peers %s: want offset 0 and a length that is a non-zero multiple of %d sectors", who, v.WriteCache, Alignment)
+	case m.Meta != (Extent{}) || m.Leg != (Extent{}) || m.LegMeta != (Extent{}):
+		add("%s: a mirror on peers has no local slices", who)
+	case m.Remote == nil:
+		add("%s: write mirror has a peer leg 0 and no leg 1: want two peer legs", who)
+	case remoteLegProblem(m.Remote0) != "":
+		add("%s: peer leg 0 %s", who, remoteLegProblem(m.Remote0))
+	case remoteLegProblem(m.Remote) != "":
+		add("%s: peer leg 1 %s", who, remoteLegProblem(m.Remote))
+	case m.Remote0.Node == m.Remote.Node:
+		add("%s: both legs of the write mirror are on node %s: want two nodes", who, m.Remote.Node)
+	case m.Remote0.UUID == m.Remote.UUID || m.Remote0.NQN == m.Remote.NQN:
+		add("%s: both peer legs name replica %s (%s): want two replicas", who, m.Remote.UUID, m.Remote.NQN)
+	case !validOutOfSync(m.OutOfSync):
+		add("%s: write mirror legs out of sync %v: want at most one of 0 and 1", who, m.OutOfSync)
+	}
+}
+
+// remoteLegProblem says what a peer leg's record lacks, or "".
+func remoteLegProblem(r *RemoteLeg) string {
+	switch {
+	case r.Node == "" || r.NQN == "" || r.HostNQN == "" || r.Addr == "" || r.Port <= 0 || r.Port > 65535:
+		return fmt.Sprintf("needs a node, NQNs and a TCP address, got %+v", *r)
+	case checkUUID(r.UUID) != nil:
+		return checkUUID(r.UUID).Error()
+	}
+	return ""
+}
+
+// validOutOfSync reports whether legs is a valid record of out-of-sync
+// legs: none, or one of 0 and 1 (both out of sync would mean no copy
+// holds every write).
+func validOutOfSync(legs []int) bool {
+	return len(legs) <= 1 && !slices.ContainsFunc(legs, func(i int) bool { return i != 0 && i != 1 })
 }
 
 // validateReplicas checks the replica records and returns their extents

@@ -152,3 +152,117 @@ func TestMovePeerLeg(t *testing.T) {
 		t.Fatalf("unknown volume: %v", err)
 	}
 }
+
+// testPeer0 is a replica on another node than testPeer's: leg 0 of a
+// write cache on peers.
+func testPeer0() *RemoteLeg {
+	return &RemoteLeg{Node: "c", NQN: "nqn.2026-11.io.tidecache:replica:y", HostNQN: "nqn.2026-11.io.tidecache:node:a",
+		Addr: "10.0.0.3", Port: 4420, UUID: "7c0d5e61-93a4-4f0e-8b2d-1e6f3a9c4b22"}
+}
+
+// ssdLessLayout returns the pool of a node without SSDs: an origin alone.
+func ssdLessLayout(t *testing.T) *Layout {
+	t.Helper()
+	l, err := New("hdd", "pool-uuid", Origin{Path: "/dev/md/tc-data", SizeSectors: 10 * gib}, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l
+}
+
+func TestAddVolumeOnPeers(t *testing.T) {
+	l := ssdLessLayout(t)
+	originFree, _ := l.Free()
+	v := mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()})
+	if !v.CacheOnPeers() || *v.WriteCache != (Extent{Member: OnPeers, Length: BytesToSectors(256 << 20)}) {
+		t.Fatalf("write cache %+v, want %s sectors on peers", v.WriteCache, formatSectors(BytesToSectors(256<<20)))
+	}
+	m := v.WriteMirror
+	if m == nil || m.Remote0 == nil || *m.Remote0 != *testPeer0() || m.Remote == nil || *m.Remote != *testPeer() {
+		t.Fatalf("mirror = %+v, want leg 0 on c and leg 1 on b", m)
+	}
+	if m.Meta != (Extent{}) || m.Leg != (Extent{}) || m.LegMeta != (Extent{}) {
+		t.Fatalf("mirror = %+v: want no local slice", m)
+	}
+	if v.Protection() != ProtectPeer {
+		t.Fatalf("Protection = %s, want peer", v.Protection())
+	}
+	// Only the origin extent is on the pool's devices.
+	if got := v.Extents(); len(got) != 1 || got[0].Role != "origin extent" {
+		t.Fatalf("Extents = %v, want the origin extent alone", got)
+	}
+	if after, _ := l.Free(); originFree-after != v.Origin.Length {
+		t.Fatalf("origin free %d -> %d, want only the volume's %d sectors taken", originFree, after, v.Origin.Length)
+	}
+	c := l.Clone()
+	cv, _ := c.Volume("ledger")
+	cv.WriteMirror.Remote0.Addr = "10.9.9.9"
+	if got, _ := l.Volume("ledger"); got.WriteMirror.Remote0.Addr != "10.0.0.3" {
+		t.Fatal("Clone shares the remote leg 0")
+	}
+
+	refused := []struct {
+		name string
+		req  VolumeRequest
+		err  error
+		want string
+	}{
+		{"both legs on one node", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer()},
+			ErrInvalidRequest, "both legs of its write cache would be on node b"},
+		{"leg 0 without protection peer", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Peer0: testPeer0()},
+			ErrInvalidRequest, "a peer leg 0 is for protection peer only"},
+		{"leg 0 without leg 1", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectPeer, Peer0: testPeer0()},
+			ErrInvalidRequest, "it needs a write cache and the replica"},
+		{"a read cache without SSDs", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, ReadCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()},
+			ErrNoSpace, "has no SSD members"},
+		{"a write cache on this node's SSDs, which it has none of", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20},
+			ErrNoSpace, "has no SSD members"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			before := l.Clone()
+			_, err := l.AddVolume(tc.req, "uuid-x", now)
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %v saying %q", err, tc.err, tc.want)
+			}
+			if l.Generation != before.Generation || len(l.Volumes) != len(before.Volumes) {
+				t.Fatal("a refused request changed the layout")
+			}
+		})
+	}
+}
+
+func TestValidateOnPeers(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(v *Volume)
+		want string
+	}{
+		{"both legs on one node", func(v *Volume) { v.WriteMirror.Remote0.Node = "b" }, "both legs of the write mirror are on node b"},
+		{"one replica twice", func(v *Volume) { v.WriteMirror.Remote0.UUID = v.WriteMirror.Remote.UUID }, "both peer legs name replica"},
+		{"no leg 1", func(v *Volume) { v.WriteMirror.Remote = nil }, "want two peer legs"},
+		{"leg 0 incomplete", func(v *Volume) { v.WriteMirror.Remote0.Addr = "" }, "peer leg 0 needs a node, NQNs and a TCP address"},
+		{"a local metadata slice", func(v *Volume) {
+			v.WriteMirror.Meta = Extent{Member: "m1", Offset: ReservedSectors, Length: MirrorMetaSectors}
+		}, "no local slices"},
+		{"cache not at offset 0", func(v *Volume) { v.WriteCache.Offset = Alignment }, "want offset 0"},
+		{"cache unaligned", func(v *Volume) { v.WriteCache.Length++ }, "non-zero multiple"},
+		{"leg 0 on peers, cache on no peer", func(v *Volume) { v.WriteCache.Member = "m1" }, "needs its write cache on peers"},
+		{"cache on peers, leg 0 here", func(v *Volume) { v.WriteMirror.Remote0 = nil }, "write cache on peers without a peer leg 0"},
+		{"cache on peers without a mirror", func(v *Volume) { v.WriteMirror = nil }, "write cache on peers without a mirror"},
+		{"both legs out of sync", func(v *Volume) { v.WriteMirror.OutOfSync = []int{0, 1} }, "want at most one of 0 and 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := ssdLessLayout(t)
+			mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()})
+			if err := l.Validate(); err != nil {
+				t.Fatalf("fresh layout: %v", err)
+			}
+			tc.edit(&l.Volumes[0])
+			if err := l.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -200,7 +200,9 @@ type Volume struct {
 	// data before (tidectl volume adopt), which the pool does not own.
 	Adopted *Adopted
 	// WriteCache is the dm-writecache cache slice; nil means the volume has
-	// no write tier and can never be in writeback.
+	// no write tier and can never be in writeback. On a node without SSDs
+	// it is on no device of the pool: its Member is OnPeers, its Length
+	// the cache's, and both legs of WriteMirror are peers' replicas.
 	WriteCache *Extent
 	// WriteMirror, when set, is a second copy of WriteCache on another SSD
 	// (protection local): the write tier caches on a RAID1 of the two.
@@ -390,11 +392,13 @@ func (v *Volume) Extents() []RoleExtent {
 			out = append(out, RoleExtent{"origin extent", e})
 		}
 	}
-	if v.WriteCache != nil {
+	if v.WriteCache != nil && !v.CacheOnPeers() {
 		out = append(out, RoleExtent{"write cache", *v.WriteCache})
 	}
 	if m := v.WriteMirror; m != nil {
-		out = append(out, RoleExtent{"write mirror meta", m.Meta})
+		if m.Remote0 == nil {
+			out = append(out, RoleExtent{"write mirror meta", m.Meta})
+		}
 		if m.Remote == nil {
 			out = append(out, RoleExtent{"write mirror", m.Leg}, RoleExtent{"write mirror leg meta", m.LegMeta})
 		}
@@ -422,6 +426,7 @@ func (v Volume) clone() Volume {
 		m := *v.WriteMirror
 		m.OutOfSync = slices.Clone(m.OutOfSync)
 		m.Remote = clonePtr(m.Remote)
+		m.Remote0 = clonePtr(m.Remote0)
 		c.WriteMirror = &m
 	}
 	c.ReadCache = cloneExtent(v.ReadCache)

@@ -58,11 +58,16 @@ const MirrorMetaSectors = Alignment
 // records the regions written while a leg was out, so a leg that comes
 // back resyncs only those.
 type Mirror struct {
-	Meta    Extent // leg 0's metadata, on the WriteCache's member
+	Meta    Extent // leg 0's metadata, on the WriteCache's member; zero when Remote0
 	Leg     Extent // leg 1's data: as long as WriteCache, on another member; zero when Remote
 	LegMeta Extent // leg 1's metadata, on Leg's member; zero when Remote
 	// Remote, when set, is leg 1 on a peer node (protection peer).
 	Remote *RemoteLeg
+	// Remote0, when set, is leg 0 on a peer node too: the volume of a
+	// node without SSDs, whose write cache is on two other nodes'
+	// replicas (WriteCache.Member is OnPeers). Remote is then set, on
+	// another node than Remote0.
+	Remote0 *RemoteLeg
 	// OutOfSync lists the legs (0, 1) known to have missed writes: absent
 	// at an assembly, or failed while the volume ran. Such a leg's copy is
 	// stale until dm-raid has resynced it from the other, so the mirror is
@@ -108,6 +113,18 @@ func (l *Layout) SetMirrorOutOfSync(volume string, legs []int) (changed bool, er
 // mirror before the cluster has recorded the replica behind.
 func (v *Volume) CanFailOver() bool {
 	return v.Adopted != nil && v.WriteMirror != nil && v.WriteMirror.Remote != nil
+}
+
+// OnPeers is the Member of a write cache that is on no SSD of the pool:
+// the volume of a node without SSDs, whose write mirror has both legs on
+// peer nodes (Mirror.Remote0 and Mirror.Remote). No member UUID can be
+// "@peers" (checkUUID refuses '@').
+const OnPeers = "@peers"
+
+// CacheOnPeers reports whether the volume's write cache is on peer nodes
+// only: both legs of its mirror are replicas on other nodes.
+func (v *Volume) CacheOnPeers() bool {
+	return v.WriteCache != nil && v.WriteCache.Member == OnPeers
 }
 
 // Protection returns the volume's protection.
@@ -184,6 +201,10 @@ func validateMirror(v *Volume, add func(format string, a ...any)) {
 	switch {
 	case v.WriteCache == nil:
 		add("%s: write mirror without a write cache", who)
+	case m.Remote0 != nil:
+		validateOnPeers(v, add)
+	case v.CacheOnPeers():
+		add("%s: write cache on peers without a peer leg 0", who)
 	case m.Remote != nil:
 		validateRemote(v, add)
 	case m.Leg.Member == v.WriteCache.Member:
@@ -194,7 +215,7 @@ func validateMirror(v *Volume, add func(format string, a ...any)) {
 		add("%s: each write mirror metadata slice must be on its leg's SSD", who)
 	case m.Meta.Length < MirrorMetaSectors || m.LegMeta.Length < MirrorMetaSectors:
 		add("%s: write mirror metadata slices must be at least %s", who, formatSectors(MirrorMetaSectors))
-	case len(m.OutOfSync) > 1 || slices.ContainsFunc(m.OutOfSync, func(i int) bool { return i != 0 && i != 1 }):
+	case !validOutOfSync(m.OutOfSync):
 		add("%s: write mirror legs out of sync %v: want at most one of 0 and 1", who, m.OutOfSync)
 	}
 }

@@ -168,8 +168,11 @@ func (l *Layout) Validate() error {
 				add("%s: read block size %d set without a read cache", who, v.ReadBlockSize)
 			}
 		}
-		if v.WriteMirror != nil {
+		switch {
+		case v.WriteMirror != nil:
 			validateMirror(v, add)
+		case v.CacheOnPeers():
+			add("%s: write cache on peers without a mirror: want two peer legs", who)
 		}
 		if a := v.Adopted; a != nil {
 			validateAdopted(v, add)

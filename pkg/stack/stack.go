@@ -291,13 +291,9 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 			return metaExt, dataExt, "", errors.Join(errMeta, errData)
 		}
 	}
-	legs := []leg{
-		{RoleWriteMeta0, RoleWriteLeg0, local(m.Meta, *v.WriteCache)},
-		{RoleWriteMeta1, RoleWriteLeg1, local(m.LegMeta, m.Leg)},
-	}
-	if r := m.Remote; r != nil {
-		// The peer's replica holds the leg's metadata, then its data.
-		legs[1].path = func() (pool.Extent, pool.Extent, string, error) {
+	// A peer's replica holds the leg's metadata, then its data.
+	remote := func(r *pool.RemoteLeg) func() (pool.Extent, pool.Extent, string, error) {
+		return func() (pool.Extent, pool.Extent, string, error) {
 			dev, ok := devs.Remote[r.UUID]
 			if !ok || dev == "" {
 				return pool.Extent{}, pool.Extent{}, "", fmt.Errorf("peer leg on node %s (%s at %s:%d) not attached", r.Node, r.NQN, r.Addr, r.Port)
@@ -305,6 +301,16 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 			return pool.Extent{Offset: 0, Length: pool.MirrorMetaSectors},
 				pool.Extent{Offset: pool.MirrorMetaSectors, Length: v.WriteCache.Length}, dev, nil
 		}
+	}
+	legs := []leg{
+		{RoleWriteMeta0, RoleWriteLeg0, local(m.Meta, *v.WriteCache)},
+		{RoleWriteMeta1, RoleWriteLeg1, local(m.LegMeta, m.Leg)},
+	}
+	if m.Remote0 != nil {
+		legs[0].path = remote(m.Remote0)
+	}
+	if m.Remote != nil {
+		legs[1].path = remote(m.Remote)
 	}
 	params := dm.Raid1Params{MinRecoveryRate: t.MirrorMinRecoveryRate}
 	var absent []error

@@ -369,6 +369,57 @@ func TestBuildPeerMirror(t *testing.T) {
 	}
 }
 
+// TestBuildMirrorOnPeers checks the write mirror of a node without SSDs:
+// both legs carved from two attached exports, no slice of the node's own
+// devices, a leg left out while its export is not attached, nothing built
+// with neither, and never a stale leg alone.
+func TestBuildMirrorOnPeers(t *testing.T) {
+	v := testVolume()
+	v.ReadCache, v.ReadMeta = nil, nil
+	v.WriteCache = &pool.Extent{Member: pool.OnPeers, Length: 262144}
+	v.WriteMirror = &pool.Mirror{
+		Remote0: &pool.RemoteLeg{Node: "c", NQN: "nqn.2026-11.io.tidecache:replica:q", HostNQN: "nqn.2026-11.io.tidecache:node:a", Addr: "10.0.0.3", Port: 4420, UUID: "q-uuid"},
+		Remote:  &pool.RemoteLeg{Node: "b", NQN: "nqn.2026-11.io.tidecache:replica:r", HostNQN: "nqn.2026-11.io.tidecache:node:a", Addr: "10.0.0.2", Port: 4420, UUID: "r-uuid"},
+	}
+	both := map[string]string{"q-uuid": "/dev/nvme3n1", "r-uuid": "/dev/nvme2n1"}
+	s, err := Build(v, Devices{Origin: testDevices.Origin, Remote: both}, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[Role]string{
+		RoleWriteMeta0: "0 2048 linear /dev/nvme3n1 0",
+		RoleWriteLeg0:  "0 262144 linear /dev/nvme3n1 2048",
+		RoleWriteMeta1: "0 2048 linear /dev/nvme2n1 0",
+		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
+		RoleWriteData:  "0 262144 raid raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
+	}
+	for role, table := range want {
+		d, ok := s.Find(role)
+		if !ok || strings.TrimSpace(d.Table.String()) != table {
+			t.Errorf("%s = %q, want %q", role, d.Table.String(), table)
+		}
+	}
+	for _, d := range s.Devices {
+		if strings.Contains(d.Table.String(), "nvme0n1") || strings.Contains(d.Table.String(), "nvme1n1") {
+			t.Errorf("%s = %q: a cache on peers uses none of the node's SSDs", d.Role, d.Table.String())
+		}
+	}
+	s, err = Build(v, Devices{Origin: testDevices.Origin, Remote: map[string]string{"r-uuid": "/dev/nvme2n1"}}, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raid, _ := s.Find(RoleWriteData); !strings.HasSuffix(raid.Table[0].Params, "2 - - /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1") {
+		t.Errorf("raid without leg 0's export = %q, want leg 0 missing", raid.Table[0].Params)
+	}
+	if _, err := Build(v, Devices{Origin: testDevices.Origin}, DefaultTuning()); err == nil || !strings.Contains(err.Error(), "no leg is on this node") {
+		t.Errorf("Build with neither export attached: %v, want no leg", err)
+	}
+	v.WriteMirror.OutOfSync = []int{1}
+	if _, err := Build(v, Devices{Origin: testDevices.Origin, Remote: map[string]string{"r-uuid": "/dev/nvme2n1"}}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {
+		t.Errorf("Build on the stale leg 1 alone: %v, want ErrStaleLeg", err)
+	}
+}
+
 // TestBuildAdoptedNotFound: an adopted volume whose device the engine did
 // not find (absent, or its identifiers did not match) gets no stack.
 func TestBuildAdoptedNotFound(t *testing.T) {

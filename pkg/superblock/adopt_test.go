@@ -161,3 +161,46 @@ func TestPlannedTakeOverFormat(t *testing.T) {
 		t.Fatalf("Decode of a planned record under version 2 = %v, want a *CorruptError saying the payload needs format 3", err)
 	}
 }
+
+// TestCacheOnPeersFormat checks the volume of a node without SSDs, whose
+// write cache is on two peers' replicas: its pool is an origin alone, the
+// record needs format 4 (Encode writes it only then), round-trips, and a
+// slot that says version 3 but holds it is corrupt.
+func TestCacheOnPeersFormat(t *testing.T) {
+	l, err := pool.New("hdd", "5d6a0c8e-hdd", pool.Origin{Path: "/dev/md/tc-data", MDUUID: "a1b2c3d4:e5f60718:293a4b5c:6d7e8f90", SizeSectors: 100 * gib / 512}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leg := func(node, uuid string) *pool.RemoteLeg {
+		return &pool.RemoteLeg{Node: node, NQN: "nqn.2026-11.io.tidecache:replica:" + uuid, HostNQN: "nqn.2026-11.io.tidecache:node:a",
+			Addr: "10.0.0." + node, Port: 4420, UUID: uuid}
+	}
+	if _, err := l.AddVolume(pool.VolumeRequest{Name: "db", Size: gib, WriteCache: 256 << 20, Protect: pool.ProtectPeer,
+		Peer: leg("2", "replica-b"), Peer0: leg("3", "replica-c")}, "uuid-db", time.Unix(1700000000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	sb := Superblock{Role: RoleOrigin, DeviceUUID: l.UUID, Layout: *l}
+	img := mustEncode(t, sb)
+	if got := headerVersion(img); got != 4 {
+		t.Errorf("format version %d, want 4", got)
+	}
+	p := string(payloadOf(img))
+	for _, want := range []string{`"member":"@peers"`, `"remote0":{"node":"3"`, `"remote":{"node":"2"`} {
+		if !strings.Contains(p, want) {
+			t.Errorf("payload lacks %s:\n%s", want, p)
+		}
+	}
+	got, err := Decode(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sb) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got.Layout.Volumes, sb.Layout.Volumes)
+	}
+	gen := binary.LittleEndian.Uint64(img[offGeneration:])
+	_, err = Decode(rawImage(func(h []byte) { binary.LittleEndian.PutUint32(h[offVersion:], 3); setGen(gen)(h) }, payloadOf(img)))
+	var ce *CorruptError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "needs format version 4") {
+		t.Fatalf("Decode of a cache on peers under version 3 = %v, want a *CorruptError saying the payload needs format 4", err)
+	}
+}

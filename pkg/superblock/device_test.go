@@ -230,7 +230,7 @@ func TestNewerVersionRefused(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Version != 7 || ve.Slot != "B" {
 		t.Fatalf("Read = %v, want *VersionError 7 in slot B", err)
 	}
-	if want := "superblock format version 7 is newer than this tidecache (3) (slot B)"; err.Error() != want {
+	if want := fmt.Sprintf("superblock format version 7 is newer than this tidecache (%d) (slot B)", FormatVersion); err.Error() != want {
 		t.Errorf("error = %q, want %q", err, want)
 	}
 	if err := Write(d, noSync, withGen(base, 6)); !errors.As(err, &ve) {

@@ -21,15 +21,17 @@ const (
 	// FormatVersion is the newest version this build reads and writes.
 	// Version 2 is version 1 plus volumes of several origin extents
 	// (origin_tail), version 3 version 2 plus the record of a volume
-	// taken over in a planned move (failed_over.planned). Encode writes
+	// taken over in a planned move (failed_over.planned), version 4
+	// version 3 plus a write cache on peers alone (write_mirror.remote0,
+	// the volume of a node without SSDs). Encode writes
 	// the oldest version the layout needs (formatFor), so a release that
 	// reads an older version only keeps reading every pool that does not
 	// need more, and refuses, by version, one that does.
-	FormatVersion = 3
+	FormatVersion = 4
 	// SlotSize is the size in bytes of each of the two slots: slot A at
 	// byte 0, slot B at byte SlotSize.
 	SlotSize = 1 << 20
-	// HeaderSize is the length of a version 1, 2 and 3 header.
+	// HeaderSize is the length of a version 1 to 4 header.
 	HeaderSize = 64
 	// ImageAlign is the granularity of a slot image: Encode pads to it so
 	// every write covers whole 4 KiB blocks.
@@ -150,18 +152,20 @@ func Encode(sb Superblock) ([]byte, error) {
 	return img, nil
 }
 
-// formatFor returns the oldest format version that can hold l: 3 if a
-// volume was taken over in a planned move, 2 if a volume has several
-// origin extents, else 1.
+// formatFor returns the oldest format version that can hold l: 4 if a
+// volume's write cache is on peers alone, 3 if a volume was taken over in
+// a planned move, 2 if a volume has several origin extents, else 1.
 func formatFor(l *pool.Layout) uint32 {
 	need := uint32(1)
 	for i := range l.Volumes {
 		v := &l.Volumes[i]
-		if v.FailedOver != nil && v.FailedOver.Planned {
-			return 3
-		}
-		if len(v.OriginTail) > 0 {
-			need = 2
+		switch {
+		case v.WriteMirror != nil && v.WriteMirror.Remote0 != nil:
+			return 4
+		case v.FailedOver != nil && v.FailedOver.Planned:
+			need = 3
+		case len(v.OriginTail) > 0:
+			need = max(need, 2)
 		}
 	}
 	return need

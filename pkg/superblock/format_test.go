@@ -156,7 +156,7 @@ func TestDecodeRejects(t *testing.T) {
 		wantVersion bool
 	}{
 		{"newer version", rawImage(func(h []byte) { le.PutUint32(h[offVersion:], 7); gen4(h) }, payload),
-			"superblock format version 7 is newer than this tidecache (3)", true},
+			fmt.Sprintf("superblock format version 7 is newer than this tidecache (%d)", FormatVersion), true},
 		{"newer version with a longer header", func() []byte {
 			b := make([]byte, 256)
 			copy(b, Magic)
@@ -164,7 +164,7 @@ func TestDecodeRejects(t *testing.T) {
 			le.PutUint32(b[offHeaderLen:], 256)
 			le.PutUint32(b[252:], checksum(b[:252]))
 			return b
-		}(), "format version 4 is newer", true},
+		}(), fmt.Sprintf("format version %d is newer", FormatVersion+1), true},
 		{"version 0", rawImage(func(h []byte) { le.PutUint32(h[offVersion:], 0) }, payload), "format version 0 is invalid", false},
 		{"short header length", rawImage(func(h []byte) { le.PutUint32(h[offHeaderLen:], 32) }, payload), "header length 32 outside 64..4096", false},
 		{"huge header length", rawImage(func(h []byte) { le.PutUint32(h[offHeaderLen:], 1<<31) }, payload), "header length 2147483648 outside", false},

@@ -176,6 +176,10 @@ type wireMirror struct {
 	// Remote is leg 1 on a peer node (protection peer); Leg and LegMeta
 	// are then zero. Optional, like the mirror itself.
 	Remote *wireRemote `json:"remote,omitempty"`
+	// Remote0 is leg 0 on a peer node too (format 4): the volume of a
+	// node without SSDs, whose write cache (member "@peers") is on two
+	// peers' replicas; Meta is then zero as well.
+	Remote0 *wireRemote `json:"remote0,omitempty"`
 }
 
 type wireRemote struct {
@@ -206,7 +210,7 @@ func mirrorToWire(m *pool.Mirror) *wireMirror {
 		return nil
 	}
 	return &wireMirror{Meta: extentToWire(m.Meta), Leg: extentToWire(m.Leg), LegMeta: extentToWire(m.LegMeta), OutOfSync: m.OutOfSync,
-		Remote: remoteToWire(m.Remote)}
+		Remote: remoteToWire(m.Remote), Remote0: remoteToWire(m.Remote0)}
 }
 
 func mirrorFromWire(w *wireMirror) *pool.Mirror {
@@ -214,7 +218,7 @@ func mirrorFromWire(w *wireMirror) *pool.Mirror {
 		return nil
 	}
 	return &pool.Mirror{Meta: extentFromWire(w.Meta), Leg: extentFromWire(w.Leg), LegMeta: extentFromWire(w.LegMeta), OutOfSync: w.OutOfSync,
-		Remote: remoteFromWire(w.Remote)}
+		Remote: remoteFromWire(w.Remote), Remote0: remoteFromWire(w.Remote0)}
 }
 
 type wireTuning struct {
