@@ -48,7 +48,7 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	// A volume that can fail over starts only with both legs: its
 	// local SSD missing, leg 1 alone may be a replica that lacks writes
 	// (recorded in etcd, not yet in the layout; see FailPeerLeg).
-	if v.CanFailOver() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
+	if v.CanFailOver() && !v.CacheOnPeers() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
 		if _, ok := p.Members[v.WriteCache.Member]; !ok {
 			return nil, fmt.Errorf("volume %s: its local leg's SSD %s is missing, and a volume on a shared origin starts only with both legs (its replica may lack writes); bring the SSD back (docs/runbook.md, \"A node died\")",
 				name, v.WriteCache.Member)
@@ -56,19 +56,17 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	}
 	// A peer leg that is not attached is tried once: if its peer
 	// answers, the mirror gets it back below; if not, it runs without.
-	if _, attached := p.Remote[remoteUUID(*v)]; !attached {
-		if err := e.attachPeerLeg(ctx, p, *v); err != nil {
-			if v.CanFailOver() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
-				// Started on one leg, it would acknowledge writes its
-				// replica lacks before anything told the cluster, which
-				// may fail the volume over to that replica: it starts
-				// with both legs, or its daemon records the replica
-				// outdated first when the running mirror loses it.
-				return nil, fmt.Errorf("volume %s: its peer leg on node %s does not answer, and a volume on a shared origin starts only with both legs: %w",
-					name, v.WriteMirror.Remote.Node, err)
-			}
-			e.log.Warn("peer leg not attached; the mirror runs without it", "volume", name, "err", err)
+	if failed, err := e.attachPeerLegs(ctx, p, *v); err != nil {
+		if v.CanFailOver() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
+			// Started on one leg, it would acknowledge writes its
+			// replica lacks before anything told the cluster, which
+			// may fail the volume over to that replica: it starts
+			// with both legs, or its daemon records the replica
+			// outdated first when the running mirror loses it.
+			return nil, fmt.Errorf("volume %s: a peer leg does not answer, and a volume on a shared origin starts only with both legs: %w",
+				name, err)
 		}
+		e.log.Warn("peer legs not attached; the mirror runs without them", "volume", name, "legs", failed, "err", err)
 	}
 	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {

@@ -243,11 +243,7 @@ func (e *Engine) ReleaseVolume(ctx context.Context, name string) error {
 	if err := e.removeStack(ctx, *v); err != nil {
 		return err
 	}
-	if m := v.WriteMirror; m != nil && m.Remote != nil {
-		if err := e.detachPeerLeg(ctx, m.Remote.NQN); err != nil {
-			e.log.Warn("released volume's peer leg stays attached", "volume", name, "nqn", m.Remote.NQN, "err", err)
-		}
-	}
+	e.detachPeerLegs(ctx, *v, "released volume's peer leg stays attached")
 	origin, err := e.resolveOrigin(ctx, p.Layout)
 	if err != nil {
 		return err

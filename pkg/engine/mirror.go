@@ -110,7 +110,7 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := e.attachPeerLeg(ctx, p, *v); err != nil {
+	if _, err := e.attachPeerLegs(ctx, p, *v); err != nil {
 		return false, err
 	}
 	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
@@ -127,8 +127,7 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 		default:
 			continue
 		}
-		remote := v.WriteMirror.Remote != nil && (d.Role == stack.RoleWriteMeta1 || d.Role == stack.RoleWriteLeg1)
-		if remote {
+		if peerLegRole(*v, d.Role) {
 			err = e.repoint(ctx, d)
 		} else {
 			_, err = e.ensure(ctx, d)
@@ -138,6 +137,18 @@ func (e *Engine) GiveBackLeg(ctx context.Context, name string) (bool, error) {
 		}
 	}
 	return e.refreshMirror(ctx, *v, st)
+}
+
+// peerLegRole reports whether role is a slice of one of v's peer legs.
+func peerLegRole(v pool.Volume, role stack.Role) bool {
+	m := v.WriteMirror
+	switch role {
+	case stack.RoleWriteMeta0, stack.RoleWriteLeg0:
+		return m != nil && m.Remote0 != nil
+	case stack.RoleWriteMeta1, stack.RoleWriteLeg1:
+		return m != nil && m.Remote != nil
+	}
+	return false
 }
 
 // repoint creates d, or loads d's table when the device exists with

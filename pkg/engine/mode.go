@@ -72,12 +72,14 @@ func (e *Engine) SetMode(ctx context.Context, name string, mode pool.Mode, progr
 	// A peer mirror comes back with writeback only on both legs: its
 	// export is attached first (its metadata is zeroed below, which needs
 	// it), and a peer that does not answer refuses the switch.
-	if m := v.WriteMirror; mode == pool.ModeWriteback && v.Mode != pool.ModeWriteback && m != nil && m.Remote != nil {
-		dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length, peerLegTimeouts(*v))
-		if err != nil {
-			return fmt.Errorf("volume %s: writeback mirrors the write cache onto node %s, which does not answer: %w", name, m.Remote.Node, err)
+	if mode == pool.ModeWriteback && v.Mode != pool.ModeWriteback {
+		for _, r := range v.PeerLegs() {
+			dev, err := e.attachRemote(ctx, r.RemoteLeg, v.WriteCache.Length, peerLegTimeouts(*v))
+			if err != nil {
+				return fmt.Errorf("volume %s: writeback mirrors the write cache onto node %s, which does not answer: %w", name, r.Node, err)
+			}
+			p.Remote[r.UUID] = dev
 		}
-		p.Remote[m.Remote.UUID] = dev
 	}
 	devs := e.devices(p, origin)
 	cur, err := stack.Build(*v, devs, e.cfg.Tuning)

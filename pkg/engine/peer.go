@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,17 +35,15 @@ const attachTimeout = 15 * time.Second
 func (e *Engine) remoteDevices(l *pool.Layout) map[string]string {
 	out := map[string]string{}
 	for _, v := range l.Volumes {
-		if v.WriteMirror == nil || v.WriteMirror.Remote == nil {
-			continue
-		}
-		r := v.WriteMirror.Remote
-		dev, ok, err := e.initiator.Device(r.NQN)
-		if err != nil {
-			e.log.Debug("peer leg lookup failed", "volume", v.Name, "nqn", r.NQN, "err", err)
-			continue
-		}
-		if ok {
-			out[r.UUID] = dev
+		for _, r := range v.PeerLegs() {
+			dev, ok, err := e.initiator.Device(r.NQN)
+			if err != nil {
+				e.log.Debug("peer leg lookup failed", "volume", v.Name, "leg", r.Index, "nqn", r.NQN, "err", err)
+				continue
+			}
+			if ok {
+				out[r.UUID] = dev
+			}
 		}
 	}
 	return out
@@ -98,28 +97,39 @@ func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache 
 	return dev, nil
 }
 
-// attachPeerLeg attaches the peer leg of a volume's running mirror (in
-// writeback) when it is not attached, so that the stack built next has
-// it. Nothing to do for other volumes.
-func (e *Engine) attachPeerLeg(ctx context.Context, p *poolState, v pool.Volume) error {
-	m := v.WriteMirror
-	if m == nil || m.Remote == nil || v.Mode != pool.ModeWriteback {
-		return nil
+// attachPeerLegs attaches the peer legs of a volume's running mirror (in
+// writeback) that are not attached, so that the stack built next has
+// them. Nothing to do for other volumes. A leg that does not answer is
+// left out and the others are still attached; the error names every leg
+// that failed, by its index (0 or 1) in failed.
+func (e *Engine) attachPeerLegs(ctx context.Context, p *poolState, v pool.Volume) (failed []int, err error) {
+	if v.Mode != pool.ModeWriteback {
+		return nil, nil
 	}
-	dev, err := e.attachRemote(ctx, *m.Remote, v.WriteCache.Length, peerLegTimeouts(v))
-	if err != nil {
-		return err
+	var errs []error
+	for _, r := range v.PeerLegs() {
+		if _, attached := p.Remote[r.UUID]; attached {
+			continue
+		}
+		dev, err := e.attachRemote(ctx, r.RemoteLeg, v.WriteCache.Length, peerLegTimeouts(v))
+		if err != nil {
+			failed, errs = append(failed, r.Index), append(errs, err)
+			continue
+		}
+		p.Remote[r.UUID] = dev
 	}
-	p.Remote[m.Remote.UUID] = dev
-	return nil
+	return failed, errors.Join(errs...)
 }
 
-// remoteUUID is the UUID of a volume's peer leg, "" if it has none.
-func remoteUUID(v pool.Volume) string {
-	if v.WriteMirror == nil || v.WriteMirror.Remote == nil {
-		return ""
+// detachPeerLegs detaches every peer leg of a volume that no longer runs
+// here, logging (not returning) what could not be: a controller left
+// connected holds nothing the volume needs.
+func (e *Engine) detachPeerLegs(ctx context.Context, v pool.Volume, why string) {
+	for _, r := range v.PeerLegs() {
+		if err := e.detachPeerLeg(ctx, r.NQN); err != nil {
+			e.log.Warn(why, "volume", v.Name, "leg", r.Index, "nqn", r.NQN, "err", err)
+		}
 	}
-	return v.WriteMirror.Remote.UUID
 }
 
 // sectors returns the size of a block device from sysfs.

@@ -89,7 +89,7 @@ func (e *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLe
 // in sync (a healthy old peer, as in a drain) would let it read blocks of
 // an empty replica as data.
 func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volume, origin string) error {
-	if err := e.attachPeerLeg(ctx, p, v); err != nil {
+	if _, err := e.attachPeerLegs(ctx, p, v); err != nil {
 		return err
 	}
 	st, err := stack.Build(v, e.devices(p, origin), e.cfg.Tuning)

@@ -58,6 +58,9 @@ type VolumeInfo struct {
 	Protection pool.Protection `json:"protection"`
 	// PeerNode is the node holding leg 1 of a peer mirror.
 	PeerNode string `json:"peer_node,omitempty"`
+	// PeerNode0 is the node holding leg 0 of a write cache on peers (a
+	// node without SSDs); "" when leg 0 is on this node.
+	PeerNode0 string `json:"peer_node0,omitempty"`
 	// Mirror is the write mirror as dm-raid reports it, when it runs.
 	Mirror *MirrorStatus `json:"mirror,omitempty"`
 	// MirrorOutOfSync lists the mirror legs the layout records as lacking
@@ -196,6 +199,9 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 		info.MirrorOutOfSync = v.WriteMirror.OutOfSync
 		if r := v.WriteMirror.Remote; r != nil {
 			info.PeerNode = r.Node
+		}
+		if r := v.WriteMirror.Remote0; r != nil {
+			info.PeerNode0 = r.Node
 		}
 	}
 	if v.ReadCache != nil {

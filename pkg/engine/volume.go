@@ -70,11 +70,16 @@ func (e *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 		if req.Peer == nil {
 			return VolumeInfo{}, fmt.Errorf("volume %s: protection peer needs the peer's replica: %w", req.Name, pool.ErrInvalidRequest)
 		}
-		dev, err := e.attachRemote(ctx, *req.Peer, pool.BytesToSectors(req.WriteCache), nvmeof.PeerLegTimeouts)
-		if err != nil {
-			return VolumeInfo{}, fmt.Errorf("volume %s: %w", req.Name, err)
+		for _, r := range []*pool.RemoteLeg{req.Peer0, req.Peer} {
+			if r == nil {
+				continue
+			}
+			dev, err := e.attachRemote(ctx, *r, pool.BytesToSectors(req.WriteCache), nvmeof.PeerLegTimeouts)
+			if err != nil {
+				return VolumeInfo{}, fmt.Errorf("volume %s: %w", req.Name, err)
+			}
+			p.Remote[r.UUID] = dev
 		}
-		p.Remote[req.Peer.UUID] = dev
 	}
 	next, v, err := addVolume(p.Layout, withReadBlockSize(req, e.cfg.Tuning))
 	if err != nil {
@@ -175,7 +180,7 @@ func pickPool(found scanResult, name string) (*poolState, error) {
 // read metadata slice, so the cache targets built on them start empty.
 func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) error {
 	var extents []pool.Extent
-	if write && v.WriteCache != nil {
+	if write && v.WriteCache != nil && !v.CacheOnPeers() {
 		extents = append(extents, *v.WriteCache)
 		// Both legs of a mirror, and their dm-raid metadata: a raid1 that
 		// finds no superblock on either leg starts as a new array.
@@ -189,14 +194,24 @@ func (e *Engine) zeroCacheHeads(p *poolState, v pool.Volume, write, read bool) e
 	if read && v.ReadMeta != nil {
 		extents = append(extents, *v.ReadMeta)
 	}
-	// A peer leg's metadata heads its replica, on the attached export.
-	if m := v.WriteMirror; write && m != nil && m.Remote != nil {
-		path, ok := p.Remote[m.Remote.UUID]
-		if !ok {
-			return fmt.Errorf("volume %s: peer leg on node %s not attached", v.Name, m.Remote.Node)
+	// A peer leg's metadata heads its replica, on the attached export;
+	// for a write cache on peers, leg 0's data after it heads the cache.
+	for _, r := range v.PeerLegs() {
+		if !write {
+			break
 		}
-		if err := e.zeroHead(path, pool.Extent{Length: pool.MirrorMetaSectors}); err != nil {
-			return fmt.Errorf("volume %s: peer leg: %w", v.Name, err)
+		path, ok := p.Remote[r.UUID]
+		if !ok {
+			return fmt.Errorf("volume %s: peer leg %d on node %s not attached", v.Name, r.Index, r.Node)
+		}
+		heads := []pool.Extent{{Length: pool.MirrorMetaSectors}}
+		if r.Index == 0 {
+			heads = append(heads, pool.Extent{Offset: pool.MirrorMetaSectors, Length: v.WriteCache.Length})
+		}
+		for _, h := range heads {
+			if err := e.zeroHead(path, h); err != nil {
+				return fmt.Errorf("volume %s: peer leg %d: %w", v.Name, r.Index, err)
+			}
 		}
 	}
 	for _, x := range extents {
@@ -355,11 +370,7 @@ func (e *Engine) deleteVolume(ctx context.Context, name string, force, detach bo
 	}
 	// The peer leg's export is no longer needed here; the peer drops
 	// its replica once the cluster no longer places it there.
-	if m := v.WriteMirror; m != nil && m.Remote != nil {
-		if err := e.detachPeerLeg(ctx, m.Remote.NQN); err != nil {
-			e.log.Warn("peer leg not detached", "volume", name, "nqn", m.Remote.NQN, "err", err)
-		}
-	}
+	e.detachPeerLegs(ctx, *v, "peer leg not detached")
 	if detach {
 		if err := e.syncAdoptedRules(ctx, []*pool.Layout{next}, p.Layout.Name+"/"+name, p.Adopted[v.UUID]); err != nil {
 			e.log.Warn("detached device may lack its /dev/disk links until udev sees it again", "volume", name, "err", err)

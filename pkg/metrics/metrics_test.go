@@ -257,7 +257,7 @@ tidecache_volume_write_copies_wanted{pool="slow",volume="broken"} 1
 # HELP tidecache_volume_mirror_sync_ratio Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.
 # TYPE tidecache_volume_mirror_sync_ratio gauge
 tidecache_volume_mirror_sync_ratio{pool="fast",volume="db"} 1
-# HELP tidecache_volume_mirror_leg_in_sync 1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1), empty for a leg on this node's own SSDs.
+# HELP tidecache_volume_mirror_leg_in_sync 1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1, either leg of a write cache on peers), empty for a leg on this node's own SSDs.
 # TYPE tidecache_volume_mirror_leg_in_sync gauge
 tidecache_volume_mirror_leg_in_sync{leg="0",node="",pool="fast",volume="db"} 1
 tidecache_volume_mirror_leg_in_sync{leg="1",node="node-b",pool="fast",volume="db"} 0
@@ -305,6 +305,31 @@ func TestVolumeMetrics(t *testing.T) {
 	// gauge for them.
 	if n := testutil.CollectAndCount(c, "tidecache_volume_io_latency_seconds", "tidecache_ssd_wear_ratio"); n != 0 {
 		t.Errorf("%d series of disabled collectors", n)
+	}
+}
+
+// TestLegHoldersOnPeers checks the leg gauges of a node without SSDs: both
+// legs of its write cache are remote, and each names the node holding it.
+func TestLegHoldersOnPeers(t *testing.T) {
+	v := engine.VolumeInfo{
+		Name: "db", Pool: "hdd", Mode: pool.ModeWriteback, State: api.StateActive, Device: "/dev/mapper/tc-db",
+		SizeBytes: 1 << 30, WriteCacheBytes: 34 << 20, BlockSize: 4096, WriteCache: writeCache(t, writecacheLine, 4096),
+		Protection: pool.ProtectPeer, PeerNode: "node-b", PeerNode0: "node-c",
+		Mirror: &engine.MirrorStatus{RaidStatus: dm.RaidStatus{Type: "raid1", Health: []dm.LegHealth{dm.LegDead, dm.LegInSync},
+			SyncDone: 69632, SyncTotal: 69632, SyncAction: "idle"}, Copies: 1, Degraded: true, SyncPercent: 100},
+	}
+	c, err := newCollector(&fakeSource{vols: []engine.VolumeInfo{v}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP tidecache_volume_mirror_leg_in_sync 1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1, either leg of a write cache on peers), empty for a leg on this node's own SSDs.
+# TYPE tidecache_volume_mirror_leg_in_sync gauge
+tidecache_volume_mirror_leg_in_sync{leg="0",node="node-c",pool="hdd",volume="db"} 0
+tidecache_volume_mirror_leg_in_sync{leg="1",node="node-b",pool="hdd",volume="db"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "tidecache_volume_mirror_leg_in_sync"); err != nil {
+		t.Error(err)
 	}
 }
 

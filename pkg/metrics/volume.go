@@ -71,7 +71,7 @@ var (
 	volumeDataLossDesc   = volumeDesc("data_loss_timestamp_seconds", "When the volume's write cache was given up with the writes it held (tidectl pool force-start --accept-data-loss), as a Unix time; absent if never.")
 	volumeMirrorSyncDesc = volumeDesc("mirror_sync_ratio", "Share of the write mirror resynced or rebuilt (dm-raid sync ratio, 0..1); 1 when both legs are in sync.")
 	volumeLegInSyncDesc  = prometheus.NewDesc(namespace+"_volume_mirror_leg_in_sync",
-		"1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1), empty for a leg on this node's own SSDs.",
+		"1 while the write mirror's leg (label leg: 0, 1) is alive and holds every acknowledged write, 0 while it failed, is absent or is being rebuilt. Label node names the node whose SSD holds a remote leg (a peer mirror's leg 1, either leg of a write cache on peers), empty for a leg on this node's own SSDs.",
 		[]string{"volume", "pool", "leg", "node"}, nil)
 	volumePeerHeldDesc = volumeDesc("mirror_peer_held_ios", "I/Os the peer failed that the peer leg of a volume that can fail over holds right now (dm-errhold): writes that wait, unacknowledged, until the peer takes them or the replica is recorded outdated in etcd.")
 	volumeDescs        = []*prometheus.Desc{
@@ -137,7 +137,10 @@ func emitVolume(ch chan<- prometheus.Metric, v engine.VolumeInfo) {
 				gauge(ch, volumeMirrorSyncDesc, ratio(m.SyncDone, m.SyncTotal), v.Name, v.Pool)
 				for i, h := range m.Health {
 					holder := ""
-					if i == 1 && v.Protection == pool.ProtectPeer {
+					switch {
+					case i == 0:
+						holder = v.PeerNode0
+					case v.Protection == pool.ProtectPeer:
 						holder = v.PeerNode
 					}
 					gauge(ch, volumeLegInSyncDesc, boolValue(h == dm.LegInSync), v.Name, v.Pool, strconv.Itoa(i), holder)

@@ -167,6 +167,9 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 			return invalid("protection peer mirrors the write cache onto a peer's replica: it needs a write cache and the replica")
 		}
 		if req.Peer0 != nil {
+			if req.Adopt != nil {
+				return invalid("a write cache on peers alone is not available for an adopted device: adopt it on a node with an SSD")
+			}
 			if req.Peer0.Node == req.Peer.Node {
 				return invalid("both legs of its write cache would be on node %s: a write cache on peers needs replicas on two other nodes", req.Peer.Node)
 			}

@@ -213,6 +213,8 @@ func TestAddVolumeOnPeers(t *testing.T) {
 			ErrInvalidRequest, "a peer leg 0 is for protection peer only"},
 		{"leg 0 without leg 1", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectPeer, Peer0: testPeer0()},
 			ErrInvalidRequest, "it needs a write cache and the replica"},
+		{"an adopted device", VolumeRequest{Name: "x", WriteCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0(), Adopt: &mdArray},
+			ErrInvalidRequest, "not available for an adopted device"},
 		{"a read cache without SSDs", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, ReadCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()},
 			ErrNoSpace, "has no SSD members"},
 		{"a write cache on this node's SSDs, which it has none of", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20},

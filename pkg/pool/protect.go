@@ -127,6 +127,30 @@ func (v *Volume) CacheOnPeers() bool {
 	return v.WriteCache != nil && v.WriteCache.Member == OnPeers
 }
 
+// PeerLeg is a leg of a write mirror that is on a peer node.
+type PeerLeg struct {
+	// Index is the leg's place in the mirror: 0 or 1.
+	Index int
+	RemoteLeg
+}
+
+// PeerLegs returns the legs of the volume's write mirror that are on peer
+// nodes, leg 0 first: none without a peer mirror, leg 1 for protection
+// peer, both for a write cache on peers.
+func (v *Volume) PeerLegs() []PeerLeg {
+	m := v.WriteMirror
+	if m == nil {
+		return nil
+	}
+	var legs []PeerLeg
+	for i, r := range []*RemoteLeg{m.Remote0, m.Remote} {
+		if r != nil {
+			legs = append(legs, PeerLeg{Index: i, RemoteLeg: *r})
+		}
+	}
+	return legs
+}
+
 // Protection returns the volume's protection.
 func (v *Volume) Protection() Protection {
 	switch {
