@@ -72,6 +72,12 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	// Legs left out miss every write from now on: recorded before the
+	// mirror runs without them, as boot assembly does, so that a crash
+	// right after the start cannot leave a record calling them whole.
+	if err := e.markAbsentLegs(ctx, p, *v, st); err != nil {
+		return nil, fmt.Errorf("volume %s: %w", name, err)
+	}
 	if _, err := e.upgradeStack(ctx, p, *v, st, nil); err != nil {
 		return nil, err
 	}

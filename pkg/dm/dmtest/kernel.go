@@ -126,6 +126,8 @@ type Kernel struct {
 	message    MessageFunc
 	calls      []Call
 	closed     bool
+	// pendingStatus are status functions set for devices not created yet.
+	pendingStatus map[string]StatusFunc
 }
 
 type device struct {
@@ -242,11 +244,19 @@ func (k *Kernel) SetStatus(name, text string) {
 }
 
 // SetStatusFunc makes fn answer the status reads of a device; nil makes
-// the targets report an empty status.
+// the targets report an empty status. A device that does not exist yet
+// gets fn when it is created (the code under test creates it).
 func (k *Kernel) SetStatusFunc(name string, fn StatusFunc) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	d := k.mustDev(name)
+	d, ok := k.devs[name]
+	if !ok {
+		if k.pendingStatus == nil {
+			k.pendingStatus = map[string]StatusFunc{}
+		}
+		k.pendingStatus[name] = fn
+		return
+	}
 	d.status, d.statusN = fn, 0
 }
 
@@ -331,6 +341,10 @@ func (k *Kernel) create(name, uuid string) *device {
 	d := &device{Device: Device{Name: name, UUID: uuid, Major: Major, Minor: k.nextMinor}}
 	k.nextMinor++
 	k.devs[name] = d
+	if fn, ok := k.pendingStatus[name]; ok {
+		d.status = fn
+		delete(k.pendingStatus, name)
+	}
 	return d
 }
 
