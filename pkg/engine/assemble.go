@@ -40,9 +40,10 @@ type VolumeReport struct {
 	// (dm-writecache as the top device) and was moved to the current one.
 	Migrated bool `json:"migrated,omitempty"`
 	// Deferred says why assembly left the volume to the daemon, which
-	// starts it once etcd confirms this node owns it: a volume on a shared
-	// origin may run on another node since this one was last up. Not an
-	// error.
+	// starts it once etcd confirms this node owns it (a volume on a
+	// shared origin may run on another node since this one was last up)
+	// or once it reaches the nodes holding its write cache (a node
+	// without SSDs). Not an error.
 	Deferred string `json:"deferred,omitempty"`
 }
 
@@ -197,13 +198,23 @@ func (e *Engine) assemblePool(ctx context.Context, p *poolState, corrupt []Corru
 	}
 	for _, v := range l.Volumes {
 		vr := VolumeReport{Name: v.Name, Mode: v.Mode}
-		if v.CanFailOver() || v.FailedOver != nil {
+		switch {
+		case v.CanFailOver() || v.FailedOver != nil:
 			// Proof of ownership is etcd's: the cluster may have failed
 			// the volume over while this node was down, and a copy
 			// started here would write stale blocks to the shared origin
 			// (which fences this node then anyway). Its daemon attaches
 			// the origin and starts it only for a spec that names it.
 			vr.Deferred = "on a shared origin: started by tidecached once etcd confirms this node owns it"
+		case v.CacheOnPeers() && v.Mode == pool.ModeWriteback:
+			// Its write cache is on two other nodes, reached over the
+			// network, which boot assembly does not use; the HDDs alone
+			// lack the dirty blocks the cache may hold, so the volume is
+			// never started on them. Its daemon attaches the legs.
+			vr.Deferred = fmt.Sprintf("write cache on nodes %s and %s: started by tidecached once it reaches them (never on the HDDs alone, which lack the writes the cache holds)",
+				v.WriteMirror.Remote0.Node, v.WriteMirror.Remote.Node)
+		}
+		if vr.Deferred != "" {
 			e.log.Info("volume left to the daemon", "volume", v.Name, "pool", l.Name, "why", vr.Deferred)
 			pr.Volumes = append(pr.Volumes, vr)
 			continue

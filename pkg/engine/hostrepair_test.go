@@ -101,3 +101,66 @@ func TestHostRepairRecordsAbsentLegFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestHostAssembleDefersCacheOnPeers boots a node without SSDs: its
+// volume in writeback has its write cache on two other nodes, which boot
+// assembly does not reach. The volume is left to the daemon, with the
+// reason, and nothing of it runs: above all not its origin extent alone,
+// which lacks the writes the cache holds. A volume of that pool in
+// passthrough has nothing on the peers and starts on the HDDs.
+func TestHostAssembleDefersCacheOnPeers(t *testing.T) {
+	ctx := context.Background()
+	e, k := newFakeDMEngine(t, 10*time.Second)
+	k.SetTarget(dm.RaidTarget, dm.Version{Major: 1, Minor: 15})
+	origin := filepath.Join(t.TempDir(), "origin")
+	if err := os.WriteFile(origin, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(origin, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	l, err := pool.New("hdd", newUUID(), pool.Origin{Path: origin, SizeSectors: 256 << 20 / pool.SectorSize}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leg := func(node, uuid string) *pool.RemoteLeg {
+		return &pool.RemoteLeg{Node: node, NQN: "nqn.2026-11.io.tidecache:replica:" + uuid, HostNQN: "nqn.2026-11.io.tidecache:node:a",
+			Addr: "10.0.0.2", Port: 4420, UUID: uuid}
+	}
+	for _, req := range []pool.VolumeRequest{
+		{Name: "db", Size: 64 << 20, WriteCache: 32 << 20, Protect: pool.ProtectPeer, Peer: leg("b", newUUID()), Peer0: leg("c", newUUID())},
+		{Name: "plain", Size: 64 << 20},
+	} {
+		if _, err := l.AddVolume(req, newUUID(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.disks = fileDisks{paths: []string{origin}}
+	if err := e.writeLayout(&poolState{Layout: l, Members: map[string]string{}, Generations: map[string]uint64{}}, origin, l); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.Assemble(ctx)
+	if err != nil {
+		t.Fatalf("Assemble: %v", err)
+	}
+	if len(rep.Pools) != 1 || len(rep.Pools[0].Volumes) != 2 {
+		t.Fatalf("report %+v, want one pool of two volumes", rep)
+	}
+	for _, vr := range rep.Pools[0].Volumes {
+		switch vr.Name {
+		case "db":
+			if !strings.Contains(vr.Deferred, "write cache on nodes c and b") || !strings.Contains(vr.Deferred, "never on the HDDs alone") || vr.Error != "" || vr.Device != "" {
+				t.Errorf("db: %+v, want it left to the daemon with the reason", vr)
+			}
+		case "plain":
+			if vr.Deferred != "" || vr.Error != "" || vr.Device == "" {
+				t.Errorf("plain: %+v, want it assembled", vr)
+			}
+		}
+	}
+	for _, name := range k.Devices() {
+		if strings.HasPrefix(name, stack.NamePrefix+"db") {
+			t.Errorf("device %s of db runs after assembly", name)
+		}
+	}
+}
