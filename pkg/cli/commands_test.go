@@ -310,7 +310,8 @@ func TestExitCodes(t *testing.T) {
 		{"exclusive flags", nil, []string{"volume", "tune", "db", "--reset", "--autocommit-ms", "5"}, ExitUsage, "none of the others can be"},
 		{"local-only command in cluster mode", nil, c.args("volume", "flush", "db"), ExitUsage, "volume flush works on this node's devices and does not take --etcd-endpoints"},
 		{"tune in cluster mode", nil, c.args("volume", "tune", "db", "--autocommit-ms", "100"), ExitUsage, "use `tidectl policy set`"},
-		{"pool in cluster mode", nil, c.args("pool", "show"), ExitUsage, "pool show works on this node's devices"},
+		{"pool create in cluster mode", nil, c.args("pool", "create", "fast", "--ssd", "/dev/nvme0n1", "--origin", "/dev/md0"), ExitUsage, "pool create works on this node's devices"},
+		{"an unknown pool of the cluster", nil, c.args("pool", "show", "nosuch"), ExitError, "no live node has a pool named nosuch"},
 		{"cluster-only command locally", nil, []string{"node", "list"}, ExitUsage, "node list works on the cluster: give --etcd-endpoints"},
 		{"unknown volume", nil, c.args("volume", "show", "nosuch"), ExitError, "volume nosuch"},
 	}
@@ -588,6 +589,54 @@ func TestNodeListFences(t *testing.T) {
 	r = tidectl(t, nil, append(c.flags, "-o", "json", "node", "list")...)
 	if r.code != ExitOK || !strings.Contains(r.stdout, `"node": "node-a"`) || !strings.Contains(r.stdout, `"fences"`) {
 		t.Fatalf("node list -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestClusterPoolShow checks the cluster's cache pool, pool show with
+// --etcd-endpoints: each live node's pools with their SSDs, free space and
+// the replicas they keep, a node without SSDs among them, and the totals,
+// in text and JSON, all pools or the ones of one name.
+func TestClusterPoolShow(t *testing.T) {
+	c := newCluster(t)
+	for _, n := range []api.Node{
+		{Name: "node-a", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 10 << 30, SSDFreeBytes: 100 << 20}},
+			SSDs:     []api.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 256 << 20}},
+			Replicas: []api.ReplicaInventory{{Volume: "logs", Owner: "node-b", Pool: "fast", SizeBytes: 65 << 20, Exported: true}}},
+		{Name: "node-b", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 20 << 30, SSDFreeBytes: 400 << 20}},
+			SSDs: []api.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 256 << 20}, {Path: "/dev/nvme1n1", Pool: "fast", SizeBytes: 256 << 20}}},
+		{Name: "node-c", Pools: []api.PoolInventory{{Name: "hdd", OriginFreeBytes: 50 << 30}}},
+	} {
+		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(context.Background()) })
+	}
+	r := tidectl(t, nil, c.args("pool", "show")...)
+	if r.code != ExitOK {
+		t.Fatalf("pool show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"node-a  fast  10 GiB",
+		"node-c  hdd   50 GiB       0     -",
+		"1 (65 MiB)",
+		"cache pool: 3 SSDs on 2 of 3 live nodes, 500 MiB of 768 MiB free; 65 MiB of that space keeps replicas",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("pool show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	var v clusterPoolView
+	mustJSON(t, tidectl(t, nil, append([]string{"-o", "json"}, c.args("pool", "show", "fast")...)...).stdout, &v)
+	want := clusterPoolView{
+		Pools: []clusterPoolRow{
+			{Node: "node-a", Pool: "fast", OriginFreeBytes: 10 << 30, SSDs: 1, SSDBytes: 256 << 20, SSDFreeBytes: 100 << 20, Replicas: 1, ReplicaBytes: 65 << 20},
+			{Node: "node-b", Pool: "fast", OriginFreeBytes: 20 << 30, SSDs: 2, SSDBytes: 512 << 20, SSDFreeBytes: 400 << 20},
+		},
+		Nodes: 3, NodesWithSSDs: 2, SSDs: 3, SSDBytes: 768 << 20, SSDFreeBytes: 500 << 20, ReplicaBytes: 65 << 20,
+	}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("pool show fast -o json:\n got %+v\nwant %+v", v, want)
 	}
 }
 

@@ -410,9 +410,22 @@ func validatePoolRequest(req engine.CreatePoolRequest) error {
 
 func newPoolShowCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
-		Use:               "show [NAME]",
-		Aliases:           []string{"list", "ls"},
-		Short:             "Show pools found on this node's devices",
+		Use:     "show [NAME]",
+		Aliases: []string{"list", "ls"},
+		Short:   "Show pools found on this node's devices, or with --etcd-endpoints the cluster's cache pool",
+		Long: `Show the pools found on this node's devices: their origin, SSDs, volumes
+and free space.
+
+With --etcd-endpoints, show the cluster's cache pool instead, from the live
+nodes' records: each node's pools, their free HDD space, their SSDs, the
+SSD space still free and the replica slices they keep of other nodes'
+write caches, and the totals. A volume protected by a peer (--protect
+peer) takes its write cache from its own node's SSDs and its mirror from
+another node's, so the cluster's free SSD space is what new volumes can
+get.`,
+		Example: `  tidectl pool show
+  tidectl pool show fast
+  tidectl pool show --etcd-endpoints http://10.0.0.1:2379`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: g.completePools,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -421,8 +434,12 @@ func newPoolShowCmd(g *Globals) *cobra.Command {
 					return usageError{err}
 				}
 			}
-			if err := g.nodeOnly("pool show", "run it on the node that holds the pool; `tidectl node list --etcd-endpoints …` lists every node's pools and free space"); err != nil {
-				return err
+			if g.clusterExplicit() {
+				name := ""
+				if len(args) == 1 {
+					name = args[0]
+				}
+				return g.showClusterPools(cmd.Context(), name)
 			}
 			e, err := g.Engine()
 			if err != nil {
