@@ -40,6 +40,7 @@ var csiNode = nodeSpec{SSDs: []int64{512 << 20}, Spares: []int64{1 << 30}}
 // and unstages it. The suite must pass; the specs it skips must each be for a
 // capability the driver does not advertise.
 func TestCSISanity(t *testing.T) {
+	besideAnother(t, 110*time.Second)
 	if err := csiBinaries(); err != nil {
 		t.Fatalf("build csi binaries: %v", err)
 	}

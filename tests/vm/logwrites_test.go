@@ -66,6 +66,7 @@ const (
 // replayed superblocks, and every operation acknowledged before the mark
 // is checked (and the ext4 must pass e2fsck -fn).
 func TestLogWritesReplay(t *testing.T) {
+	besideAnother(t, 90*time.Second)
 	bin, err := binaries()
 	if err != nil {
 		t.Fatal(err)
