@@ -53,14 +53,7 @@ func newHostPool(t *testing.T) *hostPool {
 	e, k := newFakeDMEngine(t, 10*time.Second)
 	dir := t.TempDir()
 	origin, ssd := filepath.Join(dir, "origin"), filepath.Join(dir, "ssd")
-	for path, size := range map[string]int64{origin: 256 << 20, ssd: 128 << 20} {
-		if err := os.WriteFile(path, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(path, size); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sparseFiles(t, map[string]int64{origin: 256 << 20, ssd: 128 << 20})
 	e.disks = fileDisks{paths: []string{origin, ssd}}
 	member := newUUID()
 	l, err := pool.New("tank", newUUID(), pool.Origin{Path: origin, SizeSectors: 256 << 20 / pool.SectorSize},
@@ -84,6 +77,19 @@ func newHostPool(t *testing.T) *hostPool {
 		t.Fatal(err)
 	}
 	return hp
+}
+
+// sparseFiles creates each file of sizes, sparse, as a stand-in device.
+func sparseFiles(t *testing.T, sizes map[string]int64) {
+	t.Helper()
+	for path, size := range sizes {
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, size); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // build returns the stack of the volume in mode m.

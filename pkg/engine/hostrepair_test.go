@@ -6,7 +6,6 @@ package engine
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,14 +40,7 @@ func TestHostRepairRecordsAbsentLegFirst(t *testing.T) {
 			k.SetTarget(dm.RaidTarget, dm.Version{Major: 1, Minor: 15})
 			dir := t.TempDir()
 			origin, ssd0, ssd1 := filepath.Join(dir, "origin"), filepath.Join(dir, "ssd0"), filepath.Join(dir, "ssd1")
-			for path, size := range map[string]int64{origin: 256 << 20, ssd0: 128 << 20, ssd1: 128 << 20} {
-				if err := os.WriteFile(path, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Truncate(path, size); err != nil {
-					t.Fatal(err)
-				}
-			}
+			sparseFiles(t, map[string]int64{origin: 256 << 20, ssd0: 128 << 20, ssd1: 128 << 20})
 			m0, m1 := newUUID(), newUUID()
 			l, err := pool.New("tank", newUUID(), pool.Origin{Path: origin, SizeSectors: 256 << 20 / pool.SectorSize}, []pool.Member{
 				{UUID: m0, Path: ssd0, SizeSectors: 128 << 20 / pool.SectorSize},
@@ -113,12 +105,7 @@ func TestHostAssembleDefersCacheOnPeers(t *testing.T) {
 	e, k := newFakeDMEngine(t, 10*time.Second)
 	k.SetTarget(dm.RaidTarget, dm.Version{Major: 1, Minor: 15})
 	origin := filepath.Join(t.TempDir(), "origin")
-	if err := os.WriteFile(origin, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(origin, 256<<20); err != nil {
-		t.Fatal(err)
-	}
+	sparseFiles(t, map[string]int64{origin: 256 << 20})
 	l, err := pool.New("hdd", newUUID(), pool.Origin{Path: origin, SizeSectors: 256 << 20 / pool.SectorSize}, nil)
 	if err != nil {
 		t.Fatal(err)
