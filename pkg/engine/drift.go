@@ -56,17 +56,19 @@ func (e *Engine) RepairVolume(ctx context.Context, name string) ([]string, error
 	}
 	// A peer leg that is not attached is tried once: if its peer
 	// answers, the mirror gets it back below; if not, it runs without.
-	if failed, err := e.attachPeerLegs(ctx, p, *v); err != nil {
-		if v.CanFailOver() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
-			// Started on one leg, it would acknowledge writes its
-			// replica lacks before anything told the cluster, which
-			// may fail the volume over to that replica: it starts
-			// with both legs, or its daemon records the replica
-			// outdated first when the running mirror loses it.
-			return nil, fmt.Errorf("volume %s: a peer leg does not answer, and a volume on a shared origin starts only with both legs: %w",
-				name, err)
+	if peerLegsMissing(p, *v) {
+		if failed, err := e.attachPeerLegs(ctx, p, *v); err != nil {
+			if v.CanFailOver() && v.Mode == pool.ModeWriteback && !e.running(ctx, name) {
+				// Started on one leg, it would acknowledge writes its
+				// replica lacks before anything told the cluster, which
+				// may fail the volume over to that replica: it starts
+				// with both legs, or its daemon records the replica
+				// outdated first when the running mirror loses it.
+				return nil, fmt.Errorf("volume %s: a peer leg does not answer, and a volume on a shared origin starts only with both legs: %w",
+					name, err)
+			}
+			e.log.Warn("peer legs not attached; the mirror runs without them", "volume", name, "legs", failed, "err", err)
 		}
-		e.log.Warn("peer legs not attached; the mirror runs without them", "volume", name, "legs", failed, "err", err)
 	}
 	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
 	if err != nil {

@@ -98,19 +98,19 @@ func (e *Engine) attachRemote(ctx context.Context, r pool.RemoteLeg, writeCache 
 }
 
 // attachPeerLegs attaches the peer legs of a volume's running mirror (in
-// writeback) that are not attached, so that the stack built next has
-// them. Nothing to do for other volumes. A leg that does not answer is
-// left out and the others are still attached; the error names every leg
-// that failed, by its index (0 or 1) in failed.
+// writeback), so that the stack built next has them. Nothing to do for
+// other volumes. Each leg goes through attachRemote, also one whose
+// device is there: it waits for a controller that is reconnecting to be
+// live again, and sets its ctrl_loss_tmo back to the volume's (a Detach
+// may have told it to give up). A leg that does not answer is left out
+// and the others are still attached; the error names every leg that
+// failed, by its index (0 or 1) in failed.
 func (e *Engine) attachPeerLegs(ctx context.Context, p *poolState, v pool.Volume) (failed []int, err error) {
 	if v.Mode != pool.ModeWriteback {
 		return nil, nil
 	}
 	var errs []error
 	for _, r := range v.PeerLegs() {
-		if _, attached := p.Remote[r.UUID]; attached {
-			continue
-		}
 		dev, err := e.attachRemote(ctx, r.RemoteLeg, v.WriteCache.Length, peerLegTimeouts(v))
 		if err != nil {
 			failed, errs = append(failed, r.Index), append(errs, err)
@@ -119,6 +119,17 @@ func (e *Engine) attachPeerLegs(ctx context.Context, p *poolState, v pool.Volume
 		p.Remote[r.UUID] = dev
 	}
 	return failed, errors.Join(errs...)
+}
+
+// peerLegsMissing reports whether a peer leg of the volume has no device
+// on this node.
+func peerLegsMissing(p *poolState, v pool.Volume) bool {
+	for _, r := range v.PeerLegs() {
+		if _, ok := p.Remote[r.UUID]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // detachPeerLegs detaches every peer leg of a volume that no longer runs
