@@ -70,6 +70,12 @@ func (c cluster) liveNode(t *testing.T, name string, pools ...string) {
 	for _, p := range pools {
 		n.Pools = append(n.Pools, api.PoolInventory{Name: p})
 	}
+	c.register(t, n)
+}
+
+// register registers n, as its daemon would, until the test ends.
+func (c cluster) register(t *testing.T, n api.Node) {
+	t.Helper()
 	reg, err := c.st.Register(t.Context(), n, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -606,11 +612,7 @@ func TestClusterPoolShow(t *testing.T) {
 			SSDs: []api.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 256 << 20}, {Path: "/dev/nvme1n1", Pool: "fast", SizeBytes: 256 << 20}}},
 		{Name: "node-c", Pools: []api.PoolInventory{{Name: "hdd", OriginFreeBytes: 50 << 30}}},
 	} {
-		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { reg.Close(context.Background()) })
+		c.register(t, n)
 	}
 	r := tidectl(t, nil, c.args("pool", "show")...)
 	if r.code != ExitOK {
@@ -792,11 +794,7 @@ func TestClusterMove(t *testing.T) {
 		{Name: "san", ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}},
 			Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2", "n3", "n4", "n5", "n6"}}}},
 	} {
-		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { reg.Close(context.Background()) })
+		c.register(t, n)
 	}
 	if _, err := c.st.PutFence(t.Context(), api.Fence{Node: "n5", Volumes: []string{"other"}, CreatedAt: time.Now().UTC()}, 0); err != nil {
 		t.Fatal(err)
@@ -877,11 +875,7 @@ func TestClusterMoveHandoverTime(t *testing.T) {
 		{Name: "n2", ReplicaAddress: "10.0.0.2:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}},
 		{Name: "san", Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2"}}}},
 	} {
-		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { reg.Close(context.Background()) })
+		c.register(t, n)
 	}
 	spec := api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", WriteCacheBytes: 64 << 20, Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast",
 		SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
@@ -947,11 +941,7 @@ func TestNodeListServed(t *testing.T) {
 			{Name: "lun1", UUID: "4e0b5c7e-0000-5000-8000-000000000002", SizeBytes: 2 << 30, Error: "open /dev/md/lun1: no such file or directory"},
 		}},
 	} {
-		reg, err := c.st.Register(t.Context(), n, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { reg.Close(context.Background()) })
+		c.register(t, n)
 	}
 	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "node-a", WriteCacheBytes: 64 << 20, Protect: "peer",
 		ReplicaNode: "node-b", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}); err != nil {

@@ -328,12 +328,7 @@ func TestBuildPeerMirror(t *testing.T) {
 		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
 		RoleWriteData:  "0 262144 raid raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
 	}
-	for role, table := range want {
-		d, ok := s.Find(role)
-		if !ok || strings.TrimSpace(d.Table.String()) != table {
-			t.Errorf("%s = %q, want %q", role, d.Table.String(), table)
-		}
-	}
+	wantTables(t, s, want)
 	detached := Devices{Origin: testDevices.Origin, Members: testDevices.Members}
 	s, err = Build(v, detached, DefaultTuning())
 	if err != nil {
@@ -369,6 +364,18 @@ func TestBuildPeerMirror(t *testing.T) {
 	}
 }
 
+// wantTables fails t for each role of want whose device in s is missing
+// or has another table.
+func wantTables(t *testing.T, s Stack, want map[Role]string) {
+	t.Helper()
+	for role, table := range want {
+		d, ok := s.Find(role)
+		if !ok || strings.TrimSpace(d.Table.String()) != table {
+			t.Errorf("%s = %q, want %q", role, d.Table.String(), table)
+		}
+	}
+}
+
 // TestBuildMirrorOnPeers checks the write mirror of a node without SSDs:
 // both legs carved from two attached exports, no slice of the node's own
 // devices, a leg left out while its export is not attached, nothing built
@@ -393,12 +400,7 @@ func TestBuildMirrorOnPeers(t *testing.T) {
 		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
 		RoleWriteData:  "0 262144 raid raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
 	}
-	for role, table := range want {
-		d, ok := s.Find(role)
-		if !ok || strings.TrimSpace(d.Table.String()) != table {
-			t.Errorf("%s = %q, want %q", role, d.Table.String(), table)
-		}
-	}
+	wantTables(t, s, want)
 	for _, d := range s.Devices {
 		if strings.Contains(d.Table.String(), "nvme0n1") || strings.Contains(d.Table.String(), "nvme1n1") {
 			t.Errorf("%s = %q: a cache on peers uses none of the node's SSDs", d.Role, d.Table.String())
