@@ -39,7 +39,7 @@ var logReplayBinary = sync.OnceValues(func() (string, error) {
 // logWritesSpec: /dev/vda is the origin (a plain disk: the pool is made
 // with --origin, so no md array sits between the log and the pool),
 // /dev/vdb the SSD, /dev/vdc and /dev/vdd their logs.
-var logWritesSpec = nodeSpec{HDDs: 1, HDDSize: 320 << 20, SSDs: []int64{96 << 20}, Spares: []int64{1 << 30, 1 << 30}, MemoryMB: 1024}
+var logWritesSpec = nodeSpec{HDDs: 1, HDDSize: 320 << 20, SSDs: []int64{96 << 20}, Spares: []int64{1 << 30, 1 << 30}, SparesHostCached: true, MemoryMB: 1024}
 
 const (
 	lwOrigin, lwSSD       = "/dev/vda", "/dev/vdb"

@@ -33,12 +33,15 @@ var binaries = sync.OnceValues(func() (string, error) {
 // nodeSpec describes the disks of a test node: HDDs for the RAID10 origin
 // first (/dev/vda...), then SSDs, then spare disks.
 type nodeSpec struct {
-	HDDs     int   // disks for the RAID10 origin
-	HDDSize  int64 // bytes each
-	SSDs     []int64
-	Spares   []int64
-	HDDIOPS  int64 // per-disk IOPS cap (0 = none)
-	MemoryMB int
+	HDDs    int   // disks for the RAID10 origin
+	HDDSize int64 // bytes each
+	SSDs    []int64
+	Spares  []int64
+	// SparesHostCached attaches the spares through the host's page cache
+	// (harness.Disk.HostPageCache): for spares that hold a test's records.
+	SparesHostCached bool
+	HDDIOPS          int64 // per-disk IOPS cap (0 = none)
+	MemoryMB         int
 }
 
 // node is a booted test VM with tidecache's binaries on its PATH.
@@ -74,7 +77,7 @@ func (s nodeSpec) disks(dir string) []harness.Disk {
 		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("ssd%d.img", i)), Size: size})
 	}
 	for i, size := range s.Spares {
-		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("spare%d.img", i)), Size: size})
+		out = append(out, harness.Disk{Path: filepath.Join(dir, fmt.Sprintf("spare%d.img", i)), Size: size, HostPageCache: s.SparesHostCached})
 	}
 	return out
 }

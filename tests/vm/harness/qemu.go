@@ -88,7 +88,11 @@ func (l launch) qemuArgs() []string {
 		if explicit {
 			iface = "none"
 		}
-		drive := "file=" + file + ",id=" + id + ",if=" + iface + ",format=raw,cache=none,werror=stop,rerror=stop"
+		cache := "none"
+		if d.HostPageCache {
+			cache = "writeback"
+		}
+		drive := "file=" + file + ",id=" + id + ",if=" + iface + ",format=raw,cache=" + cache + ",werror=stop,rerror=stop"
 		if d.IOPSLimit > 0 {
 			drive += ",throttling.iops-total=" + strconv.FormatInt(d.IOPSLimit, 10)
 		}

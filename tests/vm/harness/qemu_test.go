@@ -18,6 +18,7 @@ func TestQemuArgs(t *testing.T) {
 			{Path: "/d/ssd.img"},
 			{Path: "/d/hdd,0.img", IOPSLimit: 150, BpsLimit: 200 << 20},
 			{Path: "/d/bad.img", HostFaults: "/d/bad,rules"},
+			{Path: "/d/log.img", HostPageCache: true},
 		},
 		netConnect: "127.0.0.1:5555", mac: "52:54:00:00:00:01",
 	}
@@ -37,6 +38,7 @@ func TestQemuArgs(t *testing.T) {
 		"-drive file=/d/ssd.img,id=disk0,if=virtio,format=raw,cache=none,werror=stop,rerror=stop -drive",
 		"-drive file=/d/hdd,,0.img,id=disk1,if=virtio,format=raw,cache=none,werror=stop,rerror=stop,throttling.iops-total=150,throttling.bps-total=209715200",
 		"-drive file=blkdebug:/d/bad,,rules:/d/bad.img,id=disk2,",
+		"-drive file=/d/log.img,id=disk3,if=virtio,format=raw,cache=writeback,werror=stop,rerror=stop -netdev",
 		"-netdev socket,id=net0,connect=127.0.0.1:5555 -device virtio-net-pci,netdev=net0,mac=52:54:00:00:00:01",
 	} {
 		if !strings.Contains(joined, want) {

@@ -76,6 +76,15 @@ type Disk struct {
 	// disks /dev/nvme0n1, /dev/nvme1n1... in Config order, and the
 	// virtio disks keep vda, vdb... in theirs, skipping the NVMe ones.
 	NVMe bool
+	// HostPageCache opens the image through the host's page cache (qemu
+	// cache=writeback) instead of O_DIRECT (cache=none, the default). It is
+	// for a disk that only records what a test does, such as dm-log-writes'
+	// log, whose timing and alignment are not under test: a CI machine once
+	// failed every retry of one write of such a log with EINVAL, which only
+	// O_DIRECT's alignment rules return for a write inside the image. A
+	// guest flush still reaches the host's disk (fdatasync), and a killed
+	// qemu loses nothing it acknowledged, as the host keeps its page cache.
+	HostPageCache bool
 }
 
 // Network joins the guest's eth0 to other VMs through TCP on the host's
