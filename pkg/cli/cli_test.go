@@ -72,7 +72,7 @@ func TestCommandValidation(t *testing.T) {
 		{[]string{"-o", "xml", "volume", "list"}, `invalid --output "xml"`},
 		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--block-size", "3000"}, "invalid --block-size 3000"},
 		{[]string{"volume", "create", "db", "--size", "1G", "--write-cache", "1G", "--pool", "Bad_Pool"}, `--pool: invalid pool name "Bad_Pool"`},
-		{[]string{"pool", "create", "p", "--origin", "/dev/y"}, "give at least one --ssd"},
+		{[]string{"pool", "create", "p"}, "give --ssd for the cache slices, --origin or --raid10 for the data, or both"},
 		{[]string{"volume", "adopt", "db", "--write-cache", "1G"}, `at least one of the flags in the group [device shared-origin] is required`},
 		{[]string{"volume", "adopt", "db", "--device", "/dev/md0", "--shared-origin", "san/lun0", "--write-cache", "1G"}, "none of the others can be"},
 		{[]string{"volume", "adopt", "db", "--shared-origin", "san", "--node", "a", "--write-cache", "1G"}, `--shared-origin "san": want NODE/EXPORT`},

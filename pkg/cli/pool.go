@@ -319,8 +319,8 @@ SSD is checked as 'pool add-ssd' checks it (--force, --destroy-pool).`,
 func newPoolCreateCmd(g *Globals) *cobra.Command {
 	var req engine.CreatePoolRequest
 	cmd := &cobra.Command{
-		Use:   "create NAME --ssd DEV [--ssd DEV...] [--origin DEV | --raid10 DISK...]",
-		Short: "Create a pool from SSDs and an HDD array",
+		Use:   "create NAME [--ssd DEV...] [--origin DEV | --raid10 DISK...]",
+		Short: "Create a pool from SSDs and an HDD array (or either alone)",
 		Long: `Create a pool: the SSDs hold cache slices, the origin holds the data.
 
 The origin is either an existing array (hardware RAID LUN, md device) given
@@ -330,6 +330,11 @@ new, empty volumes from it.
 
 Without either, the pool is SSDs alone: it caches devices that already
 hold data, where they are ('tidectl volume adopt'), and nothing else.
+
+Without --ssd, the pool is its origin alone, for a node with no SSD: its
+volumes have no cache on the node (create them with --mode passthrough),
+and 'tidectl pool show --etcd-endpoints' lists it with the cluster's
+cache pool.
 
 Every device is checked first: it must be a block device (a regular file,
 directory or character device is refused), not be mounted, used as swap,
@@ -353,7 +358,8 @@ pool layout is written to the first 4 MiB of every SSD and of the origin
 		Example: `  tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0
   tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1 --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd
   tidectl pool create fast --ssd /dev/nvme0n1 --origin /dev/md0 --destroy-pool old   # reuse pool old's devices
-  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1   # SSDs only, to adopt devices that hold data`,
+  tidectl pool create fast --ssd /dev/nvme0n1 --ssd /dev/nvme1n1   # SSDs only, to adopt devices that hold data
+  tidectl pool create slow --raid10 /dev/sda /dev/sdb /dev/sdc /dev/sdd   # no SSD on this node`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
@@ -392,8 +398,8 @@ func validatePoolRequest(req engine.CreatePoolRequest) error {
 	if err := pool.ValidateName("pool", req.Name); err != nil {
 		return err
 	}
-	if len(req.SSDs) == 0 {
-		return fmt.Errorf("give at least one --ssd: the SSDs hold the pool's cache slices")
+	if len(req.SSDs) == 0 && req.Origin == "" && len(req.RAID10) == 0 {
+		return fmt.Errorf("give --ssd for the cache slices, --origin or --raid10 for the data, or both")
 	}
 	if n := len(req.RAID10); n > 0 && (n%2 != 0 || n < 4) {
 		return fmt.Errorf("--raid10 needs an even number of disks, at least 4 (got %d)", n)

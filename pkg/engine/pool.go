@@ -75,8 +75,8 @@ func (e *Engine) CreatePool(ctx context.Context, req CreatePoolRequest) (PoolInf
 	if err := pool.ValidateName("pool", req.Name); err != nil {
 		return PoolInfo{}, err
 	}
-	if len(req.SSDs) == 0 {
-		return PoolInfo{}, fmt.Errorf("pool %s: at least one SSD is needed", req.Name)
+	if len(req.SSDs) == 0 && req.Origin == "" && len(req.RAID10) == 0 {
+		return PoolInfo{}, fmt.Errorf("pool %s: give SSDs, an origin (an HDD array or the disks of a RAID10), or both", req.Name)
 	}
 	if req.Origin != "" && len(req.RAID10) > 0 {
 		return PoolInfo{}, fmt.Errorf("pool %s: give either an origin device or the disks for a RAID10, not both", req.Name)

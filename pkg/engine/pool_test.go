@@ -3,10 +3,13 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/superblock"
@@ -92,5 +95,17 @@ func TestScanResultListing(t *testing.T) {
 		if ok != (role != "") || got != role || ok && p.Layout.Name != "old" {
 			t.Errorf("listing(%s) = %v, %q, %v; want role %q", dev, p, got, ok, role)
 		}
+	}
+}
+
+// TestCreatePoolNeedsDevices: a pool may lack SSDs (a node without any
+// keeps its origin alone) or an origin (SSDs to adopt devices with), not
+// both; the request is refused before any device is looked at (the VM
+// test TestBadInputPoolCreate creates a pool without SSDs).
+func TestCreatePoolNeedsDevices(t *testing.T) {
+	e, _ := newFakeDMEngine(t, time.Second)
+	_, err := e.CreatePool(context.Background(), CreatePoolRequest{Name: "empty"})
+	if err == nil || !strings.Contains(err.Error(), "pool empty: give SSDs, an origin (an HDD array or the disks of a RAID10), or both") {
+		t.Fatalf("CreatePool without devices = %v", err)
 	}
 }

@@ -140,6 +140,12 @@ func (l *Layout) AddVolume(req VolumeRequest, uuid string, now time.Time) (Volum
 		}
 	}
 
+	// A pool of its origin alone (a node without SSDs) keeps nothing of a
+	// volume on the node but its origin extent: a write cache is on two
+	// peers (Peer0 and Peer) or there is none, and a read cache never.
+	if len(l.Members) == 0 && (req.ReadCache > 0 || req.WriteCache > 0 && req.Peer0 == nil) {
+		return invalid("pool %q has no SSDs: a volume in it has no cache on this node; create it without a write or read cache (--mode passthrough), or on a node whose pool has SSDs", l.Name)
+	}
 	a := newAllocator(l)
 	if req.FUAWindow && req.WriteCache == 0 {
 		return Volume{}, fmt.Errorf("volume %s: the FUA window only concerns a write cache, and none was asked for", req.Name)

@@ -200,7 +200,7 @@ func TestAddVolumeNoMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = l.AddVolume(VolumeRequest{Name: "v", Size: 1 << 30, ReadCache: 1 << 30}, "u", now)
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "no SSD members") {
+	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), `pool "slow" has no SSDs`) {
 		t.Errorf("AddVolume without members = %v", err)
 	}
 	v := mustAdd(t, l, VolumeRequest{Name: "plain", Size: 1 << 30})

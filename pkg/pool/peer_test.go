@@ -216,9 +216,13 @@ func TestAddVolumeOnPeers(t *testing.T) {
 		{"an adopted device", VolumeRequest{Name: "x", WriteCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0(), Adopt: &mdArray},
 			ErrInvalidRequest, "not available for an adopted device"},
 		{"a read cache without SSDs", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, ReadCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()},
-			ErrNoSpace, "has no SSD members"},
+			ErrInvalidRequest, `pool "hdd" has no SSDs`},
 		{"a write cache on this node's SSDs, which it has none of", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20},
-			ErrNoSpace, "has no SSD members"},
+			ErrInvalidRequest, "create it without a write or read cache (--mode passthrough)"},
+		{"a local mirror without SSDs", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectLocal},
+			ErrInvalidRequest, "has no SSDs"},
+		{"leg 0 on this node's SSDs, which it has none of", VolumeRequest{Name: "x", Size: 1 << 30, WriteCache: 64 << 20, Protect: ProtectPeer, Peer: testPeer()},
+			ErrInvalidRequest, "has no SSDs"},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {

@@ -283,6 +283,39 @@ func TestBadInputPoolCreate(t *testing.T) {
 		n.wantFail("pool create other --origin "+sp[3]+" --ssd "+sp[0], sp[0], "SSD member of tidecache pool \"tank\"", "--destroy-pool tank")
 		n.unchanged(before)
 	})
+	// A node without SSDs keeps a pool of its origin alone: its volumes run
+	// on the HDDs, and one that asks for a cache on the node is refused
+	// with the reason, changing nothing.
+	t.Run("pool without SSDs", func(t *testing.T) {
+		n := n.on(t)
+		n.mustTidectl("pool create slow --origin " + sp[5])
+		var pools []struct {
+			Origin struct {
+				Path string `json:"path"`
+			} `json:"origin"`
+			Members []json.RawMessage `json:"members"`
+		}
+		if err := json.Unmarshal([]byte(n.mustTidectl("-o json pool show slow")), &pools); err != nil || len(pools) != 1 {
+			t.Fatalf("pool show slow: %d pools, %v", len(pools), err)
+		}
+		if p := pools[0]; p.Origin.Path != sp[5] || len(p.Members) != 0 {
+			t.Fatalf("pool slow: origin %q, %d SSDs; want %s and none", p.Origin.Path, len(p.Members), sp[5])
+		}
+		gen := n.poolGeneration("slow")
+		before := n.diskState(sp[5])
+		n.wantFail("volume create cached --pool slow --size 64M --write-cache 32M", `pool "slow" has no SSDs`, "--mode passthrough")
+		n.unchanged(before, sp[5])
+		if g := n.poolGeneration("slow"); g != gen {
+			t.Errorf("generation %d after a refused volume, want %d", g, gen)
+		}
+		n.mustTidectl("volume create plain --pool slow --size 64M --mode passthrough")
+		n.mustSh("printf tidecache | dd of=/dev/mapper/tc-plain bs=4k conv=sync,fsync oflag=direct status=none")
+		if got := n.mustSh("dd if=" + sp[5] + " bs=4k skip=$(( $(dmsetup table tc-plain-origin | awk '{print $5}') / 8 )) count=1 iflag=direct status=none | head -c 9"); got != "tidecache" {
+			t.Errorf("origin holds %q where the volume's first block is, want the block written through it", got)
+		}
+		n.mustTidectl("volume delete plain")
+		n.mustTidectl("pool delete slow")
+	})
 }
 
 // volumeNode: the RAID10 origin has 512 MiB, the SSD 256 MiB.
