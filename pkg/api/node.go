@@ -102,6 +102,11 @@ type PoolInventory struct {
 	// can still carve (SSDFreeBytes: summed over members).
 	OriginFreeBytes uint64 `json:"originFreeBytes"`
 	SSDFreeBytes    uint64 `json:"ssdFreeBytes"`
+	// NoSSDs says the pool is its origin alone (the node has no SSD): a
+	// volume's write cache in it has both legs on other nodes' replicas
+	// (VolumeSpec.ReplicaNode0). A pool whose SSDs are merely absent is
+	// not one; a record of an older daemon never says so.
+	NoSSDs bool `json:"noSSDs,omitempty"`
 }
 
 // SSDInventory describes one SSD on a node and its health.

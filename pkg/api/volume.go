@@ -112,6 +112,13 @@ type VolumeSpec struct {
 	// replica (peer is then the default); a user may name the node.
 	ReplicaNode string `json:"replicaNode,omitempty"`
 	ReplicaPool string `json:"replicaPool,omitempty"`
+	// ReplicaNode0 and ReplicaPool0 say where leg 0 of the write mirror
+	// lives when it is a replica too: the volume's node has no SSD (its
+	// pool is its origin alone, PoolInventory.NoSSDs), so both legs of its
+	// write cache are on two other nodes' SSDs. The leader fills them with
+	// ReplicaNode, on another node than both the volume's and ReplicaNode.
+	ReplicaNode0 string `json:"replicaNode0,omitempty"`
+	ReplicaPool0 string `json:"replicaPool0,omitempty"`
 	// Policy names a Policy record; empty means DefaultPolicy.
 	Policy string `json:"policy,omitempty"`
 	// SharedOrigin, when set, makes the volume cache a device that other
@@ -361,12 +368,44 @@ func (v VolumeSpec) Validate() error {
 			}
 		}
 	}
+	if v.ReplicaNode0 != "" || v.ReplicaPool0 != "" {
+		switch {
+		case v.ReplicaNode0 == "":
+			add(errors.New("replicaPool0 needs replicaNode0"))
+		case v.ReplicaNode == "":
+			add(errors.New("replicaNode0 needs replicaNode: a write cache on peers has both its legs on other nodes"))
+		case v.ReplicaNode0 == v.Node:
+			add(fmt.Errorf("replicaNode0 %s is the volume's own node: leg 0 is a replica on another node only when the volume's node has no SSD", v.ReplicaNode0))
+		case v.ReplicaNode0 == v.ReplicaNode:
+			add(fmt.Errorf("replicaNode0 and replicaNode are both %s: the two legs of a write cache on peers must be on two nodes", v.ReplicaNode0))
+		}
+		if v.SharedOrigin != nil {
+			add(errors.New("replicaNode0 is not available with sharedOrigin yet: a volume on a shared origin runs on a node with an SSD"))
+		}
+		if v.ReplicaNode0 != "" {
+			if err := ValidateNodeName(v.ReplicaNode0); err != nil {
+				add(fmt.Errorf("replicaNode0: %w", err))
+			}
+		}
+		if v.ReplicaPool0 != "" {
+			if err := pool.ValidateName("pool", v.ReplicaPool0); err != nil {
+				add(fmt.Errorf("replicaPool0: %w", err))
+			}
+		}
+	}
 	if v.Policy != "" {
 		if err := pool.ValidateName("policy", v.Policy); err != nil {
 			add(err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// KeepsReplica reports whether node keeps a replica of the volume: leg 1
+// of its write mirror (ReplicaNode) or, for a write cache on peers, leg 0
+// (ReplicaNode0).
+func (v VolumeSpec) KeepsReplica(node string) bool {
+	return node != "" && (v.ReplicaNode == node || v.ReplicaNode0 == node)
 }
 
 // VolumeStatus is the observed state of one volume, written only by the
@@ -405,6 +444,10 @@ type VolumeStatus struct {
 	// the volume's layout says: the node a replica moved away from keeps
 	// its copy until the owner reports another peer here.
 	PeerNode string `json:"peerNode,omitempty"`
+	// PeerNode0 is the node whose replica is leg 0 of a write cache on
+	// peers (the volume's node has no SSD), as the layout says; empty for
+	// a leg 0 on the node's own SSD.
+	PeerNode0 string `json:"peerNode0,omitempty"`
 	// WritebackJobs is the write tier's bound on write-back I/Os in flight
 	// (dm-writecache writeback_jobs) and WritebackLimitReason who chose it
 	// and why (the volume's tuning, the node's, or the origin array).

@@ -67,9 +67,12 @@ type Volume struct {
 	// Protection is none, local (write cache mirrored on two SSDs) or
 	// peer (mirrored on an SSD of PeerNode, over NVMe/TCP); Mirror is
 	// dm-raid's view of the mirror where it runs.
-	Protection string  `json:"protection,omitempty"`
-	PeerNode   string  `json:"peer_node,omitempty"`
-	Mirror     *Mirror `json:"mirror,omitempty"`
+	Protection string `json:"protection,omitempty"`
+	PeerNode   string `json:"peer_node,omitempty"`
+	// PeerNode0 keeps leg 0 when the volume's node has no SSD: its write
+	// cache is on PeerNode0's and PeerNode's SSDs.
+	PeerNode0 string  `json:"peer_node0,omitempty"`
+	Mirror    *Mirror `json:"mirror,omitempty"`
 
 	// AdoptedDevice is the device an adopted volume caches (volume adopt),
 	// with the identifiers assembly finds it by.
@@ -144,7 +147,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	if rc := v.ReadCache; rc != nil {
 		out.ReadHitRatio = rc.ReadHitRatio
 	}
-	out.Protection, out.PeerNode = string(v.Protection), v.PeerNode
+	out.Protection, out.PeerNode, out.PeerNode0 = string(v.Protection), v.PeerNode, v.PeerNode0
 	out.AdoptedDevice = v.AdoptedDevice
 	out.DataLoss = v.DataLoss
 	if l := v.WritebackLimit; l != nil {
@@ -169,6 +172,7 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 		DesiredMode: spec.Mode, State: statePending, FUAWindow: spec.AllowFUAWindow,
 		Protection:     spec.Protect,
 		PeerNode:       spec.ReplicaNode,
+		PeerNode0:      spec.ReplicaNode0,
 		SpecRevision:   rev,
 		FailedOverFrom: spec.FailedOverFrom,
 		MovingTo:       spec.MoveTo,

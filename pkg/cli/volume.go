@@ -445,6 +445,9 @@ func protection(v Volume) string {
 	case string(pool.ProtectPeer):
 		peer := cmp.Or(v.PeerNode, "a peer node not placed yet")
 		kind, where = "peer", "mirrored on this node's SSD and on "+peer+"'s, over NVMe/TCP"
+		if v.PeerNode0 != "" {
+			where = "on peers: mirrored on " + v.PeerNode0 + "'s SSD and on " + peer + "'s, over NVMe/TCP (this node has no SSD)"
+		}
 	default:
 		return "NONE: one copy on one SSD; losing it loses the writes not yet on the HDDs (--protect local or peer mirrors it)"
 	}
@@ -457,7 +460,11 @@ func protection(v Volume) string {
 	case m.Degraded && m.SyncAction == "recover":
 		return fmt.Sprintf("%s, DEGRADED: legs %s, rebuilding a leg, %.1f%% done", kind, m.Health, m.SyncPercent)
 	case m.Degraded && kind == "peer":
-		return fmt.Sprintf("%s, DEGRADED: legs %s, %d copy of the dirty blocks; the daemon attaches the peer leg again when %s answers (or tidectl volume repair %s)", kind, m.Health, m.Copies, cmp.Or(v.PeerNode, "the peer"), v.Name)
+		gone := v.PeerNode
+		if v.PeerNode0 != "" && strings.HasPrefix(m.Health, "D") {
+			gone = v.PeerNode0 // leg 0 is a peer's too
+		}
+		return fmt.Sprintf("%s, DEGRADED: legs %s, %d copy of the dirty blocks; the daemon attaches the peer leg again when %s answers (or tidectl volume repair %s)", kind, m.Health, m.Copies, cmp.Or(gone, "the peer"), v.Name)
 	case m.Degraded:
 		return fmt.Sprintf("%s, DEGRADED: legs %s, %d copy of the dirty blocks; replace or bring back the failed SSD, then tidectl volume repair %s", kind, m.Health, m.Copies, v.Name)
 	case m.SyncAction == "resync":

@@ -43,7 +43,8 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	poolOf := map[string]string{}
 	sizeOf := map[string]uint64{}
 	for _, p := range pools {
-		inv := api.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes}
+		inv := api.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes,
+			NoSSDs: len(p.Members) == 0 && p.Origin.Path != ""}
 		for _, m := range p.Members {
 			inv.SSDFreeBytes += m.FreeBytes
 			poolOf[m.Path], sizeOf[m.Path] = p.Name, m.SizeBytes
@@ -259,6 +260,11 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost, gone map[string]time
 			if !nodes() {
 				return
 			}
+			if it.Value.ReplicaNode0 == "" && placement.CacheOnPeers(it.Value, view.nodes) {
+				// The user named leg 1's node; leg 0 is still to place.
+				d.placeReplica(ctx, it, view)
+				continue
+			}
 			d.reprotect(ctx, it, *view, &pols, lost, now)
 			continue
 		case it.Value.Node != "":
@@ -411,19 +417,37 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 		"from", spec.ReplicaNode, "to", choice.Node, "pool", choice.Pool, "drained", drained, "gone_for", now.Sub(since).Round(time.Second))
 }
 
-// placeReplica records where a peer-protected volume's replica goes.
+// placeReplica records where a peer-protected volume's replica goes: or,
+// for a volume whose node has no SSD, both legs of its write cache, in
+// one update, so the owner never sees one leg placed and creates without
+// the other.
 func (d *daemon) placeReplica(ctx context.Context, it store.Item[api.VolumeSpec], view *nodeView) {
-	choice, err := placement.PlaceReplica(it.Value, view.nodes, view.excluded())
+	spec := it.Value
+	onPeers := placement.CacheOnPeers(spec, view.nodes)
+	var leg0, choice placement.Choice
+	var err error
+	if onPeers {
+		leg0, choice, err = placement.PlaceReplicas(spec, view.nodes, view.excluded())
+	} else {
+		choice, err = placement.PlaceReplica(spec, view.nodes, view.excluded())
+	}
 	if err != nil {
-		if it.Value.Protect == string(pool.ProtectPeer) {
-			d.log.Warn("cannot place replica", "volume", it.Value.Name, "err", err)
+		if spec.Protect == string(pool.ProtectPeer) || onPeers {
+			d.log.Warn("cannot place replica", "volume", spec.Name, "both_legs", onPeers, "err", err)
 		}
 		return
 	}
-	spec := it.Value
 	spec.ReplicaNode, spec.ReplicaPool = choice.Node, choice.Pool
+	if onPeers {
+		spec.ReplicaNode0, spec.ReplicaPool0 = leg0.Node, leg0.Pool
+	}
 	if _, err := d.st.UpdateVolumeSpec(ctx, spec, it.Meta.ModRevision); err != nil {
 		d.log.Warn("replica placement update failed", "volume", spec.Name, "err", err)
+		return
+	}
+	if onPeers {
+		d.log.Info("replicas placed: the volume's node has no SSD, its write cache is on two peers", "volume", spec.Name, "owner", spec.Node,
+			"leg0_on", leg0.Node, "leg0_pool", leg0.Pool, "leg1_on", choice.Node, "leg1_pool", choice.Pool)
 		return
 	}
 	d.log.Info("replica placed", "volume", spec.Name, "owner", spec.Node, "on", choice.Node, "pool", choice.Pool)

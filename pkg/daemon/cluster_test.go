@@ -193,3 +193,58 @@ func TestReprotectCallsOffMove(t *testing.T) {
 		t.Fatalf("spec's record of the called-off move: %+v, want one for n2 naming the replica's new node", c)
 	}
 }
+
+// TestPlaceReplicaOnPeers: for a volume whose node has no SSD the leader
+// places both legs of its write cache in one update, on two other nodes
+// (leg 1 where a replica would go, leg 0 on the next), keeping a leg 1
+// node the user named; with only one other node it places nothing, so
+// the owner never creates on one leg.
+func TestPlaceReplicaOnPeers(t *testing.T) {
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler)}
+	owner := api.Node{Name: "a", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
+	peer := func(name string, free uint64) api.Node {
+		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
+	}
+	cases := []struct {
+		name       string
+		named      string // leg 1's node named by the user
+		nodes      []api.Node
+		leg0, leg1 string // "" for nothing placed
+	}{
+		{"two peers", "", []api.Node{owner, peer("b", 8<<30), peer("c", 4<<30), peer("d", 2<<30)}, "c", "b"},
+		{"leg 1 named by the user", "d", []api.Node{owner, peer("b", 8<<30), peer("c", 4<<30), peer("d", 2<<30)}, "b", "d"},
+		{"one peer only", "", []api.Node{owner, peer("b", 8<<30)}, "", ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := api.VolumeSpec{Name: fmt.Sprintf("v%d", i), Node: "a", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 28, ReplicaNode: tc.named}
+			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			_, meta, err := st.GetVolumeSpec(ctx, spec.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.placeReplica(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, &nodeView{nodes: tc.nodes, drained: map[string]bool{}})
+			got, _, err := st.GetVolumeSpec(ctx, spec.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLeg1 := tc.leg1
+			if tc.leg1 == "" {
+				wantLeg1 = tc.named
+			}
+			if got.ReplicaNode0 != tc.leg0 || got.ReplicaNode != wantLeg1 {
+				t.Fatalf("legs on %q and %q, want %q and %q", got.ReplicaNode0, got.ReplicaNode, tc.leg0, wantLeg1)
+			}
+			if tc.leg0 != "" && (got.ReplicaPool0 != "fast" || got.ReplicaPool != "fast") {
+				t.Errorf("pools %q and %q, want fast for both", got.ReplicaPool0, got.ReplicaPool)
+			}
+		})
+	}
+}

@@ -74,12 +74,66 @@ func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 // own); then the most free SSD space; then the node name, so every leader
 // decides the same way.
 func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool) (Choice, error) {
-	ownerDomain := ""
+	return placeLeg(spec, nodes, excluded, []string{domainOf(spec.Node, nodes)})
+}
+
+// PlaceReplicas picks where both legs of a write cache on peers go, for a
+// volume whose node has no SSD (CacheOnPeers): leg 1 as PlaceReplica
+// does, then leg 0 the same way (spec.ReplicaNode0 and ReplicaPool0 as
+// the user's choice) on a third node, which wins in a fault domain that
+// neither the owner nor leg 1 is in. Both legs hold every acknowledged
+// write, so losing any one node, or one domain when there are three,
+// loses none.
+func PlaceReplicas(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool) (leg0, leg1 Choice, err error) {
+	if leg1, err = PlaceReplica(spec, nodes, excluded); err != nil {
+		return Choice{}, Choice{}, err
+	}
+	without := map[string]bool{leg1.Node: true}
+	for n, ex := range excluded {
+		without[n] = without[n] || ex
+	}
+	spec0 := spec
+	spec0.ReplicaNode, spec0.ReplicaPool = spec.ReplicaNode0, spec.ReplicaPool0
+	leg0, err = placeLeg(spec0, nodes, without, []string{domainOf(spec.Node, nodes), domainOf(leg1.Node, nodes)})
+	if err != nil {
+		return Choice{}, Choice{}, fmt.Errorf("leg 0 of the write cache on peers (leg 1 on node %s): %w", leg1.Node, err)
+	}
+	return leg0, leg1, nil
+}
+
+// CacheOnPeers reports whether a volume's write cache goes on two peers:
+// its node's pool (spec.Pool, or the node's only pool) has no SSD.
+func CacheOnPeers(spec api.VolumeSpec, nodes []api.Node) bool {
+	if spec.WriteCacheBytes == 0 {
+		return false
+	}
 	for _, n := range nodes {
-		if n.Name == spec.Node {
-			ownerDomain = n.FaultDomain
+		if n.Name != spec.Node {
+			continue
+		}
+		for _, p := range n.Pools {
+			if p.Name == spec.Pool || spec.Pool == "" && len(n.Pools) == 1 {
+				return p.NoSSDs
+			}
 		}
 	}
+	return false
+}
+
+// domainOf returns the fault domain of the named node, "" if it has none
+// or is not among nodes.
+func domainOf(name string, nodes []api.Node) string {
+	for _, n := range nodes {
+		if n.Name == name {
+			return n.FaultDomain
+		}
+	}
+	return ""
+}
+
+// placeLeg places one replica leg: see PlaceReplica. A candidate in one
+// of the avoid domains loses to one outside them.
+func placeLeg(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool, avoid []string) (Choice, error) {
 	type candidate struct {
 		Choice
 		sameDomain bool
@@ -108,7 +162,7 @@ func PlaceReplica(spec api.VolumeSpec, nodes []api.Node, excluded map[string]boo
 			if p.SSDFreeBytes < need {
 				continue
 			}
-			same := ownerDomain != "" && n.FaultDomain == ownerDomain
+			same := n.FaultDomain != "" && slices.Contains(avoid, n.FaultDomain)
 			cands = append(cands, candidate{Choice{Node: n.Name, Pool: p.Name}, same, p.SSDFreeBytes})
 		}
 	}

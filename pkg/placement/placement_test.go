@@ -99,3 +99,52 @@ func TestPlaceReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceReplicas: a node without SSDs gets both legs of its write cache
+// on two other nodes, never one node twice; leg 0 avoids the domains of
+// the owner and of leg 1 when it can.
+func TestPlaceReplicas(t *testing.T) {
+	node := func(name, domain string, free uint64) api.Node {
+		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", FaultDomain: domain, Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free, OriginFreeBytes: 1 << 40}}}
+	}
+	owner := api.Node{Name: "a", FaultDomain: "r1", Pools: []api.PoolInventory{{Name: "slow", NoSSDs: true, OriginFreeBytes: 1 << 40}}}
+	spec := api.VolumeSpec{Name: "db", Node: "a", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 30, Protect: "peer"}
+	cases := []struct {
+		name       string
+		spec       api.VolumeSpec
+		nodes      []api.Node
+		excluded   map[string]bool
+		leg0, leg1 string // "" for ErrNoCapacity
+	}{
+		{"most free space first, never one node twice", spec, []api.Node{owner, node("b", "", 8<<30), node("c", "", 4<<30), node("d", "", 2<<30)}, nil, "c", "b"},
+		{"leg 0 in a third domain", spec, []api.Node{owner, node("b", "r2", 8<<30), node("c", "r2", 4<<30), node("d", "r1", 2<<30), node("e", "r3", 1<<30+1<<20)}, nil, "e", "b"},
+		{"the nodes the spec names", api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 30, ReplicaNode: "d", ReplicaNode0: "c"},
+			[]api.Node{owner, node("b", "", 8<<30), node("c", "", 4<<30), node("d", "", 2<<30)}, nil, "c", "d"},
+		{"one other node is not enough", spec, []api.Node{owner, node("b", "", 8<<30)}, nil, "", ""},
+		{"a drained node counts for neither", spec, []api.Node{owner, node("b", "", 8<<30), node("c", "", 4<<30)}, map[string]bool{"c": true}, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !CacheOnPeers(tc.spec, tc.nodes) {
+				t.Fatal("CacheOnPeers = false for an owner whose pool has no SSDs")
+			}
+			leg0, leg1, err := PlaceReplicas(tc.spec, tc.nodes, tc.excluded)
+			if tc.leg0 == "" {
+				if !errors.Is(err, ErrNoCapacity) {
+					t.Fatalf("PlaceReplicas = %+v, %+v, %v; want ErrNoCapacity", leg0, leg1, err)
+				}
+				return
+			}
+			if err != nil || leg0.Node != tc.leg0 || leg1.Node != tc.leg1 {
+				t.Fatalf("PlaceReplicas = leg 0 %+v, leg 1 %+v, %v; want %s and %s", leg0, leg1, err, tc.leg0, tc.leg1)
+			}
+		})
+	}
+	withSSD := api.Node{Name: "a", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}}
+	if CacheOnPeers(spec, []api.Node{withSSD}) {
+		t.Error("CacheOnPeers = true for an owner with SSDs")
+	}
+	if CacheOnPeers(api.VolumeSpec{Name: "db", Node: "a", SizeBytes: 1 << 30}, []api.Node{owner}) {
+		t.Error("CacheOnPeers = true for a volume without a write cache")
+	}
+}

@@ -460,10 +460,10 @@ func (c *Controller) list(ctx context.Context) (int64, error) {
 	var replicas []string
 	for _, it := range specs {
 		known[it.Value.Name] = it.Value.Node
-		switch c.cfg.Node {
-		case it.Value.Node:
+		switch {
+		case it.Value.Node == c.cfg.Node:
 			names = append(names, it.Value.Name)
-		case it.Value.ReplicaNode:
+		case it.Value.KeepsReplica(c.cfg.Node):
 			replicas = append(replicas, it.Value.Name)
 		}
 	}
@@ -551,7 +551,7 @@ func (c *Controller) handle(ev store.Event) {
 		mine = mine || c.replicas[ev.Name]
 		if v, ok := ev.Value.(api.VolumeSpec); ok {
 			c.known[ev.Name] = v.Node
-			mine = mine || v.Node == c.cfg.Node || v.ReplicaNode == c.cfg.Node
+			mine = mine || v.Node == c.cfg.Node || v.KeepsReplica(c.cfg.Node)
 		} else if ev.Type == store.Delete {
 			delete(c.known, ev.Name)
 		}

@@ -33,6 +33,9 @@ type plan struct {
 	// create is set when the volume does not exist yet: act creates it in
 	// decision.Mode, then sets tuning. Nothing below applies.
 	create bool
+	// noSSDs says the pool the volume is created in has no SSD: its write
+	// cache waits for both legs on peers (VolumeSpec.ReplicaNode0).
+	noSSDs bool
 
 	// mismatch is the spec-mismatch alert, "" if the volume matches the
 	// spec in what cannot change in place.
@@ -89,7 +92,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 		requeue:      d.FlushIn,
 	}
 	if !o.exists {
-		p.create = true
+		p.create, p.noSSDs = true, o.noSSDs
 		return p, nil
 	}
 	if m := mismatch(o.spec, o.actual); m != "" {

@@ -32,6 +32,8 @@ type observation struct {
 	exists bool
 	actual engine.VolumeInfo
 	drift  error
+	// noSSDs says the volume's pool is its origin alone (no SSD member).
+	noSSDs bool
 	// facts are the health facts the policy rules read; latch is the SSD
 	// error latched by the previous decision, nil if none.
 	facts policy.Facts
@@ -80,6 +82,7 @@ func (c *Controller) observe(ctx context.Context, spec api.VolumeSpec, rev int64
 	o.facts = policy.Facts{Now: now, LastFlush: vs.lastFlush}
 	o.facts.SSDs = c.ssdFacts(ctx, spec.Name, poolName, vs, acked)
 	pi, ok := node.Pool(poolName)
+	o.noSSDs = ok && len(pi.Members) == 0 && pi.Origin.Path != ""
 	o.facts.Origin = c.originFacts(spec.Name, pi, ok)
 	o.facts.Mirror = c.mirrorFacts(ctx, o.actual, exists, pi, ok, vs, now)
 	if m := o.facts.Mirror; m != nil && spec.MovedFrom != "" && spec.MovedFrom == o.actual.FailedOverFrom && o.actual.Protection == pool.ProtectNone {

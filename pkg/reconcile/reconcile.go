@@ -362,7 +362,12 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 	if req.WriteCache == 0 && spec.Protect == "" {
 		req.Protect = "" // a policy's protection concerns write caches only
 	}
-	if req.Protect == "" && req.WriteCache > 0 {
+	switch {
+	case req.Protect != "" || req.WriteCache == 0:
+	case p.noSSDs:
+		// A write cache on a node without SSD is on two peers or nowhere.
+		req.Protect = pool.ProtectPeer
+	default:
 		peer, err := c.defaultPeer(ctx, spec)
 		if err != nil {
 			return outcome{err: err}
@@ -372,12 +377,23 @@ func (c *Controller) create(ctx context.Context, spec api.VolumeSpec, d policy.D
 		}
 	}
 	if req.Protect == pool.ProtectPeer {
-		leg, err := c.peerLeg(ctx, spec)
-		if err != nil {
-			// Not an error of this volume: the replica is on its way.
+		// Not an error of this volume while it waits: the replicas are
+		// on their way.
+		wait := func(err error) outcome {
 			st.State, st.Error = api.StateCreating, err.Error()
 			c.log.Info("volume waits for its peer replica", "volume", spec.Name, "why", err)
 			return outcome{res: Result{RequeueAfter: replicaWait}, err: c.putStatus(ctx, st, nil)}
+		}
+		if spec.ReplicaNode0 != "" || p.noSSDs {
+			leg0, err := c.peerLeg0(ctx, spec)
+			if err != nil {
+				return wait(err)
+			}
+			req.Peer0 = &leg0
+		}
+		leg, err := c.peerLeg(ctx, spec)
+		if err != nil {
+			return wait(err)
 		}
 		req.Peer = &leg
 	}
@@ -547,7 +563,7 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 		if rc := actual.ReadCache; rc != nil {
 			st.ReadHitRatio = rc.ReadHitRatio
 		}
-		st.Protection, st.PeerNode = string(actual.Protection), actual.PeerNode
+		st.Protection, st.PeerNode, st.PeerNode0 = string(actual.Protection), actual.PeerNode, actual.PeerNode0
 		if l := actual.WritebackLimit; l != nil {
 			st.WritebackJobs, st.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
 		}

@@ -832,6 +832,62 @@ func TestCreatePeerProtection(t *testing.T) {
 	}
 }
 
+// TestCreateCacheOnPeers checks the owner's half of a node without SSDs:
+// a volume with a write cache in its pool (no protection named) waits for
+// the leader to place both legs, then for each leg's node to export its
+// replica, and is created once with leg 0 and leg 1 on those two nodes;
+// its status names both. One that names protection local is refused with
+// the engine's reason.
+func TestCreateCacheOnPeers(t *testing.T) {
+	eng := reconciletest.NewEngine("slow")
+	eng.SetOriginOnly("slow")
+	e := newEnvAt(t, storeConfig(t, endpoints), eng, nil).start()
+	s := spec("ledger")
+	s.Pool = "slow"
+	e.createSpec(s)
+	e.waitStatus("ledger", "waiting for both legs", func(st api.VolumeStatus) bool {
+		return st.State == api.StateCreating && strings.Contains(st.Error, "waiting for the leader to place both legs of its write cache on two other nodes")
+	})
+	e.updateSpec("ledger", func(v *api.VolumeSpec) {
+		v.ReplicaNode, v.ReplicaPool, v.ReplicaNode0, v.ReplicaPool0 = "n2", "fast", "n3", "fast"
+	})
+	e.waitStatus("ledger", "waiting for leg 0's node", func(st api.VolumeStatus) bool {
+		return st.State == api.StateCreating && strings.Contains(st.Error, "leg 0: waiting for replica node n3")
+	})
+	for _, name := range []string{"n3", "n2"} {
+		peer := api.Node{Name: name, ReplicaAddress: "10.0.0." + name[1:] + ":4420", Replicas: []api.ReplicaInventory{
+			{Volume: "ledger", Owner: "n1", Pool: "fast", NQN: "nqn.2026-11.io.tidecache:replica:r" + name[1:], UUID: "r" + name[1:], Exported: true},
+		}}
+		reg, err := e.st.Register(e.ctx(), peer, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(e.ctx()) })
+		if name == "n3" {
+			e.updateSpec("ledger", func(v *api.VolumeSpec) { v.Policy = "" }) // a change, so the volume is looked at now
+			e.waitStatus("ledger", "waiting for leg 1's node", func(st api.VolumeStatus) bool {
+				return st.State == api.StateCreating && strings.Contains(st.Error, "waiting for replica node n2")
+			})
+		}
+	}
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaPool = "fast" })
+	st := e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive })
+	if st.PeerNode0 != "n3" || st.PeerNode != "n2" || st.Protection != "peer" {
+		t.Errorf("status: protection %q, legs on %q and %q; want peer on n3 and n2", st.Protection, st.PeerNode0, st.PeerNode)
+	}
+	want := []string{"create ledger pool=slow mode=writeback protect=peer peer0=n3@10.0.0.3:4420/nqn.2026-11.io.tidecache:replica:r3 peer=n2@10.0.0.2:4420/nqn.2026-11.io.tidecache:replica:r2"}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+
+	local := spec("logs")
+	local.Pool, local.Protect = "slow", "local"
+	e.createSpec(local)
+	e.waitStatus("logs", "refused", func(st api.VolumeStatus) bool {
+		return st.State == api.StateError && strings.Contains(st.Error, `pool "slow" has no SSDs`)
+	})
+}
+
 // TestMovePeerLeg checks re-protection on the owner: when the spec places
 // the replica of an existing peer-protected volume on another node, the
 // volume waits (running on, the status saying why) until that node
@@ -938,6 +994,39 @@ func TestReplicaHost(t *testing.T) {
 	}
 	waitCalls("host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast", "drop-replica ledger",
 		"host-replica orders owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=", "drop-replica orders")
+}
+
+// TestReplicaHostLeg0: a node named for leg 0 of a write cache on peers
+// keeps its replica as the leg 1 node does, and gives it up only once the
+// owner reports leg 0 on another node.
+func TestReplicaHostLeg0(t *testing.T) {
+	e := newEnv(t, nil)
+	e.cfg.Replicas = e.eng
+	e.start()
+	waitCalls := func(want ...string) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("engine calls %q", want), func() bool { return slices.Equal(e.eng.Calls(), want) })
+	}
+	s := spec("ledger")
+	s.Node, s.Pool, s.ReplicaNode, s.ReplicaPool, s.ReplicaNode0, s.ReplicaPool0 = "n2", "slow", "n3", "fast", "n1", "fast"
+	e.createSpec(s)
+	kept := "host-replica ledger owner=n2 host=nqn.2026-11.io.tidecache:node:n2 pool=fast"
+	waitCalls(kept)
+	if err := e.st.PutVolumeStatus(e.ctx(), api.VolumeStatus{Name: "ledger", Node: "n2", Protection: "peer", PeerNode0: "n1", PeerNode: "n3"}); err != nil {
+		t.Fatal(err)
+	}
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode0 = "n4" })
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls(kept) // the owner's leg 0 is still here
+	if err := e.st.PutVolumeStatus(e.ctx(), api.VolumeStatus{Name: "ledger", Node: "n2", Protection: "peer", PeerNode0: "n4", PeerNode: "n3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls(kept, "drop-replica ledger")
 }
 
 // TestReplicaHostRestart checks a replica node that was down while the

@@ -40,7 +40,7 @@ const replicaWait = 2 * time.Second
 // reconcileReplica keeps the replica spec places on this node, or drops
 // one this node kept that the spec no longer places here.
 func (c *Controller) reconcileReplica(ctx context.Context, spec api.VolumeSpec) outcome {
-	if spec.ReplicaNode != c.cfg.Node || spec.Node == "" {
+	if !spec.KeepsReplica(c.cfg.Node) || spec.Node == "" {
 		if c.ownerUsesReplica(ctx, spec) {
 			// Moved elsewhere (re-protection, a drain), but the owner's
 			// mirror still runs on this copy: dropping it now would fail
@@ -80,7 +80,7 @@ func (c *Controller) ownerUsesReplica(ctx context.Context, spec api.VolumeSpec) 
 	c.mu.Lock()
 	kept := c.replicas[spec.Name]
 	c.mu.Unlock()
-	if !kept || spec.Node == "" || spec.ReplicaNode == "" {
+	if !kept || spec.Node == "" || spec.ReplicaNode == "" && spec.ReplicaNode0 == "" {
 		return false
 	}
 	sctx, cancel := c.storeCtx(ctx)
@@ -92,7 +92,7 @@ func (c *Controller) ownerUsesReplica(ctx context.Context, spec api.VolumeSpec) 
 	case err != nil:
 		return true // cannot tell: keep it, and look again
 	}
-	return st.Node == spec.Node && st.PeerNode == c.cfg.Node
+	return st.Node == spec.Node && (st.PeerNode == c.cfg.Node || st.PeerNode0 == c.cfg.Node)
 }
 
 // dropReplica drops the replica this node kept for the named volume, if
@@ -121,11 +121,30 @@ func (c *Controller) peerLeg(ctx context.Context, spec api.VolumeSpec) (pool.Rem
 	if spec.ReplicaNode == "" {
 		return pool.RemoteLeg{}, fmt.Errorf("waiting for the leader to place the replica of its write cache on another node")
 	}
+	return c.replicaLeg(ctx, spec, spec.ReplicaNode)
+}
+
+// peerLeg0 returns leg 0 of a write cache on peers (the node has no SSD),
+// from the record of spec.ReplicaNode0, as peerLeg does for leg 1.
+func (c *Controller) peerLeg0(ctx context.Context, spec api.VolumeSpec) (pool.RemoteLeg, error) {
+	if spec.ReplicaNode0 == "" {
+		return pool.RemoteLeg{}, fmt.Errorf("waiting for the leader to place both legs of its write cache on two other nodes (this node's pool has no SSD)")
+	}
+	leg, err := c.replicaLeg(ctx, spec, spec.ReplicaNode0)
+	if err != nil {
+		return pool.RemoteLeg{}, fmt.Errorf("leg 0: %w", err)
+	}
+	return leg, nil
+}
+
+// replicaLeg reads how to attach the replica that node keeps of spec's
+// volume for this node from that node's record.
+func (c *Controller) replicaLeg(ctx context.Context, spec api.VolumeSpec, node string) (pool.RemoteLeg, error) {
 	sctx, cancel := c.storeCtx(ctx)
-	n, _, err := c.store.GetNode(sctx, spec.ReplicaNode)
+	n, _, err := c.store.GetNode(sctx, node)
 	cancel()
 	if err != nil {
-		return pool.RemoteLeg{}, fmt.Errorf("waiting for replica node %s: %w", spec.ReplicaNode, err)
+		return pool.RemoteLeg{}, fmt.Errorf("waiting for replica node %s: %w", node, err)
 	}
 	for _, r := range n.Replicas {
 		if r.Volume != spec.Name || r.Owner != c.cfg.Node {
@@ -140,7 +159,7 @@ func (c *Controller) peerLeg(ctx context.Context, spec api.VolumeSpec) (pool.Rem
 		}
 		return pool.RemoteLeg{Node: n.Name, NQN: r.NQN, HostNQN: nvmeof.HostNQN(c.cfg.Node), Addr: host, Port: port, UUID: r.UUID}, nil
 	}
-	return pool.RemoteLeg{}, fmt.Errorf("waiting for node %s to keep and export the replica", spec.ReplicaNode)
+	return pool.RemoteLeg{}, fmt.Errorf("waiting for node %s to keep and export the replica", node)
 }
 
 // movePeer re-protects an existing peer-protected volume on the node its

@@ -43,6 +43,8 @@ type Engine struct {
 
 	mu    sync.Mutex
 	pools []string
+	// originOnly are the pools without SSDs (SetOriginOnly).
+	originOnly map[string]bool
 	// noSpaceAbove, if set, is the largest size ResizeVolume grants.
 	noSpaceAbove uint64
 	// replicas are the replicas kept (HostReplica), by volume.
@@ -68,6 +70,19 @@ type Volume struct {
 // NewEngine returns an engine with the named pools and no volume.
 func NewEngine(pools ...string) *Engine {
 	return &Engine{pools: pools, vols: map[string]*Volume{}}
+}
+
+// SetOriginOnly makes the named pool one of its origin alone, as on a
+// node without SSDs: Observe reports it with an origin and no member, and
+// CreateVolume refuses a write cache in it that is not on two peers, as
+// the engine does.
+func (f *Engine) SetOriginOnly(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.originOnly == nil {
+		f.originOnly = map[string]bool{}
+	}
+	f.originOnly[name] = true
 }
 
 func (f *Engine) record(format string, a ...any) {
@@ -192,6 +207,9 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	if req.Protect != "" {
 		call += " protect=" + string(req.Protect)
 	}
+	if r := req.Peer0; r != nil {
+		call += fmt.Sprintf(" peer0=%s@%s:%d/%s", r.Node, r.Addr, r.Port, r.NQN)
+	}
 	if r := req.Peer; r != nil {
 		call += fmt.Sprintf(" peer=%s@%s:%d/%s", r.Node, r.Addr, r.Port, r.NQN)
 	}
@@ -204,6 +222,9 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	}
 	if _, ok := f.vols[req.Name]; ok {
 		return engine.VolumeInfo{}, fmt.Errorf("volume %s: %w", req.Name, pool.ErrVolumeExists)
+	}
+	if f.originOnly[poolName] && (req.ReadCache > 0 || req.WriteCache > 0 && req.Peer0 == nil) {
+		return engine.VolumeInfo{}, fmt.Errorf("volume %q: pool %q has no SSDs: %w", req.Name, poolName, pool.ErrInvalidRequest)
 	}
 	mode := req.Mode
 	if mode == "" {
@@ -222,6 +243,9 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	v.Info.Protection = req.Protect
 	if req.Peer != nil {
 		v.Info.PeerNode = req.Peer.Node
+	}
+	if req.Peer0 != nil {
+		v.Info.PeerNode0 = req.Peer0.Node
 	}
 	f.vols[req.Name] = v
 	return f.view(v), nil
@@ -404,6 +428,9 @@ func (f *Engine) Observe(ctx context.Context, req engine.ObserveRequest) (engine
 	var obs engine.Observation
 	for _, p := range f.pools {
 		pi := engine.PoolInfo{Name: p, Volumes: []string{}}
+		if f.originOnly[p] {
+			pi.Origin.Path = "/dev/md/tc-" + p
+		}
 		for _, v := range f.vols {
 			if v.Info.Pool == p {
 				pi.Volumes = append(pi.Volumes, v.Info.Name)
