@@ -102,6 +102,10 @@ type PoolInventory struct {
 	// can still carve (SSDFreeBytes: summed over members).
 	OriginFreeBytes uint64 `json:"originFreeBytes"`
 	SSDFreeBytes    uint64 `json:"ssdFreeBytes"`
+	// SSDs and SSDBytes count the pool's SSD members and their size, as
+	// its layout has them (present or not); 0 in an older daemon's record.
+	SSDs     int    `json:"ssds,omitempty"`
+	SSDBytes uint64 `json:"ssdBytes,omitempty"`
 	// NoSSDs says the pool is its origin alone (the node has no SSD): a
 	// volume's write cache in it has both legs on other nodes' replicas
 	// (VolumeSpec.ReplicaNode0). A pool whose SSDs are merely absent is

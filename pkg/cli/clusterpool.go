@@ -59,11 +59,16 @@ func newClusterPoolView(nodes []api.Node, name string) clusterPoolView {
 			if name != "" && p.Name != name {
 				continue
 			}
-			row := clusterPoolRow{Node: n.Name, Pool: p.Name, OriginFreeBytes: p.OriginFreeBytes, SSDFreeBytes: p.SSDFreeBytes}
-			for _, s := range n.SSDs {
-				if s.Pool == p.Name {
-					row.SSDs++
-					row.SSDBytes += s.SizeBytes
+			row := clusterPoolRow{Node: n.Name, Pool: p.Name, OriginFreeBytes: p.OriginFreeBytes, SSDFreeBytes: p.SSDFreeBytes,
+				SSDs: p.SSDs, SSDBytes: p.SSDBytes}
+			if p.SSDs == 0 && !p.NoSSDs {
+				// An older daemon's record counts no members: its SSD
+				// inventory (the disks it reads health from) does.
+				for _, s := range n.SSDs {
+					if s.Pool == p.Name {
+						row.SSDs++
+						row.SSDBytes += s.SizeBytes
+					}
 				}
 			}
 			for _, r := range n.Replicas {

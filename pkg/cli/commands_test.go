@@ -610,7 +610,10 @@ func TestClusterPoolShow(t *testing.T) {
 			Replicas: []api.ReplicaInventory{{Volume: "logs", Owner: "node-b", Pool: "fast", SizeBytes: 65 << 20, Exported: true}}},
 		{Name: "node-b", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 20 << 30, SSDFreeBytes: 400 << 20}},
 			SSDs: []api.SSDInventory{{Path: "/dev/nvme0n1", Pool: "fast", SizeBytes: 256 << 20}, {Path: "/dev/nvme1n1", Pool: "fast", SizeBytes: 256 << 20}}},
-		{Name: "node-c", Pools: []api.PoolInventory{{Name: "hdd", OriginFreeBytes: 50 << 30}}},
+		{Name: "node-c", Pools: []api.PoolInventory{{Name: "hdd", OriginFreeBytes: 50 << 30, NoSSDs: true}}},
+		// A record that counts its pool's SSDs, which its SSD inventory
+		// (disks with health data) does not list.
+		{Name: "node-d", Pools: []api.PoolInventory{{Name: "fast", OriginFreeBytes: 5 << 30, SSDFreeBytes: 28 << 20, SSDs: 1, SSDBytes: 128 << 20}}},
 	} {
 		c.register(t, n)
 	}
@@ -622,7 +625,7 @@ func TestClusterPoolShow(t *testing.T) {
 		"node-a  fast  10 GiB",
 		"node-c  hdd   50 GiB       0     -",
 		"1 (65 MiB)",
-		"cache pool: 3 SSDs on 2 of 3 live nodes, 500 MiB of 768 MiB free; 65 MiB of that space keeps replicas",
+		"cache pool: 4 SSDs on 3 of 4 live nodes, 528 MiB of 896 MiB free; 65 MiB of that space keeps replicas",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("pool show lacks %q:\n%s", want, r.stdout)
@@ -634,8 +637,9 @@ func TestClusterPoolShow(t *testing.T) {
 		Pools: []clusterPoolRow{
 			{Node: "node-a", Pool: "fast", OriginFreeBytes: 10 << 30, SSDs: 1, SSDBytes: 256 << 20, SSDFreeBytes: 100 << 20, Replicas: 1, ReplicaBytes: 65 << 20},
 			{Node: "node-b", Pool: "fast", OriginFreeBytes: 20 << 30, SSDs: 2, SSDBytes: 512 << 20, SSDFreeBytes: 400 << 20},
+			{Node: "node-d", Pool: "fast", OriginFreeBytes: 5 << 30, SSDs: 1, SSDBytes: 128 << 20, SSDFreeBytes: 28 << 20},
 		},
-		Nodes: 3, NodesWithSSDs: 2, SSDs: 3, SSDBytes: 768 << 20, SSDFreeBytes: 500 << 20, ReplicaBytes: 65 << 20,
+		Nodes: 4, NodesWithSSDs: 3, SSDs: 4, SSDBytes: 896 << 20, SSDFreeBytes: 528 << 20, ReplicaBytes: 65 << 20,
 	}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("pool show fast -o json:\n got %+v\nwant %+v", v, want)

@@ -44,9 +44,10 @@ func (d *daemon) inventory(ctx context.Context, started time.Time) api.Node {
 	sizeOf := map[string]uint64{}
 	for _, p := range pools {
 		inv := api.PoolInventory{Name: p.Name, UUID: p.UUID, Origin: p.Origin.Path, OriginFreeBytes: p.Origin.FreeBytes,
-			NoSSDs: len(p.Members) == 0 && p.Origin.Path != ""}
+			NoSSDs: len(p.Members) == 0 && p.Origin.Path != "", SSDs: len(p.Members)}
 		for _, m := range p.Members {
 			inv.SSDFreeBytes += m.FreeBytes
+			inv.SSDBytes += m.SizeBytes
 			poolOf[m.Path], sizeOf[m.Path] = p.Name, m.SizeBytes
 		}
 		n.Pools = append(n.Pools, inv)
