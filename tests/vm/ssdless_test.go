@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build vm
+
+package vm_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidecache/tidecache/tests/vm/harness"
+)
+
+// ssdLessVolume is what the test reads of `volume show` on the SSD-less
+// owner: peerVolume with the node of leg 0.
+type ssdLessVolume struct {
+	peerVolume
+	PeerNode0 string `json:"peer_node0"`
+}
+
+// TestSSDLessOwner checks a node without SSDs caching on its peers', on
+// three VMs that run the cluster's etcd as three embedded members:
+//   - a has an HDD and no SSD: its pool is its origin alone, and its node
+//     record says so; b and c have an SSD each;
+//   - a volume with a write cache created for a through the cluster: the
+//     leader places both legs, one on b and one on c, in one update; each
+//     keeps and exports its replica to a; a creates the volume with its
+//     write cache a dm-raid raid1 of the two exports, nothing of it on a
+//     but the origin extent; `volume show` names both nodes;
+//   - fio with verify; then the node of leg 1 is killed under a paced
+//     writer: the longest write stays under 10 s, no verify error, the
+//     mirror goes on on leg 0 alone;
+//   - that node boots again: its assembly builds its replica, its daemon
+//     exports it, a's daemon attaches it and dm-raid resyncs it: AA;
+//   - the node of leg 0 is killed in turn (its VM gone, the mirror on the
+//     resynced leg alone): every block written before the first kill and
+//     under it reads back, from the leg that was dead and resynced.
+func TestSSDLessOwner(t *testing.T) {
+	bin, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSSD := nodeSpec{HDDs: 1, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, Spares: []int64{512 << 20}}
+	noSSD := nodeSpec{HDDs: 1, HDDSize: 256 << 20, Spares: []int64{512 << 20}}
+	c := &etcdCluster{
+		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
+		names:       []string{"a", "b", "c"},
+		nodes:       map[string]*node{},
+		spec:        withSSD,
+	}
+	var wg sync.WaitGroup
+	booted := make([]*node, len(c.names))
+	errs := make([]error, len(c.names))
+	for i, name := range c.names {
+		wg.Go(func() {
+			if name == "a" {
+				booted[i], errs[i] = c.bootAsync(name, noSSD, func(n *node) string {
+					return "tidectl pool create slow --origin " + n.hdds()[0]
+				})
+				return
+			}
+			booted[i], errs[i] = c.bootNodeAsync(name)
+		})
+	}
+	wg.Wait()
+	for i, name := range c.names {
+		if errs[i] != nil {
+			t.Fatalf("node %s: %v", name, errs[i])
+		}
+		c.nodes[name] = booted[i]
+	}
+	defer c.dumpLogs()
+	for _, name := range c.names {
+		c.startDaemon(name)
+	}
+	v, took := c.waitNodes("a", "all three registered", 2*time.Minute, func(v clusterView) bool {
+		return slices.Equal(v.names(), c.names) && v.Leader != ""
+	})
+	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
+	eps := " --etcd-endpoints " + c.endpoints()
+	c.a = c.nodes["a"]
+	c.b = c.nodes["b"] // for the logs of waitMirror
+	var cp struct {
+		Pools []struct {
+			Node string `json:"node"`
+			SSDs int    `json:"ssds"`
+		} `json:"pools"`
+		NodesWithSSDs int `json:"nodes_with_ssds"`
+	}
+	if out := c.a.mustTidectl("-o json pool show" + eps); json.Unmarshal([]byte(out), &cp) != nil || len(cp.Pools) != 3 || cp.NodesWithSSDs != 2 ||
+		cp.Pools[0].Node != "a" || cp.Pools[0].SSDs != 0 {
+		t.Fatalf("the cluster's cache pool: want a's pool without SSDs and two nodes with SSDs:\n%s", out)
+	}
+
+	created := time.Now()
+	c.a.mustTidectl("volume create db --size 200M --write-cache 32M --node a --wait --timeout 3m" + eps)
+	c.waitMirror("db", "AA", 2*time.Minute)
+	vol := c.ssdLessVolume("db")
+	legs := []string{vol.PeerNode0, vol.PeerNode}
+	if slices.Contains(legs, "a") || legs[0] == legs[1] || !slices.Contains(legs, "b") || !slices.Contains(legs, "c") {
+		t.Fatalf("legs on %q, want one on b and one on c", legs)
+	}
+	t.Logf("volume db created on a with its write cache on %s (leg 0) and %s (leg 1), mirror AA %.1fs after the request", legs[0], legs[1], time.Since(created).Seconds())
+	if out := c.a.mustSh("dmsetup table tc-db-wdata"); !strings.Contains(out, " raid ") || !strings.Contains(out, "raid1") {
+		t.Errorf("tc-db-wdata is not a dm-raid raid1:\n%s", out)
+	}
+	if out := c.a.mustSh("ls /sys/class/nvme-subsystem/ | wc -l"); strings.TrimSpace(out) != "2" {
+		t.Errorf("a attaches %s NVMe subsystems, want the two replicas", strings.TrimSpace(out))
+	}
+	for _, name := range legs {
+		if out := c.nodes[name].mustTidectl("pool show fast"); !strings.Contains(out, "of node a's volume db") {
+			t.Errorf("%s's pool show does not list the replica:\n%s", name, out)
+		}
+	}
+
+	dev := "/dev/mapper/tc-db"
+	first := fioJob(dev, "first", "randwrite", "0", "8M")
+	c.a.fio(first + " --do_verify=1")
+
+	// Leg 1's node lost under a paced writer.
+	doomed, survivor := legs[1], legs[0]
+	second := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
+	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
+	time.Sleep(2 * time.Second)
+	killed := time.Now()
+	if err := c.nodes[doomed].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c.a.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
+	stall := fioMaxWrite(t, c.a, "/run/second.json", "/run/second.log")
+	t.Logf("%s killed (leg 1): writer done %.1fs later, longest write %.1fs", doomed, time.Since(killed).Seconds(), stall.Seconds())
+	if stall > 10*time.Second {
+		t.Errorf("writes stalled %.1fs when leg 1's node died, want under 10s", stall.Seconds())
+	}
+	c.waitVolume("db", "on leg 0 alone", time.Minute, func(v peerVolume) bool {
+		return v.Mirror != nil && v.Mirror.Health == "AD"
+	})
+
+	// Back: its replica is built by assembly, exported by its daemon,
+	// attached by a's and resynced.
+	back := c.rebootNode(doomed)
+	back.mustSh("tidecached assemble")
+	c.startDaemon(doomed)
+	c.b = back
+	c.waitMirror("db", "AA", 3*time.Minute)
+	t.Logf("%s back: leg 1 attached again and resynced %.1fs after the kill", doomed, time.Since(killed).Seconds())
+
+	// Leg 0's node lost: the resynced leg alone must hold every block.
+	if err := c.nodes[survivor].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitVolume("db", "on leg 1 alone", 2*time.Minute, func(v peerVolume) bool {
+		return v.Mirror != nil && v.Mirror.Health == "DA"
+	})
+	c.a.fio(first + " --verify_only")
+	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
+	t.Logf("%s killed (leg 0): every block written before and during the first kill read back from %s's resynced leg", survivor, doomed)
+}
+
+// ssdLessVolume reads a's volume with the node of leg 0.
+func (c *etcdCluster) ssdLessVolume(name string) ssdLessVolume {
+	c.t.Helper()
+	var v ssdLessVolume
+	out := c.a.mustTidectl("-o json volume show " + name)
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		c.t.Fatalf("parse volume show: %v\n%s", err, out)
+	}
+	return v
+}
