@@ -94,6 +94,7 @@ func PlaceReplicas(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bo
 	}
 	spec0 := spec
 	spec0.ReplicaNode, spec0.ReplicaPool = spec.ReplicaNode0, spec.ReplicaPool0
+	spec0.ReplicaNode0, spec0.ReplicaPool0 = "", ""
 	leg0, err = placeLeg(spec0, nodes, without, []string{domainOf(spec.Node, nodes), domainOf(leg1.Node, nodes)})
 	if err != nil {
 		return Choice{}, Choice{}, fmt.Errorf("leg 0 of the write cache on peers (leg 1 on node %s): %w", leg1.Node, err)
@@ -146,8 +147,8 @@ func placeLeg(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool, a
 	}
 	need := spec.WriteCacheBytes + 1<<20 // the leg's data and its dm-raid metadata
 	for _, n := range nodes {
-		if n.Name == spec.Node || n.ReplicaAddress == "" || excluded[n.Name] {
-			continue
+		if n.Name == spec.Node || n.Name == spec.ReplicaNode0 || n.ReplicaAddress == "" || excluded[n.Name] {
+			continue // leg 0's node (a write cache on peers) never takes leg 1 too
 		}
 		if spec.ReplicaNode != "" && n.Name != spec.ReplicaNode {
 			continue

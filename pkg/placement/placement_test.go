@@ -140,6 +140,15 @@ func TestPlaceReplicas(t *testing.T) {
 			}
 		})
 	}
+	// Re-protection of leg 1 (its node lost; the leader clears it and
+	// places it again): never on leg 0's node, though it has the most room.
+	reprotect := api.VolumeSpec{Name: "db", Node: "a", WriteCacheBytes: 1 << 30, Protect: "peer", ReplicaNode0: "b", ReplicaPool0: "fast"}
+	if got, err := PlaceReplica(reprotect, []api.Node{owner, node("b", "", 8<<30), node("d", "", 2<<30)}, nil); err != nil || got.Node != "d" {
+		t.Errorf("leg 1 placed again = %+v, %v; want d, never leg 0's node b", got, err)
+	}
+	if got, err := PlaceReplica(reprotect, []api.Node{owner, node("b", "", 8<<30)}, nil); !errors.Is(err, ErrNoCapacity) {
+		t.Errorf("leg 1 placed again with only leg 0's node left = %+v, %v; want ErrNoCapacity", got, err)
+	}
 	withSSD := api.Node{Name: "a", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: 1 << 30}}}
 	if CacheOnPeers(spec, []api.Node{withSSD}) {
 		t.Error("CacheOnPeers = true for an owner with SSDs")
