@@ -187,7 +187,7 @@ func placeOn(spec api.VolumeSpec, live []api.Node, node string) (placement.Choic
 	if i < 0 {
 		return placement.Choice{}, node + ": not a live tidecache node"
 	}
-	choice, err := placement.Place(spec, live[i:i+1])
+	choice, err := placement.PlaceOn(spec, live, node)
 	if err != nil {
 		return placement.Choice{}, node + ": no pool with room"
 	}
@@ -311,7 +311,7 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 		avail, largest := sharedCapacity(values(live), specs, params, only)
 		return &csi.GetCapacityResponse{AvailableCapacity: int64(avail), MaximumVolumeSize: wrapInt64(largest)}, nil
 	}
-	avail, largest := capacity(values(live), only, params.WriteCacheBytes+params.ReadCacheBytes)
+	avail, largest := capacity(values(live), only, api.VolumeSpec{WriteCacheBytes: params.WriteCacheBytes, ReadCacheBytes: params.ReadCacheBytes})
 	return &csi.GetCapacityResponse{
 		AvailableCapacity: int64(avail),
 		MaximumVolumeSize: wrapInt64(largest),
@@ -320,15 +320,16 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 }
 
 // capacity sums the origin free space of node's pools (every node's when
-// node is empty) whose SSDs have cache bytes free, and returns the
-// largest of them.
-func capacity(nodes []api.Node, node string, cache uint64) (total, largest uint64) {
+// node is empty) that can hold the caches of caches (a StorageClass's,
+// placement.PoolFits: on their SSDs, or on two peers' for a node without
+// SSDs), and returns the largest of them.
+func capacity(nodes []api.Node, node string, caches api.VolumeSpec) (total, largest uint64) {
 	for _, n := range nodes {
 		if node != "" && n.Name != node {
 			continue
 		}
 		for _, p := range n.Pools {
-			if p.SSDFreeBytes < cache {
+			if !placement.PoolFits(caches, n, p, nodes) {
 				continue
 			}
 			total += p.OriginFreeBytes

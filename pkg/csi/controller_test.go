@@ -330,6 +330,41 @@ func TestGetCapacity(t *testing.T) {
 	}
 }
 
+// TestGetCapacityNodeWithoutSSDs: a node without SSDs offers its origin
+// to a class with a write cache when two other nodes serving replicas can
+// each keep a leg of it, never to a class with a read cache.
+func TestGetCapacityNodeWithoutSSDs(t *testing.T) {
+	st := openStore(t)
+	nodes := twoNodes()
+	for i := range nodes {
+		nodes[i].ReplicaAddress = "10.0.0.9:4420"
+	}
+	nodes = append(nodes, api.Node{Name: "n3", Pools: []api.PoolInventory{{Name: "hdd", OriginFreeBytes: 50 * gi, NoSSDs: true}}})
+	register(t, st, nodes...)
+	c := serve(t, tccsi.Config{Store: st})
+	for _, tt := range []struct {
+		name   string
+		params map[string]string
+		avail  uint64
+	}{
+		{"write cache both peers can keep", map[string]string{"writeCache": "64Mi"}, 50 * gi},
+		{"write cache only n1 can keep", map[string]string{"writeCache": "256Mi"}, 0},
+		{"a read cache", map[string]string{"writeCache": "64Mi", "readCache": "64Mi"}, 0},
+		{"no cache", nil, 50 * gi},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := c.ctl.GetCapacity(testCtx(t), &csi.GetCapacityRequest{Parameters: tt.params, AccessibleTopology: onNode("n3")[0],
+				VolumeCapabilities: []*csi.VolumeCapability{mountCap()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.GetAvailableCapacity() != int64(tt.avail) {
+				t.Fatalf("available on n3 %d, want %d", resp.GetAvailableCapacity(), tt.avail)
+			}
+		})
+	}
+}
+
 func TestValidateVolumeCapabilities(t *testing.T) {
 	st := openStore(t)
 	register(t, st, twoNodes()...)

@@ -29,7 +29,18 @@ type Choice struct {
 // (a spec naming a pool only matches pools of that name). Among those, the
 // pool with the most free SSD space wins, which spreads cache load; ties go
 // to the node name, so every leader decides the same way.
+//
+// A pool without SSDs (a node that has none) counts when two other nodes
+// can keep the legs of the volume's write cache and it asks for no read
+// cache (PoolFits); with no free SSD space of its own it comes last.
 func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
+	return PlaceOn(spec, nodes, "")
+}
+
+// PlaceOn is Place among the pools of the named node only ("" for every
+// node), nodes still being every live node (the peers a node without SSDs
+// caches on).
+func PlaceOn(spec api.VolumeSpec, nodes []api.Node, node string) (Choice, error) {
 	type candidate struct {
 		Choice
 		ssdFree uint64
@@ -37,11 +48,14 @@ func Place(spec api.VolumeSpec, nodes []api.Node) (Choice, error) {
 	var cands []candidate
 	need := spec.WriteCacheBytes + spec.ReadCacheBytes
 	for _, n := range nodes {
+		if node != "" && n.Name != node {
+			continue
+		}
 		for _, p := range n.Pools {
 			if spec.Pool != "" && p.Name != spec.Pool {
 				continue
 			}
-			if p.OriginFreeBytes < spec.SizeBytes || p.SSDFreeBytes < need {
+			if !PoolFits(spec, n, p, nodes) {
 				continue
 			}
 			cands = append(cands, candidate{Choice{Node: n.Name, Pool: p.Name}, p.SSDFreeBytes})
@@ -100,6 +114,27 @@ func PlaceReplicas(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bo
 		return Choice{}, Choice{}, fmt.Errorf("leg 0 of the write cache on peers (leg 1 on node %s): %w", leg1.Node, err)
 	}
 	return leg0, leg1, nil
+}
+
+// PoolFits reports whether pool p of node n can hold spec's volume:
+// origin space for it, and SSD space for its caches, or, for a pool
+// without SSDs, no read cache and a write cache that two other nodes of
+// nodes can keep (PlaceReplicas finds its legs).
+func PoolFits(spec api.VolumeSpec, n api.Node, p api.PoolInventory, nodes []api.Node) bool {
+	switch {
+	case p.OriginFreeBytes < spec.SizeBytes:
+		return false
+	case !p.NoSSDs:
+		return p.SSDFreeBytes >= spec.WriteCacheBytes+spec.ReadCacheBytes
+	case spec.ReadCacheBytes > 0:
+		return false
+	case spec.WriteCacheBytes == 0:
+		return true
+	}
+	owned := spec
+	owned.Node, owned.Pool = n.Name, p.Name
+	_, _, err := PlaceReplicas(owned, nodes, nil)
+	return err == nil
 }
 
 // CacheOnPeers reports whether a volume's write cache goes on two peers:

@@ -43,6 +43,37 @@ func TestPlace(t *testing.T) {
 			}
 		})
 	}
+	// A node without SSDs (d, the most origin room) takes what the others
+	// cannot hold, its write cache on two of them; never a read cache.
+	peers := []api.Node{nodes[0], nodes[1], nodes[2],
+		node("d", api.PoolInventory{Name: "hdd", OriginFreeBytes: 2000 * gib, NoSSDs: true})}
+	for i := range 3 {
+		peers[i].ReplicaAddress = "10.0.0.9:4420"
+	}
+	for _, tc := range []struct {
+		name string
+		spec api.VolumeSpec
+		want Choice
+		err  error
+	}{
+		{"nodes with SSDs first", api.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: gib}, Choice{"c", "fast"}, nil},
+		{"no origin room elsewhere: the node without SSDs", api.VolumeSpec{Name: "v", SizeBytes: 1000 * gib, WriteCacheBytes: gib}, Choice{"d", "hdd"}, nil},
+		{"not with a read cache", api.VolumeSpec{Name: "v", SizeBytes: 1000 * gib, WriteCacheBytes: gib, ReadCacheBytes: gib}, Choice{}, ErrNoCapacity},
+		{"not when two peers lack room for a leg", api.VolumeSpec{Name: "v", SizeBytes: 1000 * gib, WriteCacheBytes: 45 * gib}, Choice{}, ErrNoCapacity}, // c alone has 45 GiB free
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Place(tc.spec, peers)
+			if !errors.Is(err, tc.err) || got != tc.want {
+				t.Fatalf("Place = %+v, %v; want %+v, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+	if got, err := PlaceOn(api.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: gib}, peers, "d"); err != nil || got != (Choice{"d", "hdd"}) {
+		t.Errorf("PlaceOn d = %+v, %v; want d/hdd, its legs on the others", got, err)
+	}
+	if _, err := PlaceOn(api.VolumeSpec{Name: "v", SizeBytes: gib, WriteCacheBytes: gib}, peers[2:], "d"); !errors.Is(err, ErrNoCapacity) {
+		t.Errorf("PlaceOn d with one peer = %v, want ErrNoCapacity", err)
+	}
 	if _, err := Place(api.VolumeSpec{Name: "v", SizeBytes: 1}, nil); !errors.Is(err, ErrNoCapacity) {
 		t.Fatalf("no nodes: %v", err)
 	}
