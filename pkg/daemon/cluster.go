@@ -266,7 +266,11 @@ func (d *daemon) placeUnassigned(ctx context.Context, lost, gone map[string]time
 				d.placeReplica(ctx, it, view)
 				continue
 			}
-			d.reprotect(ctx, it, *view, &pols, lost, now)
+			// One leg a round: each move is its own revision-checked
+			// update, and leg 1's goes first.
+			if !d.reprotect(ctx, it, 1, *view, &pols, lost, now) && it.Value.ReplicaNode0 != "" {
+				d.reprotect(ctx, it, 0, *view, &pols, lost, now)
+			}
 			continue
 		case it.Value.Node != "":
 			if d.wantsReplica(ctx, it.Value, &pols) {
@@ -341,67 +345,84 @@ func (d *daemon) effectivePolicy(ctx context.Context, spec api.VolumeSpec, pols 
 	return policy.Effective(def, named), nil
 }
 
-// reprotect moves a peer-protected volume's replica to another node once
-// the node keeping it has been gone (its record expired) for the policy's
+// reprotect moves the replica of leg index of a peer-protected volume
+// (leg 1, or leg 0 of a write cache on peers) to another node once the
+// node keeping it has been gone (its record expired) for the policy's
 // ReprotectAfter while the volume's own node is up, or at once when that
-// node is drained for maintenance: the owner then rebuilds leg 1 of its
-// mirror on the new node, and the old node drops its replica. While the
-// owner is gone too the replica stays where it is: a replica elsewhere
-// would be of no use to a volume that is not running, and its old node
-// holds what the owner's SSD may need to resync from.
-func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], view nodeView, pols *[]api.Policy, lost map[string]time.Time, now time.Time) {
+// node is drained for maintenance: the owner then rebuilds the leg on the
+// new node, and the old node drops its replica. While the owner is gone
+// too the replica stays where it is: a replica elsewhere would be of no
+// use to a volume that is not running, and its old node holds what the
+// other leg may need to resync from. It reports whether it moved it.
+func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], index int, view nodeView, pols *[]api.Policy, lost map[string]time.Time, now time.Time) bool {
 	spec := it.Value
-	drained := view.drained[spec.ReplicaNode]
-	if view.live(spec.ReplicaNode) && !drained || !view.live(spec.Node) {
-		delete(lost, spec.Name)
-		return
+	node, key := spec.ReplicaNode, spec.Name
+	if index == 0 {
+		node, key = spec.ReplicaNode0, spec.Name+"#leg0"
 	}
-	since, seen := lost[spec.Name]
+	drained := view.drained[node]
+	if view.live(node) && !drained || !view.live(spec.Node) {
+		delete(lost, key)
+		return false
+	}
+	since, seen := lost[key]
 	if !seen {
 		since = now
-		lost[spec.Name] = now
+		lost[key] = now
 		if !drained {
 			d.log.Warn("node keeping a replica is gone: the volume is re-protected elsewhere if it stays gone",
-				"volume", spec.Name, "owner", spec.Node, "replica_node", spec.ReplicaNode)
-			return
+				"volume", spec.Name, "owner", spec.Node, "replica_node", node, "leg", index)
+			return false
 		}
 	}
 	after := time.Duration(0)
 	if !drained {
 		eff, err := d.effectivePolicy(ctx, spec, pols)
 		if err != nil {
-			return
+			return false
 		}
 		after = cmp.Or(time.Duration(eff.ReprotectAfter), api.DefaultReprotectAfter)
 	}
 	if now.Sub(since) < after {
-		return
+		return false
 	}
-	// The owner's leg must hold every write: one being resynced from the
-	// lost replica (health "a…") lacks writes that only the lost node
-	// has, and that node must keep its replica for when it returns. An
-	// owner that has written no status yet has not said: wait for it.
+	// The other leg must hold every write: one being resynced from the
+	// lost replica (health "a…" for leg 0, "…a" for leg 1) lacks writes
+	// that only the lost node has, and that node must keep its replica
+	// for when it returns. An owner that has written no status yet has
+	// not said: wait for it.
 	if st, _, err := d.st.GetVolumeStatus(ctx, spec.Name); err != nil {
-		return
-	} else if st.MirrorHealth != "" && !strings.HasPrefix(st.MirrorHealth, "A") {
+		return false
+	} else if h := st.MirrorHealth; h != "" && (len(h) <= 1-index || h[1-index] != 'A') {
 		if now.Sub(since) < after+d.cfg.PlacementInterval {
-			d.log.Warn("cannot re-protect: the owner's own leg lacks writes that only the lost node's replica holds; waiting for that node",
-				"volume", spec.Name, "replica_node", spec.ReplicaNode, "mirror_health", st.MirrorHealth)
+			d.log.Warn("cannot re-protect: the other leg lacks writes that only the lost node's replica holds; waiting for that node",
+				"volume", spec.Name, "replica_node", node, "leg", index, "mirror_health", h)
 		}
-		return
+		return false
 	}
 	moved := spec
-	moved.ReplicaNode, moved.ReplicaPool = "", ""
-	choice, err := placement.PlaceReplica(moved, view.nodes, view.excluded())
+	var choice placement.Choice
+	var err error
+	if index == 0 {
+		moved.ReplicaNode0, moved.ReplicaPool0 = "", ""
+		choice, err = placement.PlaceLeg0(moved, view.nodes, view.excluded())
+	} else {
+		moved.ReplicaNode, moved.ReplicaPool = "", ""
+		choice, err = placement.PlaceReplica(moved, view.nodes, view.excluded())
+	}
 	if err != nil {
 		if now.Sub(since) < after+d.cfg.PlacementInterval {
 			d.log.Warn("cannot re-protect: no other node can keep the replica; it stays where it is until one can",
-				"volume", spec.Name, "replica_node", spec.ReplicaNode, "drained", drained, "err", err)
+				"volume", spec.Name, "replica_node", node, "leg", index, "drained", drained, "err", err)
 		}
-		return
+		return false
 	}
-	moved.ReplicaNode, moved.ReplicaPool = choice.Node, choice.Pool
-	if spec.MoveTo != "" {
+	if index == 0 {
+		moved.ReplicaNode0, moved.ReplicaPool0 = choice.Node, choice.Pool
+	} else {
+		moved.ReplicaNode, moved.ReplicaPool = choice.Node, choice.Pool
+	}
+	if spec.MoveTo != "" && index == 1 {
 		// A planned move goes to the replica's node, which is gone or
 		// drained: it is called off with the replica's new place.
 		moved.MoveTo = ""
@@ -411,11 +432,12 @@ func (d *daemon) reprotect(ctx context.Context, it store.Item[api.VolumeSpec], v
 	}
 	if _, err := d.st.UpdateVolumeSpec(ctx, moved, it.Meta.ModRevision); err != nil {
 		d.log.Warn("re-protection update failed", "volume", spec.Name, "err", err)
-		return
+		return false
 	}
-	delete(lost, spec.Name)
-	d.log.Warn("replica re-protected on another node", "volume", spec.Name, "owner", spec.Node,
-		"from", spec.ReplicaNode, "to", choice.Node, "pool", choice.Pool, "drained", drained, "gone_for", now.Sub(since).Round(time.Second))
+	delete(lost, key)
+	d.log.Warn("replica re-protected on another node", "volume", spec.Name, "owner", spec.Node, "leg", index,
+		"from", node, "to", choice.Node, "pool", choice.Pool, "drained", drained, "gone_for", now.Sub(since).Round(time.Second))
+	return true
 }
 
 // placeReplica records where a peer-protected volume's replica goes: or,

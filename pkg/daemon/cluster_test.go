@@ -138,7 +138,7 @@ func TestReprotect(t *testing.T) {
 				lost[name] = t0.Add(-tc.gone)
 			}
 			var pols []api.Policy
-			d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, view, &pols, lost, t0)
+			d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, 1, view, &pols, lost, t0)
 			got, _, err := st.GetVolumeSpec(ctx, name)
 			if err != nil {
 				t.Fatal(err)
@@ -180,7 +180,7 @@ func TestReprotectCallsOffMove(t *testing.T) {
 	}
 	view.nodes = append(view.nodes, api.Node{Name: "san", Exports: []api.ExportInventory{{Name: "lun0", Hosts: []string{"n1", "n2", "n3"}}}})
 	var pols []api.Policy
-	d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, view, &pols, map[string]time.Time{}, time.Now())
+	d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, 1, view, &pols, map[string]time.Time{}, time.Now())
 	got, _, err := st.GetVolumeSpec(ctx, "db")
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +244,64 @@ func TestPlaceReplicaOnPeers(t *testing.T) {
 			}
 			if tc.leg0 != "" && (got.ReplicaPool0 != "fast" || got.ReplicaPool != "fast") {
 				t.Errorf("pools %q and %q, want fast for both", got.ReplicaPool0, got.ReplicaPool)
+			}
+		})
+	}
+}
+
+// TestReprotectLeg0: leg 0 of a write cache on peers is re-protected like
+// leg 1, once its node has been gone for ReprotectAfter, onto a node that
+// keeps neither leg, and only while leg 1 holds every write.
+func TestReprotectLeg0(t *testing.T) {
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	ctx := context.Background()
+	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
+	owner := api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
+	peer := func(name string, free uint64) api.Node {
+		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
+	}
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		nodes    []api.Node
+		gone     time.Duration
+		health   string
+		wantLeg0 string
+	}{
+		// n3 keeps leg 1 and has the most room: never both legs there.
+		{"gone 5m: to the node keeping neither leg", []api.Node{owner, peer("n3", 8<<30), peer("n4", 2<<30)}, 5 * time.Minute, "DA", "n4"},
+		{"gone less than 5m", []api.Node{owner, peer("n3", 8<<30), peer("n4", 2<<30)}, time.Minute, "DA", "n2"},
+		{"leg 1 resyncing from the lost leg", []api.Node{owner, peer("n3", 8<<30), peer("n4", 2<<30)}, 10 * time.Minute, "Da", "n2"},
+		{"only leg 1's node left", []api.Node{owner, peer("n3", 8<<30)}, 10 * time.Minute, "DA", "n2"},
+		{"leg 0's node up", []api.Node{owner, peer("n2", 1<<30), peer("n3", 8<<30), peer("n4", 2<<30)}, 10 * time.Minute, "AA", "n2"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("w%d", i)
+			spec := api.VolumeSpec{Name: name, Node: "n1", Pool: "slow", SizeBytes: 1 << 30, WriteCacheBytes: 1 << 28,
+				Protect: "peer", ReplicaNode: "n3", ReplicaPool: "fast", ReplicaNode0: "n2", ReplicaPool0: "fast"}
+			if _, err := st.CreateVolumeSpec(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutVolumeStatus(ctx, api.VolumeStatus{Name: name, Node: "n1", Protection: "peer", MirrorHealth: tc.health}); err != nil {
+				t.Fatal(err)
+			}
+			_, meta, err := st.GetVolumeSpec(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost := map[string]time.Time{name + "#leg0": t0.Add(-tc.gone)}
+			var pols []api.Policy
+			moved := d.reprotect(ctx, store.Item[api.VolumeSpec]{Value: spec, Meta: meta}, 0, nodeView{nodes: tc.nodes, drained: map[string]bool{}}, &pols, lost, t0)
+			got, _, err := st.GetVolumeSpec(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ReplicaNode0 != tc.wantLeg0 || got.ReplicaNode != "n3" || moved != (tc.wantLeg0 != "n2") {
+				t.Errorf("legs on %s and %s (moved %t), want leg 0 on %s and leg 1 still on n3", got.ReplicaNode0, got.ReplicaNode, moved, tc.wantLeg0)
 			}
 		})
 	}

@@ -102,18 +102,32 @@ func PlaceReplicas(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bo
 	if leg1, err = PlaceReplica(spec, nodes, excluded); err != nil {
 		return Choice{}, Choice{}, err
 	}
-	without := map[string]bool{leg1.Node: true}
+	placed := spec
+	placed.ReplicaNode, placed.ReplicaPool = leg1.Node, leg1.Pool
+	if leg0, err = PlaceLeg0(placed, nodes, excluded); err != nil {
+		return Choice{}, Choice{}, err
+	}
+	return leg0, leg1, nil
+}
+
+// PlaceLeg0 picks where leg 0 of a write cache on peers goes, leg 1 being
+// on spec.ReplicaNode (placing both, or re-protecting leg 0 after its node
+// was lost): as PlaceReplica does, on neither the owner's node nor leg
+// 1's, spec.ReplicaNode0 and ReplicaPool0 as the user's choice, a node in
+// a fault domain neither the owner nor leg 1 is in first.
+func PlaceLeg0(spec api.VolumeSpec, nodes []api.Node, excluded map[string]bool) (Choice, error) {
+	without := map[string]bool{spec.ReplicaNode: true}
 	for n, ex := range excluded {
 		without[n] = without[n] || ex
 	}
 	spec0 := spec
 	spec0.ReplicaNode, spec0.ReplicaPool = spec.ReplicaNode0, spec.ReplicaPool0
 	spec0.ReplicaNode0, spec0.ReplicaPool0 = "", ""
-	leg0, err = placeLeg(spec0, nodes, without, []string{domainOf(spec.Node, nodes), domainOf(leg1.Node, nodes)})
+	leg0, err := placeLeg(spec0, nodes, without, []string{domainOf(spec.Node, nodes), domainOf(spec.ReplicaNode, nodes)})
 	if err != nil {
-		return Choice{}, Choice{}, fmt.Errorf("leg 0 of the write cache on peers (leg 1 on node %s): %w", leg1.Node, err)
+		return Choice{}, fmt.Errorf("leg 0 of the write cache on peers (leg 1 on node %s): %w", spec.ReplicaNode, err)
 	}
-	return leg0, leg1, nil
+	return leg0, nil
 }
 
 // PoolFits reports whether pool p of node n can hold spec's volume:

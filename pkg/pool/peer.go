@@ -228,30 +228,43 @@ func (l *Layout) validateReplicas(members map[string]uint64, add func(format str
 	return used
 }
 
-// MovePeerLeg points a peer-protected volume's leg 1 at another replica,
-// leg (re-protection after the peer was lost), and records the leg as out
-// of sync: the new replica holds nothing until dm-raid has copied leg 0
-// onto it. Moving to the leg it has already is no change. Leg 0 must hold
-// every write: a mirror whose only complete copy is leg 1 cannot give it
-// up.
-func (l *Layout) MovePeerLeg(volume string, leg RemoteLeg) (changed bool, err error) {
+// MovePeerLeg points leg index of a peer-protected volume at another
+// replica, leg (re-protection after the leg's node was lost): leg 1, or
+// leg 0 of a write cache on peers (a node without SSDs). The moved leg is
+// recorded out of sync: the new replica holds nothing until dm-raid has
+// copied the other leg onto it. Moving to the leg it has already is no
+// change. The other leg must hold every write: a mirror whose only
+// complete copy is the moved leg cannot give it up.
+func (l *Layout) MovePeerLeg(volume string, index int, leg RemoteLeg) (changed bool, err error) {
 	v, ok := l.Volume(volume)
 	if !ok {
 		return false, errorf(ErrVolumeNotFound, "volume %q not in pool %q", volume, l.Name)
 	}
 	m := v.WriteMirror
+	var cur *RemoteLeg
+	if m != nil {
+		cur = map[int]*RemoteLeg{0: m.Remote0, 1: m.Remote}[index]
+	}
+	other := 1 - index
 	switch {
-	case m == nil || m.Remote == nil:
-		return false, fmt.Errorf("volume %q has no peer leg to move", volume)
-	case *m.Remote == leg:
+	case index != 0 && index != 1:
+		return false, fmt.Errorf("volume %q: no leg %d: a mirror has legs 0 and 1", volume, index)
+	case cur == nil:
+		return false, fmt.Errorf("volume %q has no peer leg %d to move", volume, index)
+	case *cur == leg:
 		return false, nil
-	case slices.Contains(m.OutOfSync, 0):
-		return false, fmt.Errorf("volume %q: leg 0 missed writes that only the peer leg on node %s holds: its leg cannot be moved before it is back and leg 0 resynced", volume, m.Remote.Node)
+	case slices.Contains(m.OutOfSync, other):
+		return false, fmt.Errorf("volume %q: leg %d missed writes that only the peer leg %d on node %s holds: its leg cannot be moved before it is back and leg %d resynced",
+			volume, other, index, cur.Node, other)
 	}
 	next := l.Clone()
 	nv, _ := next.Volume(volume)
-	nv.WriteMirror.Remote = &leg
-	nv.WriteMirror.OutOfSync = []int{1}
+	if index == 0 {
+		nv.WriteMirror.Remote0 = &leg
+	} else {
+		nv.WriteMirror.Remote = &leg
+	}
+	nv.WriteMirror.OutOfSync = []int{index}
 	next.Generation++
 	if err := next.Validate(); err != nil {
 		return false, err

@@ -4,6 +4,7 @@ package pool
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,7 +117,7 @@ func TestMovePeerLeg(t *testing.T) {
 		{"to another node", nil, other, true, ""},
 		{"peer leg already out of sync", []int{1}, other, true, ""},
 		{"same leg", nil, *testPeer(), false, ""},
-		{"leg 0 stale", []int{0}, other, false, "leg 0 missed writes"},
+		{"leg 0 stale", []int{0}, other, false, "leg 0 missed writes that only the peer leg 1 on node b holds"},
 		{"bad leg", nil, RemoteLeg{Node: "c"}, false, "peer leg"},
 	}
 	for _, tc := range cases {
@@ -125,7 +126,7 @@ func TestMovePeerLeg(t *testing.T) {
 			mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer()})
 			l.Volumes[0].WriteMirror.OutOfSync = tc.outOfSync
 			gen := l.Generation
-			changed, err := l.MovePeerLeg("ledger", tc.leg)
+			changed, err := l.MovePeerLeg("ledger", 1, tc.leg)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("MovePeerLeg = %v, want %q", err, tc.want)
@@ -148,8 +149,51 @@ func TestMovePeerLeg(t *testing.T) {
 			}
 		})
 	}
-	if _, err := testLayout(t).MovePeerLeg("nosuch", other); !errors.Is(err, ErrVolumeNotFound) {
+	if _, err := testLayout(t).MovePeerLeg("nosuch", 1, other); !errors.Is(err, ErrVolumeNotFound) {
 		t.Fatalf("unknown volume: %v", err)
+	}
+}
+
+// TestMovePeerLeg0: leg 0 of a write cache on peers moves like leg 1,
+// never onto leg 1's node, never while leg 1 is the stale one; a volume
+// with its leg 0 on the node's SSD has no peer leg 0 to move.
+func TestMovePeerLeg0(t *testing.T) {
+	d := RemoteLeg{Node: "d", NQN: "nqn.2026-11.io.tidecache:replica:z", HostNQN: "nqn.2026-11.io.tidecache:node:a",
+		Addr: "10.0.0.4", Port: 4420, UUID: "0b7e3c52-1d4f-4a6e-9c8b-2f5a7d1e3c90"}
+	onB := d
+	onB.Node = "b"
+	for _, tc := range []struct {
+		name      string
+		outOfSync []int
+		leg       RemoteLeg
+		want      string
+	}{
+		{"to a third node", nil, d, ""},
+		{"onto leg 1's node", nil, onB, "both legs of the write mirror are on node b"},
+		{"leg 1 stale", []int{1}, d, "leg 1 missed writes that only the peer leg 0 on node c holds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := ssdLessLayout(t)
+			mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer(), Peer0: testPeer0()})
+			l.Volumes[0].WriteMirror.OutOfSync = tc.outOfSync
+			gen := l.Generation
+			changed, err := l.MovePeerLeg("ledger", 0, tc.leg)
+			m := l.Volumes[0].WriteMirror
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || m.Remote0.Node != "c" || l.Generation != gen {
+					t.Fatalf("MovePeerLeg = %v (leg 0 on %s, generation %d -> %d), want refused saying %q", err, m.Remote0.Node, gen, l.Generation, tc.want)
+				}
+				return
+			}
+			if err != nil || !changed || *m.Remote0 != tc.leg || *m.Remote != *testPeer() || !slices.Equal(m.OutOfSync, []int{0}) || l.Generation != gen+1 {
+				t.Fatalf("MovePeerLeg = %t, %v: legs %+v and %+v, out of sync %v; want leg 0 on d, out of sync [0]", changed, err, m.Remote0, m.Remote, m.OutOfSync)
+			}
+		})
+	}
+	l := testLayout(t)
+	mustAdd(t, l, VolumeRequest{Name: "ledger", Size: 1 << 30, WriteCache: 256 << 20, Protect: ProtectPeer, Peer: testPeer()})
+	if _, err := l.MovePeerLeg("ledger", 0, d); err == nil || !strings.Contains(err.Error(), "has no peer leg 0") {
+		t.Fatalf("moving the local leg 0: %v", err)
 	}
 }
 

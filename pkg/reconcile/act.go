@@ -64,8 +64,11 @@ func (c *Controller) act(ctx context.Context, o observation, vs *volState, p pla
 		c.log.Warn("drift repaired: live tables differed from the layout", "volume", name, "drift", p.drift, "reloaded", repaired)
 		changed = true
 	}
+	if p.movePeer0 {
+		return c.movePeer(ctx, o.spec, st, actual, 0)
+	}
 	if p.movePeer {
-		return c.movePeer(ctx, o.spec, st, actual)
+		return c.movePeer(ctx, o.spec, st, actual, 1)
 	}
 	if p.addPeer {
 		return c.addPeer(ctx, o.spec, st, actual)

@@ -33,9 +33,10 @@ type Engine interface {
 	// another error). A reconcile pass reads the engine through it.
 	Observe(ctx context.Context, req engine.ObserveRequest) (engine.Observation, error)
 	RepairVolume(ctx context.Context, name string) ([]string, error)
-	// MovePeerLeg moves a peer mirror's leg 1 to another node's replica
-	// (re-protection; see engine.Engine.MovePeerLeg).
-	MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error
+	// MovePeerLeg moves a peer mirror's leg 1, or leg 0 of a write cache
+	// on peers, to another node's replica (re-protection; see
+	// engine.Engine.MovePeerLeg).
+	MovePeerLeg(ctx context.Context, name string, index int, leg pool.RemoteLeg) error
 	// SetTuning sets the write tier's watermarks, write-back jobs and
 	// autocommit time (nil: node defaults) and reports whether anything
 	// changed.

@@ -54,6 +54,9 @@ type plan struct {
 	// it after the old peer was lost): act moves the leg first and looks
 	// again, since the mode decision was made on the old leg's state.
 	movePeer bool
+	// movePeer0 is movePeer for leg 0 of a write cache on peers (the
+	// spec's ReplicaNode0 against the layout's).
+	movePeer0 bool
 	// addPeer is set when the spec places a replica for a volume that
 	// failed over onto its old replica and runs on one copy: act adds the
 	// new replica as leg 1 of a mirror and looks again.
@@ -118,6 +121,7 @@ func decide(o observation, driftPolicy string, resync time.Duration) (plan, erro
 		p.grow = want
 	}
 	p.movePeer = o.spec.ReplicaNode != "" && o.actual.PeerNode != "" && o.spec.ReplicaNode != o.actual.PeerNode
+	p.movePeer0 = o.spec.ReplicaNode0 != "" && o.actual.PeerNode0 != "" && o.spec.ReplicaNode0 != o.actual.PeerNode0
 	p.addPeer = o.spec.ReplicaNode != "" && o.actual.PeerNode == "" && o.actual.TakenOverFrom() != "" && o.actual.Protection == pool.ProtectNone
 	if o.actual.Mode != d.Mode {
 		if d.Mode == pool.ModeWriteback && o.actual.WriteCacheBytes == 0 {

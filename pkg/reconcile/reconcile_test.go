@@ -931,6 +931,52 @@ func TestMovePeerLeg(t *testing.T) {
 	}
 }
 
+// TestMovePeerLeg0: on a node without SSDs, a spec placing leg 0 on
+// another node makes the owner wait for that node's export, then move leg
+// 0 there (leg 1 stays), once.
+func TestMovePeerLeg0(t *testing.T) {
+	eng := reconciletest.NewEngine("slow")
+	eng.SetOriginOnly("slow")
+	e := newEnvAt(t, storeConfig(t, endpoints), eng, nil).start()
+	register := func(name string) {
+		t.Helper()
+		n := api.Node{Name: name, ReplicaAddress: "10.0.0." + name[1:] + ":4420", Replicas: []api.ReplicaInventory{
+			{Volume: "ledger", Owner: "n1", Pool: "fast", NQN: "nqn.2026-11.io.tidecache:replica:r" + name[1:], UUID: "r-" + name, Exported: true},
+		}}
+		reg, err := e.st.Register(e.ctx(), n, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { reg.Close(e.ctx()) })
+	}
+	register("n2")
+	register("n3")
+	s := spec("ledger")
+	s.Pool, s.Protect, s.ReplicaNode, s.ReplicaPool, s.ReplicaNode0, s.ReplicaPool0 = "slow", "peer", "n3", "fast", "n2", "fast"
+	e.createSpec(s)
+	e.waitStatus("ledger", "created", func(st api.VolumeStatus) bool { return st.State == api.StateActive && st.PeerNode0 == "n2" })
+
+	e.updateSpec("ledger", func(v *api.VolumeSpec) { v.ReplicaNode0 = "n4" })
+	e.waitStatus("ledger", "waiting for the new leg 0", func(st api.VolumeStatus) bool {
+		return st.State == api.StateActive && strings.Contains(st.Error, "re-protecting the write mirror on node n4") &&
+			strings.Contains(st.Error, "leg 0: waiting for replica node n4")
+	})
+	register("n4")
+	e.waitStatus("ledger", "moved", func(st api.VolumeStatus) bool {
+		return st.State == api.StateActive && st.Error == "" && st.PeerNode0 == "n4" && st.PeerNode == "n3"
+	})
+	if _, err := e.ctrl.Reconcile(e.ctx(), "ledger"); err != nil { // a pass on the moved volume changes nothing
+		t.Fatal(err)
+	}
+	want := []string{
+		"create ledger pool=slow mode=writeback protect=peer peer0=n2@10.0.0.2:4420/nqn.2026-11.io.tidecache:replica:r2 peer=n3@10.0.0.3:4420/nqn.2026-11.io.tidecache:replica:r3",
+		"move-peer-leg ledger peer0=n4@10.0.0.4:4420/nqn.2026-11.io.tidecache:replica:r4",
+	}
+	if got := e.eng.Calls(); !slices.Equal(got, want) {
+		t.Errorf("engine calls = %q, want %q", got, want)
+	}
+}
+
 // TestReplicaHost checks the replica node's half of --protect peer: a spec
 // placing its replica on this node makes it keep one for the spec's node
 // (allowing that node's host NQN) and export it at once; a spec placing

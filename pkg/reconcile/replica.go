@@ -163,22 +163,27 @@ func (c *Controller) replicaLeg(ctx context.Context, spec api.VolumeSpec, node s
 }
 
 // movePeer re-protects an existing peer-protected volume on the node its
-// spec now places the replica on (the leader moved it after the old peer
-// was lost): once that node keeps and exports the replica, the engine
-// moves leg 1 there and dm-raid rebuilds it from leg 0, the volume online
-// throughout. Until then the volume runs on as it is and its status says
-// what it waits for. The pass ends after the move and the volume is
-// looked at again soon, its mirror now built on the new leg.
-func (c *Controller) movePeer(ctx context.Context, spec api.VolumeSpec, st api.VolumeStatus, actual engine.VolumeInfo) outcome {
-	leg, err := c.peerLeg(ctx, spec)
+// spec now places leg index's replica on (the leader moved it after the
+// old peer was lost): leg 1, or leg 0 of a write cache on peers. Once that
+// node keeps and exports the replica, the engine moves the leg there and
+// dm-raid rebuilds it from the other, the volume online throughout. Until
+// then the volume runs on as it is and its status says what it waits for.
+// The pass ends after the move and the volume is looked at again soon,
+// its mirror now built on the new leg.
+func (c *Controller) movePeer(ctx context.Context, spec api.VolumeSpec, st api.VolumeStatus, actual engine.VolumeInfo, index int) outcome {
+	from, to, find := actual.PeerNode, spec.ReplicaNode, c.peerLeg
+	if index == 0 {
+		from, to, find = actual.PeerNode0, spec.ReplicaNode0, c.peerLeg0
+	}
+	leg, err := find(ctx, spec)
 	if err != nil {
-		st.Error = fmt.Sprintf("re-protecting the write mirror on node %s: %v", spec.ReplicaNode, err)
-		c.log.Info("volume waits to re-protect on its new peer", "volume", spec.Name, "from", actual.PeerNode, "to", spec.ReplicaNode, "why", err)
+		st.Error = fmt.Sprintf("re-protecting the write mirror on node %s: %v", to, err)
+		c.log.Info("volume waits to re-protect on its new peer", "volume", spec.Name, "leg", index, "from", from, "to", to, "why", err)
 		return outcome{res: Result{RequeueAfter: replicaWait}, err: c.putStatus(ctx, st, &actual)}
 	}
-	c.log.Warn("re-protecting the write mirror on another node", "volume", spec.Name, "from", actual.PeerNode, "to", leg.Node)
-	if err := c.engine.MovePeerLeg(ctx, spec.Name, leg); err != nil {
-		return c.fail(ctx, st, fmt.Errorf("re-protect on node %s: %w", leg.Node, err), &actual)
+	c.log.Warn("re-protecting the write mirror on another node", "volume", spec.Name, "leg", index, "from", from, "to", leg.Node)
+	if err := c.engine.MovePeerLeg(ctx, spec.Name, index, leg); err != nil {
+		return c.fail(ctx, st, fmt.Errorf("re-protect leg %d on node %s: %w", index, leg.Node, err), &actual)
 	}
 	if actual, err = c.engine.Volume(ctx, spec.Name); err != nil {
 		return c.fail(ctx, st, fmt.Errorf("read volume: %w", err), nil)

@@ -251,19 +251,22 @@ func (f *Engine) CreateVolume(ctx context.Context, poolName string, req pool.Vol
 	return f.view(v), nil
 }
 
-// MovePeerLeg records the move and points the volume's leg 1 at leg.
-func (f *Engine) MovePeerLeg(ctx context.Context, name string, leg pool.RemoteLeg) error {
+// MovePeerLeg records the move and points the volume's leg index at leg
+// (peer= for leg 1, peer0= for leg 0 in the record).
+func (f *Engine) MovePeerLeg(ctx context.Context, name string, index int, leg pool.RemoteLeg) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record("move-peer-leg %s peer=%s@%s:%d/%s", name, leg.Node, leg.Addr, leg.Port, leg.NQN)
+	key := map[int]string{0: "peer0", 1: "peer"}[index]
+	f.record("move-peer-leg %s %s=%s@%s:%d/%s", name, key, leg.Node, leg.Addr, leg.Port, leg.NQN)
 	v, ok := f.vols[name]
-	switch {
-	case !ok:
+	if !ok {
 		return fmt.Errorf("volume %s: %w", name, engine.ErrVolumeNotFound)
-	case v.Info.PeerNode == "":
-		return fmt.Errorf("volume %s has no peer leg to move", name)
 	}
-	v.Info.PeerNode = leg.Node
+	node := map[int]*string{0: &v.Info.PeerNode0, 1: &v.Info.PeerNode}[index]
+	if node == nil || *node == "" {
+		return fmt.Errorf("volume %s has no peer leg %d to move", name, index)
+	}
+	*node = leg.Node
 	return nil
 }
 
