@@ -174,7 +174,7 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 # the handover TestMoveWarm's. So is TestFailoverReplicaNamespaceLost
 # (three VMs, about 3 minutes: a repair's reload waits for the guard's
 # mark; the guard's path itself runs in TestFailoverSharedOrigin and the
-# partition cases). So is TestSSDLessOwner (three VMs, about 3.5 minutes:
+# partition cases). So is TestSSDLessOwner (four VMs, about 9 minutes:
 # a node without SSDs, its write cache on two peers; the layout, the
 # engine, boot and the control plane of such volumes are host-tested in
 # pkg/pool, pkg/engine, pkg/placement, pkg/daemon and pkg/reconcile, and
@@ -203,7 +203,7 @@ test-vm-612: ## The 6.12 subset .ci/run runs: data path, one crash round, the wr
 		$(GO) run ./tests/tools/testdigest -head 40 -tail 30 .cache/test-vm-612.log; fi; exit $$rc
 
 .PHONY: test-vm-all
-test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 20 minutes more).
+test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 25 minutes more).
 	$(GO) test -count=1 -tags vm -timeout 30m -v ./tests/vm/harness/
 	$(GO) test -parallel 64 -count=1 -tags vm -timeout 100m -v ./tests/vm/ -partition-all
 

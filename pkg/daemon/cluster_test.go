@@ -59,21 +59,27 @@ func TestWantsReplica(t *testing.T) {
 	}
 }
 
+// leaderOnly runs a daemon whose node, "leader", owns none of a test's
+// volumes (were it their owner, its reconciler would write their statuses
+// too, and race what each case sets), and returns a daemon on its store
+// for the test to call the leader's steps on, and the store.
+func leaderOnly(t *testing.T) (*daemon, *store.Store) {
+	t.Helper()
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
+	cfg.Node = "leader"
+	r := start(t, cfg)
+	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	return &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}, st
+}
+
 // TestReprotect checks when the leader moves a replica: once its node has
 // been gone for the policy's ReprotectAfter, or at once when that node is
 // drained, while the owner is up and the owner's leg holds every write, to
 // a node that can keep it and is not drained; never while the replica's
 // node is up and not drained, nor while the owner is gone too.
 func TestReprotect(t *testing.T) {
-	// The running daemon is the leader only: were it n1, the owner of the
-	// test's volumes, its reconciler would write their statuses too, and
-	// race the health each case sets.
-	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
-	cfg.Node = "leader"
-	r := start(t, cfg)
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	d, st := leaderOnly(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
 	if _, err := st.PutPolicy(ctx, api.Policy{Name: "quick", ReprotectAfter: api.Duration(time.Minute)}, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +165,8 @@ func TestReprotect(t *testing.T) {
 // spec the store refuses (a move must go to the replica's node), which
 // would keep the replica on the drained node.
 func TestReprotectCallsOffMove(t *testing.T) {
-	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
-	cfg.Node = "leader"
-	r := start(t, cfg)
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	d, st := leaderOnly(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
 	spec := api.VolumeSpec{Name: "db", Node: "n1", WriteCacheBytes: 1 << 28, Protect: "peer", ReplicaNode: "n2", ReplicaPool: "fast",
 		MoveTo: "n2", SharedOrigin: &api.SharedOrigin{Node: "san", Export: "lun0"}}
 	meta, err := st.CreateVolumeSpec(ctx, spec)
@@ -200,12 +202,8 @@ func TestReprotectCallsOffMove(t *testing.T) {
 // node the user named; with only one other node it places nothing, so
 // the owner never creates on one leg.
 func TestPlaceReplicaOnPeers(t *testing.T) {
-	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
-	cfg.Node = "leader"
-	r := start(t, cfg)
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	d, st := leaderOnly(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler)}
 	owner := api.Node{Name: "a", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
 	peer := func(name string, free uint64) api.Node {
 		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
@@ -253,12 +251,8 @@ func TestPlaceReplicaOnPeers(t *testing.T) {
 // leg 1, once its node has been gone for ReprotectAfter, onto a node that
 // keeps neither leg, and only while leg 1 holds every write.
 func TestReprotectLeg0(t *testing.T) {
-	cfg := testConfig(t, filepath.Join(t.TempDir(), "etcd"))
-	cfg.Node = "leader"
-	r := start(t, cfg)
-	st := openStore(t, []string{r.cfg.EtcdClientURL})
+	d, st := leaderOnly(t)
 	ctx := context.Background()
-	d := &daemon{st: st, log: slog.New(slog.DiscardHandler), cfg: Config{PlacementInterval: 5 * time.Second}}
 	owner := api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
 	peer := func(name string, free uint64) api.Node {
 		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}

@@ -255,14 +255,7 @@ func TestReplicaPeerVolume(t *testing.T) {
 
 	// Peer lost under a paced writer.
 	second := fioJob(dev, "second", "randwrite", "64M", "8M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
-	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
-	time.Sleep(4 * time.Second)
-	killed := time.Now()
-	if err := c.b.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	c.a.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
-	stall := fioMaxWrite(t, c.a, "/run/second.json", "/run/second.log")
+	killed, stall := killUnderWriter(t, c.a, c.b, "second", second, 4*time.Second)
 	t.Logf("peer killed: writer done %.1fs later, longest write %.1fs", time.Since(killed).Seconds(), stall.Seconds())
 	if stall > 10*time.Second {
 		t.Errorf("writes stalled %.1fs when the peer died, want under 10s", stall.Seconds())
@@ -331,6 +324,22 @@ func (c *peerCluster) readFromPeerLeg(volume string, jobs ...string) {
 	if v := c.volume(volume); v.Mirror == nil || v.Mirror.Health != "DA" {
 		c.t.Fatalf("mirror with %s's leg failed: %+v, want health DA", c.a.Name(), v.Mirror)
 	}
+}
+
+// killUnderWriter runs the fio job (paced, verifying) on writer in the
+// background under name (its report and log /run/<name>.json and .log),
+// kills victim's VM after lead, waits for the writer to end, and returns
+// when the kill came and the longest write (fioMaxWrite).
+func killUnderWriter(t *testing.T, writer, victim *node, name, job string, lead time.Duration) (killed time.Time, stall time.Duration) {
+	t.Helper()
+	writer.mustSh(fmt.Sprintf("fio --output-format=json --output=/run/%[1]s.json %[2]s >/run/%[1]s.log 2>&1 & echo $! > /run/fio.pid", name, job))
+	time.Sleep(lead)
+	killed = time.Now()
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	writer.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
+	return killed, fioMaxWrite(t, writer, "/run/"+name+".json", "/run/"+name+".log")
 }
 
 // fioMaxWrite returns the longest write of a fio JSON report, submission

@@ -40,8 +40,11 @@ func (v clusterView) names() []string {
 type etcdCluster struct {
 	*peerCluster
 	names []string
-	nodes map[string]*node
-	spec  nodeSpec
+	// others are nodes on the same network whose daemons use the members
+	// as clients, without a member of their own (startClient).
+	others []string
+	nodes  map[string]*node
+	spec   nodeSpec
 	// extra holds more tidecached run flags for some nodes.
 	extra map[string]string
 }
@@ -56,7 +59,15 @@ func (c *etcdCluster) dumpLogs() {
 }
 
 func (c *etcdCluster) addr(name string) string {
-	return fmt.Sprintf("10.77.0.%d", slices.Index(c.names, name)+1)
+	return fmt.Sprintf("10.77.0.%d", slices.Index(slices.Concat(c.names, c.others), name)+1)
+}
+
+// startClient runs tidecached on one of c.others, with the members as its
+// etcd and its NVMe/TCP target serving replicas.
+func (c *etcdCluster) startClient(name string) {
+	c.t.Helper()
+	c.nodes[name].mustSh(fmt.Sprintf("tidecached run --node %s --listen 127.0.0.1:9540 --lease-ttl 4s --resync-interval 3s --leg-retry 1s"+
+		" --replica-address %s --insecure-nvme --etcd-endpoints %s >>/run/daemon.log 2>&1 & echo $! > /run/daemon.pid", name, c.addr(name), c.endpoints()))
 }
 
 func (c *etcdCluster) client(name string) string { return "http://" + c.addr(name) + ":2389" }
@@ -279,14 +290,7 @@ func TestReprotectPeer(t *testing.T) {
 
 	// Both leaders' node lost under a paced writer.
 	second := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
-	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
-	time.Sleep(2 * time.Second)
-	killed := time.Now()
-	if err := c.nodes[doomed].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	c.a.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
-	stall := fioMaxWrite(t, c.a, "/run/second.json", "/run/second.log")
+	killed, stall := killUnderWriter(t, c.a, c.nodes[doomed], "second", second, 2*time.Second)
 	t.Logf("%s killed (etcd and tidecache leader, replica node): writer done %.1fs later, longest write %.1fs (fio: %s)", doomed,
 		time.Since(killed).Seconds(), stall.Seconds(), strings.Join(strings.Fields(c.a.mustSh(`grep -E '"(total_ios|runtime)"' /run/second.json | head -4`)), " "))
 	if stall > 10*time.Second {

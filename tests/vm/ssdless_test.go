@@ -23,7 +23,8 @@ type ssdLessVolume struct {
 }
 
 // TestSSDLessOwner checks a node without SSDs caching on its peers', on
-// three VMs that run the cluster's etcd as three embedded members:
+// three VMs that run the cluster's etcd as three embedded members, and a
+// fourth node, d, that joins later as a client:
 //   - a has an HDD and no SSD: its pool is its origin alone, and its node
 //     record says so; b and c have an SSD each;
 //   - a volume with a write cache created for a through the cluster: the
@@ -36,9 +37,15 @@ type ssdLessVolume struct {
 //     mirror goes on on leg 0 alone;
 //   - that node boots again: its assembly builds its replica, its daemon
 //     exports it, a's daemon attaches it and dm-raid resyncs it: AA;
-//   - the node of leg 0 is killed in turn (its VM gone, the mirror on the
-//     resynced leg alone): every block written before the first kill and
-//     under it reads back, from the leg that was dead and resynced.
+//   - d's daemon starts, and the node of leg 0 is killed in turn under a
+//     paced writer (its VM gone, the mirror on the resynced leg alone):
+//     every block written before the first kill and under it reads back,
+//     from the leg that was dead and resynced;
+//   - 5 s later (the policy's reprotect-after) the leader places leg 0 on
+//     d, never on leg 1's node; a attaches d's replica and dm-raid rebuilds
+//     leg 0 there from leg 1: AA on d and leg 1's node;
+//   - with leg 1 failed under it (error tables, a's daemon stopped),
+//     every block of the three writers reads back from d's rebuilt leg.
 func TestSSDLessOwner(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
@@ -49,13 +56,15 @@ func TestSSDLessOwner(t *testing.T) {
 	c := &etcdCluster{
 		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
 		names:       []string{"a", "b", "c"},
+		others:      []string{"d"},
 		nodes:       map[string]*node{},
 		spec:        withSSD,
 	}
+	all := slices.Concat(c.names, c.others)
 	var wg sync.WaitGroup
-	booted := make([]*node, len(c.names))
-	errs := make([]error, len(c.names))
-	for i, name := range c.names {
+	booted := make([]*node, len(all))
+	errs := make([]error, len(all))
+	for i, name := range all {
 		wg.Go(func() {
 			if name == "a" {
 				booted[i], errs[i] = c.bootAsync(name, noSSD, func(n *node) string {
@@ -67,13 +76,16 @@ func TestSSDLessOwner(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for i, name := range c.names {
+	for i, name := range all {
 		if errs[i] != nil {
 			t.Fatalf("node %s: %v", name, errs[i])
 		}
 		c.nodes[name] = booted[i]
 	}
-	defer c.dumpLogs()
+	defer func() {
+		c.dumpLogs()
+		c.dumpNodeLogs(c.nodes["d"])
+	}()
 	for _, name := range c.names {
 		c.startDaemon(name)
 	}
@@ -124,20 +136,15 @@ func TestSSDLessOwner(t *testing.T) {
 	// Leg 1's node lost under a paced writer.
 	doomed, survivor := legs[1], legs[0]
 	second := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
-	c.a.mustSh("fio --output-format=json --output=/run/second.json " + second + " >/run/second.log 2>&1 & echo $! > /run/fio.pid")
-	time.Sleep(2 * time.Second)
-	killed := time.Now()
-	if err := c.nodes[doomed].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	c.a.mustSh("while kill -0 $(cat /run/fio.pid) 2>/dev/null; do sleep 0.5; done")
-	stall := fioMaxWrite(t, c.a, "/run/second.json", "/run/second.log")
+	killed, stall := killUnderWriter(t, c.a, c.nodes[doomed], "second", second, 2*time.Second)
 	t.Logf("%s killed (leg 1): writer done %.1fs later, longest write %.1fs", doomed, time.Since(killed).Seconds(), stall.Seconds())
 	if stall > 10*time.Second {
 		t.Errorf("writes stalled %.1fs when leg 1's node died, want under 10s", stall.Seconds())
 	}
+	// Leg 1 failed by dm-raid (AD) or left out by the daemon's repair of
+	// the stack (A-), recorded out of sync either way.
 	c.waitVolume("db", "on leg 0 alone", time.Minute, func(v peerVolume) bool {
-		return v.Mirror != nil && v.Mirror.Health == "AD"
+		return v.Mirror != nil && v.Mirror.Copies == 1 && strings.HasPrefix(v.Mirror.Health, "A") && slices.Equal(v.Mirror.OutOfSync, []int{1})
 	})
 
 	// Back: its replica is built by assembly, exported by its daemon,
@@ -149,16 +156,50 @@ func TestSSDLessOwner(t *testing.T) {
 	c.waitMirror("db", "AA", 3*time.Minute)
 	t.Logf("%s back: leg 1 attached again and resynced %.1fs after the kill", doomed, time.Since(killed).Seconds())
 
-	// Leg 0's node lost: the resynced leg alone must hold every block.
-	if err := c.nodes[survivor].Kill(); err != nil {
-		t.Fatal(err)
+	// d joins, a node leg 0 can move to; leg 0's node lost under a paced
+	// writer: the resynced leg alone must hold every block.
+	c.startClient("d")
+	c.waitNodes("a", "d registered", time.Minute, func(v clusterView) bool { return slices.Equal(v.names(), all) })
+	c.a.mustTidectl("policy set default --reprotect-after 5s" + eps)
+	third := fioJob(dev, "third", "randwrite", "96M", "16M") + " --iodepth=1 --rate_iops=300 --do_verify=1"
+	killed, stall = killUnderWriter(t, c.a, c.nodes[survivor], "third", third, 2*time.Second)
+	t.Logf("%s killed (leg 0): writer done %.1fs later, longest write %.1fs", survivor, time.Since(killed).Seconds(), stall.Seconds())
+	if stall > 10*time.Second {
+		t.Errorf("writes stalled %.1fs when leg 0's node died, want under 10s", stall.Seconds())
 	}
-	c.waitVolume("db", "on leg 1 alone", 2*time.Minute, func(v peerVolume) bool {
-		return v.Mirror != nil && v.Mirror.Health == "DA"
-	})
-	c.a.fio(first + " --verify_only")
-	c.a.fio(fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1 --verify_only")
-	t.Logf("%s killed (leg 0): every block written before and during the first kill read back from %s's resynced leg", survivor, doomed)
+	secondJob := fioJob(dev, "second", "randwrite", "64M", "16M") + " --iodepth=1"
+	thirdJob := fioJob(dev, "third", "randwrite", "96M", "16M") + " --iodepth=1"
+	for _, job := range []string{first, secondJob, thirdJob} {
+		c.a.fio(job + " --verify_only")
+	}
+	t.Logf("every block of the three writers read back with %s's resynced leg the only one", doomed)
+
+	// Re-protected: leg 0 on d, rebuilt from leg 1.
+	c.waitVolume("db", "leg 0 re-protected on d", 2*time.Minute, func(v peerVolume) bool { return c.ssdLessVolume("db").PeerNode0 == "d" })
+	c.b = c.nodes["d"]
+	c.waitMirror("db", "AA", 3*time.Minute)
+	if v := c.ssdLessVolume("db"); v.PeerNode != doomed {
+		t.Fatalf("leg 1 on %q after leg 0's re-protection, want it still on %s", v.PeerNode, doomed)
+	}
+	t.Logf("leg 0 re-protected on d and rebuilt %.1fs after %s's kill", time.Since(killed).Seconds(), survivor)
+	if out := c.nodes["d"].mustTidectl("pool show fast"); !strings.Contains(out, "of node a's volume db") {
+		t.Errorf("d's pool show does not list the replica:\n%s", out)
+	}
+
+	// Only d's leg left: every block reads back from it.
+	c.a.mustSh("kill $(cat /run/daemon.pid); while kill -0 $(cat /run/daemon.pid) 2>/dev/null; do sleep 0.2; done")
+	c.a.mustSh("for d in tc-db-wmeta1 tc-db-wleg1; do dmsetup load $d --table \"0 $(blockdev --getsz /dev/mapper/$d) error\" && dmsetup suspend $d && dmsetup resume $d; done")
+	// md reads an SSD mirror from its first leg while it is idle: a write
+	// outside the writers' blocks reaches leg 1 and fails it, so that the
+	// reads below cannot come from it.
+	c.a.mustSh("dd if=/dev/urandom of=" + dev + " bs=4k count=1 seek=$((150 * 256)) oflag=direct,sync status=none")
+	if h := c.a.mustSh("dmsetup status tc-db-wdata"); !strings.Contains(h, " AD ") {
+		t.Fatalf("mirror with leg 1 failed: %s, want health AD", strings.TrimSpace(h))
+	}
+	for _, job := range []string{first, secondJob, thirdJob} {
+		c.a.fio(job + " --verify_only")
+	}
+	t.Log("every block of the three writers read back from d's rebuilt leg 0 alone")
 }
 
 // ssdLessVolume reads a's volume with the node of leg 0.
