@@ -6,6 +6,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -149,5 +150,16 @@ func TestHostAssembleDefersCacheOnPeers(t *testing.T) {
 		if strings.HasPrefix(name, stack.NamePrefix+"db") {
 			t.Errorf("device %s of db runs after assembly", name)
 		}
+	}
+	// The daemon's first look at it: drift (its stack missing), which it
+	// repairs by attaching the legs; not an error it would retry for ever.
+	obs, err := e.Observe(ctx, ObserveRequest{Volumes: []string{"db"}, Drift: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vo, ok := obs.Volume("db")
+	var drift *DriftError
+	if !ok || !errors.As(vo.Drift, &drift) || !strings.Contains(drift.Got, "not built") {
+		t.Fatalf("drift of db after assembly: %v, want its stack reported missing", vo.Drift)
 	}
 }

@@ -111,6 +111,14 @@ func (e *Engine) checkStack(ctx context.Context, p *poolState, v *pool.Volume) e
 		return err
 	}
 	st, err := stack.Build(*v, e.devices(p, origin), e.cfg.Tuning)
+	if errors.Is(err, stack.ErrNoLeg) && v.CacheOnPeers() {
+		// A write cache on peers whose legs are not attached (after a
+		// boot, whose assembly leaves it to the daemon): its stack is
+		// missing, and the repair, which attaches the legs, builds it.
+		// As an error, the reconciler would retry the check for ever.
+		return &DriftError{Device: stack.DeviceName(v.Name, stack.RoleTop), Want: "the stack on its peer legs",
+			Got: "(not built: " + err.Error() + ")"}
+	}
 	if err != nil {
 		return err
 	}

@@ -271,6 +271,10 @@ func BuildMode(v pool.Volume, mode pool.Mode, devs Devices, t Tuning) (Stack, er
 // that missed writes: building on it would serve stale data.
 var ErrStaleLeg = errors.New("the write mirror's only present leg is stale")
 
+// ErrNoLeg is returned when no leg of the write mirror is on the node:
+// for a write cache on peers, neither peer's replica is attached.
+var ErrNoLeg = errors.New("no leg of the write mirror is on this node")
+
 // mirror adds the devices of a mirrored write cache and returns the one
 // dm-writecache caches on: a dm-raid raid1 over the two legs, each leg a
 // metadata and a data slice. A leg whose SSD is not on this node is left
@@ -336,7 +340,7 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 		params.Legs = append(params.Legs, dm.RaidLeg{Meta: meta.Path(), Data: data.Path()})
 	}
 	if len(absent) == len(legs) {
-		return Device{}, fmt.Errorf("volume %s write mirror: no leg is on this node: %w", v.Name, errors.Join(absent...))
+		return Device{}, fmt.Errorf("volume %s: %w: %w", v.Name, ErrNoLeg, errors.Join(absent...))
 	}
 	// A leg that missed writes may run only beside the other, from which
 	// dm-raid resyncs it; alone it would serve stale blocks as current.
