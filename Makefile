@@ -161,9 +161,9 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 # three) and TestPowerCut (the crash suite cuts the power under the same
 # fdatasync-acknowledged writes, flushes and drains, 4 times per
 # workload); and, for time alone, TestUpgradeRebuildsModule (two DKMS
-# builds under emulation, about 8 minutes) and TestNetworkPartition's two
-# longest cases (the leader's cut, the flapping link: about 6 minutes;
-# make test-partition runs them). csi-sanity runs on 6.12 only
+# builds under emulation, about 8 minutes) and four of TestNetworkPartition's
+# seven cases (the leader's cut, the flapping link, the replica cut off,
+# etcd's quorum lost: about 8 minutes; make test-partition runs them). csi-sanity runs on 6.12 only
 # (test-vm-612): TestMoveWarm provisions, publishes, stages and mounts
 # through the driver on 6.1. The peer mirror's own scenario
 # (TestReplicaPeerVolume) is left to test-vm-all: the failover,
@@ -174,13 +174,14 @@ test-host: ## Host-only tests (pure logic, no device-mapper needed).
 # the handover TestMoveWarm's. So is TestFailoverReplicaNamespaceLost
 # (three VMs, about 3 minutes: a repair's reload waits for the guard's
 # mark; the guard's path itself runs in TestFailoverSharedOrigin and the
-# partition cases). So is TestSSDLessOwner (four VMs, about 9 minutes:
-# a node without SSDs, its write cache on two peers; the layout, the
-# engine, boot and the control plane of such volumes are host-tested in
-# pkg/pool, pkg/engine, pkg/placement, pkg/daemon and pkg/reconcile, and
-# dm-raid over two NVMe/TCP legs is the peer mirror the other cluster
-# scenarios run with one). test-vm-all runs everything.
-VM_CI_SKIP := ^(TestHarnessBoot|TestHarnessNetwork|TestPowerCut|TestUpgradeRebuildsModule|TestCSISanity|TestReplicaPeerVolume|TestMoveReplicaFirst|TestFailoverReplicaNamespaceLost|TestSSDLessOwner)$$
+# partition cases). So are TestSSDLessOwner (four VMs, about 9 minutes)
+# and TestSSDLessBoot (three VMs): a node without SSDs, its write cache on
+# two peers; the layout, the engine, boot and the control plane of such
+# volumes are host-tested in pkg/pool, pkg/engine, pkg/placement,
+# pkg/daemon and pkg/reconcile, and dm-raid over two NVMe/TCP legs is the
+# peer mirror the other cluster scenarios run with one. test-vm-all runs
+# everything.
+VM_CI_SKIP := ^(TestHarnessBoot|TestHarnessNetwork|TestPowerCut|TestUpgradeRebuildsModule|TestCSISanity|TestReplicaPeerVolume|TestMoveReplicaFirst|TestFailoverReplicaNamespaceLost|TestSSDLessOwner|TestSSDLessBoot)$$
 test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-tests, then the scenarios, one package at a time (prints each test and its result; full log in .cache/test-vm.log).
 	@mkdir -p .cache
 	@set -o pipefail; $(GO) test -p 1 -parallel 64 -count=1 -tags vm -timeout 80m -v -skip '$(VM_CI_SKIP)' ./tests/vm/harness/ ./tests/vm/ 2>&1 | tee .cache/test-vm.log \

@@ -254,7 +254,10 @@ func (s *partitionSuite) failOver(t *testing.T, cycle uint64, began time.Time, s
 //
 // `make test-partition N=…` runs N rounds of every case; without
 // -partition-all (.ci/run) the leader's cut and the flapping link, the two
-// longest, are left out.
+// longest, are left out, and so are the replica cut off from everyone and
+// etcd's quorum lost (the first is the owner's cut from its replica seen
+// from the other side; in the second nothing may change): .ci/run keeps
+// the owner's cuts, from its replica and from etcd, and the failing SSD.
 var partitionAll = flag.Bool("partition-all", false, "TestNetworkPartition runs every case, the two longest too (make test-partition)")
 
 func TestNetworkPartition(t *testing.T) {
@@ -322,8 +325,9 @@ func TestNetworkPartition(t *testing.T) {
 			t.Errorf("case %q failed: the cases after it are not run", name)
 		}
 	}
-	// The two longest cases (about 3 minutes each under emulation) run
-	// in make test-partition's rounds, not in .ci/run's budget.
+	// The two longest cases (about 3 minutes each under emulation) and
+	// two whose paths the others take run in make test-partition's
+	// rounds, not in .ci/run's budget.
 	long := func(name string, fn func(t *testing.T)) {
 		if !*partitionAll {
 			t.Logf("case %q left to make test-partition (-partition-all)", name)
@@ -341,7 +345,7 @@ func TestNetworkPartition(t *testing.T) {
 			heal(s.node(s.owner))
 		})
 	})
-	run("replica cut off from everyone", func(t *testing.T) {
+	long("replica cut off from everyone", func(t *testing.T) {
 		// The owner's etcd client may be on the replica's member, cut
 		// off with it: the mark may wait longer than the cut.
 		goesOnAlone(t, true, func() {
@@ -389,7 +393,7 @@ func TestNetworkPartition(t *testing.T) {
 			t.Logf("%s leads tidecache %.1fs after the leader was cut off", v.Leader, took.Seconds())
 		}, func() {})
 	})
-	run("etcd quorum lost", func(t *testing.T) {
+	long("etcd quorum lost", func(t *testing.T) {
 		cycle := s.startWriter(t)
 		stop := s.oneWriter(t, cycle)
 		others := []string{"san", s.replica}
