@@ -81,12 +81,16 @@ func (c *etcdCluster) endpoints() string {
 	return strings.Join(eps, ",")
 }
 
-// rebootNode boots the named node again; its etcd member's data is on its
-// spare disk, so that it rejoins with its member's data as a real server
-// would.
+// rebootNode boots the named node again, with the disks it had (c.spec
+// for a node not booted yet); its etcd member's data is on its spare disk,
+// so that it rejoins with its member's data as a real server would.
 func (c *etcdCluster) rebootNode(name string) *node {
 	c.t.Helper()
-	n := c.boot(name, c.spec, c.addr(name), name == c.names[0])
+	spec := c.spec
+	if old, ok := c.nodes[name]; ok {
+		spec = old.spec
+	}
+	n := c.boot(name, spec, c.addr(name), name == c.names[0])
 	n.mustSh("mkdir -p /run/etcd && mount " + n.spares()[0] + " /run/etcd")
 	c.nodes[name] = n
 	return n

@@ -47,55 +47,13 @@ type ssdLessVolume struct {
 //   - with leg 1 failed under it (error tables, a's daemon stopped),
 //     every block of the three writers reads back from d's rebuilt leg.
 func TestSSDLessOwner(t *testing.T) {
-	bin, err := binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	withSSD := nodeSpec{HDDs: 1, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, Spares: []int64{512 << 20}}
-	noSSD := nodeSpec{HDDs: 1, HDDSize: 256 << 20, Spares: []int64{512 << 20}}
-	c := &etcdCluster{
-		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
-		names:       []string{"a", "b", "c"},
-		others:      []string{"d"},
-		nodes:       map[string]*node{},
-		spec:        withSSD,
-	}
-	all := slices.Concat(c.names, c.others)
-	var wg sync.WaitGroup
-	booted := make([]*node, len(all))
-	errs := make([]error, len(all))
-	for i, name := range all {
-		wg.Go(func() {
-			if name == "a" {
-				booted[i], errs[i] = c.bootAsync(name, noSSD, func(n *node) string {
-					return "tidectl pool create slow --origin " + n.hdds()[0]
-				})
-				return
-			}
-			booted[i], errs[i] = c.bootNodeAsync(name)
-		})
-	}
-	wg.Wait()
-	for i, name := range all {
-		if errs[i] != nil {
-			t.Fatalf("node %s: %v", name, errs[i])
-		}
-		c.nodes[name] = booted[i]
-	}
+	c := bootSSDLess(t, "d")
 	defer func() {
 		c.dumpLogs()
 		c.dumpNodeLogs(c.nodes["d"])
 	}()
-	for _, name := range c.names {
-		c.startDaemon(name)
-	}
-	v, took := c.waitNodes("a", "all three registered", 2*time.Minute, func(v clusterView) bool {
-		return slices.Equal(v.names(), c.names) && v.Leader != ""
-	})
-	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
+	all := slices.Concat(c.names, c.others)
 	eps := " --etcd-endpoints " + c.endpoints()
-	c.a = c.nodes["a"]
-	c.b = c.nodes["b"] // for the logs of waitMirror
 	var cp struct {
 		Pools []struct {
 			Node string `json:"node"`
@@ -200,6 +158,108 @@ func TestSSDLessOwner(t *testing.T) {
 		c.a.fio(job + " --verify_only")
 	}
 	t.Log("every block of the three writers read back from d's rebuilt leg 0 alone")
+}
+
+// ssdLessPeerNode has an HDD and no SSD; ssdPeerNode an SSD too.
+var (
+	ssdLessPeerNode = nodeSpec{HDDs: 1, HDDSize: 256 << 20, Spares: []int64{512 << 20}}
+	ssdPeerNode     = nodeSpec{HDDs: 1, HDDSize: 256 << 20, SSDs: []int64{256 << 20}, Spares: []int64{512 << 20}}
+)
+
+// bootSSDLess boots a (no SSD, pool slow of its HDD) and b and c (pool
+// fast of an HDD and an SSD each), whose daemons run the cluster's etcd as
+// three members, and the others named (ssdPeerNode VMs with pool fast, their
+// daemons not started: startClient), all at once; it waits until the
+// three members' daemons are registered and one leads.
+func bootSSDLess(t *testing.T, others ...string) *etcdCluster {
+	t.Helper()
+	bin, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdCluster{
+		peerCluster: &peerCluster{t: t, dir: harness.TestDir(t), bin: bin, hub: hubAddr(t)},
+		names:       []string{"a", "b", "c"},
+		others:      others,
+		nodes:       map[string]*node{},
+		spec:        ssdPeerNode,
+	}
+	all := slices.Concat(c.names, c.others)
+	var wg sync.WaitGroup
+	booted := make([]*node, len(all))
+	errs := make([]error, len(all))
+	for i, name := range all {
+		wg.Go(func() {
+			if name == "a" {
+				booted[i], errs[i] = c.bootAsync(name, ssdLessPeerNode, func(n *node) string {
+					return "tidectl pool create slow --origin " + n.hdds()[0]
+				})
+				return
+			}
+			booted[i], errs[i] = c.bootNodeAsync(name)
+		})
+	}
+	wg.Wait()
+	for i, name := range all {
+		if errs[i] != nil {
+			t.Fatalf("node %s: %v", name, errs[i])
+		}
+		c.nodes[name] = booted[i]
+	}
+	for _, name := range c.names {
+		c.startDaemon(name)
+	}
+	v, took := c.waitNodes("a", "all three registered", 2*time.Minute, func(v clusterView) bool {
+		return slices.Equal(v.names(), c.names) && v.Leader != ""
+	})
+	t.Logf("etcd formed by the three daemons, all registered in %s; %s leads", took.Round(100*time.Millisecond), v.Leader)
+	c.a = c.nodes["a"]
+	c.b = c.nodes["b"] // for the logs of waitMirror
+	return c
+}
+
+// TestSSDLessBoot checks the boot of a node without SSDs whose volume's
+// write cache, on two peers, holds dirty blocks: a's power is cut with
+// the writes in the cache only; at boot its assembly (no daemon yet)
+// leaves the volume to the daemon, saying why, and builds nothing of it,
+// above all not the origin alone, which lacks those writes; a's daemon
+// then attaches both legs and starts the volume on them, and every block
+// acknowledged before the cut reads back.
+func TestSSDLessBoot(t *testing.T) {
+	c := bootSSDLess(t)
+	defer c.dumpLogs()
+	eps := " --etcd-endpoints " + c.endpoints()
+	c.a.mustTidectl("volume create db --size 200M --write-cache 32M --node a --wait --timeout 3m" + eps)
+	c.waitMirror("db", "AA", 2*time.Minute)
+	dev := "/dev/mapper/tc-db"
+	first := fioJob(dev, "first", "randwrite", "0", "8M")
+	c.a.fio(first + " --do_verify=1")
+	v := c.volume("db")
+	if v.WriteCache == nil || v.WriteCache.DirtyBlocks == 0 {
+		t.Fatalf("no dirty block in the write cache before the cut: %+v", v.WriteCache)
+	}
+	dirty := v.WriteCache.DirtyBlocks
+	// More writes in flight, stopped, then the power cut.
+	c.a.mustSh("fio " + fioJob(dev, "second", "randwrite", "64M", "16M") + " --do_verify=0 >/run/second.log 2>&1 &")
+	time.Sleep(3 * time.Second)
+	c.a.mustSh("killall -STOP fio; sync")
+	if err := c.a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	c.a = c.rebootNode("a")
+	asm := c.a.mustSh("tidecached assemble 2>&1")
+	if !strings.Contains(asm, "write cache on nodes") || !strings.Contains(asm, "started by tidecached") {
+		t.Errorf("assembly does not leave db to the daemon with the reason:\n%s", asm)
+	}
+	if out := c.a.mustSh("dmsetup ls"); strings.Contains(out, "tc-db") {
+		t.Fatalf("after assembly, devices of db run on a, which reaches neither leg yet:\n%s", out)
+	}
+	t.Logf("a cut with %d dirty blocks in the write cache; its assembly left db to the daemon:\n%s", dirty, strings.TrimSpace(asm))
+	c.startDaemon("a")
+	c.waitMirror("db", "AA", 3*time.Minute)
+	t.Logf("a's daemon started db on both legs, AA %.1fs after the cut", time.Since(cut).Seconds())
+	c.a.fio(first + " --verify_only")
 }
 
 // ssdLessVolume reads a's volume with the node of leg 0.
