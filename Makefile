@@ -225,7 +225,7 @@ test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles
 # each round boots its three VMs and runs every case, about 10 minutes
 # under emulation.
 PARTITION_ROUNDS = $(if $(filter command line environment,$(origin N)),$(N),3)
-test-partition: ## The network-partition suite (TestNetworkPartition: all seven cases on three VMs, the two .ci/run leaves out too) N times (default 3): make test-partition N=5
+test-partition: ## The network-partition suite (TestNetworkPartition: all seven cases on three VMs, the four .ci/run leaves out too) N times (default 3): make test-partition N=5
 	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/ -partition-all
 
 .PHONY: bench
