@@ -130,6 +130,8 @@ func (c *peerCluster) dumpNodeLogs(nodes ...*node) {
 type peerVolume struct {
 	volumeJSON
 	PeerNode string `json:"peer_node"`
+	// PeerNode0 keeps leg 0 of a node without SSDs' write cache.
+	PeerNode0 string `json:"peer_node0"`
 }
 
 func (c *peerCluster) volume(name string) peerVolume {

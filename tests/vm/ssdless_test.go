@@ -15,13 +15,6 @@ import (
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
-// ssdLessVolume is what the test reads of `volume show` on the SSD-less
-// owner: peerVolume with the node of leg 0.
-type ssdLessVolume struct {
-	peerVolume
-	PeerNode0 string `json:"peer_node0"`
-}
-
 // TestSSDLessOwner checks a node without SSDs caching on its peers', on
 // three VMs that run the cluster's etcd as three embedded members, and a
 // fourth node, d, that joins later as a client:
@@ -69,7 +62,7 @@ func TestSSDLessOwner(t *testing.T) {
 	created := time.Now()
 	c.a.mustTidectl("volume create db --size 200M --write-cache 32M --node a --wait --timeout 3m" + eps)
 	c.waitMirror("db", "AA", 2*time.Minute)
-	vol := c.ssdLessVolume("db")
+	vol := c.volume("db")
 	legs := []string{vol.PeerNode0, vol.PeerNode}
 	if slices.Contains(legs, "a") || legs[0] == legs[1] || !slices.Contains(legs, "b") || !slices.Contains(legs, "c") {
 		t.Fatalf("legs on %q, want one on b and one on c", legs)
@@ -133,10 +126,10 @@ func TestSSDLessOwner(t *testing.T) {
 	t.Logf("every block of the three writers read back with %s's resynced leg the only one", doomed)
 
 	// Re-protected: leg 0 on d, rebuilt from leg 1.
-	c.waitVolume("db", "leg 0 re-protected on d", 2*time.Minute, func(v peerVolume) bool { return c.ssdLessVolume("db").PeerNode0 == "d" })
+	c.waitVolume("db", "leg 0 re-protected on d", 2*time.Minute, func(v peerVolume) bool { return v.PeerNode0 == "d" })
 	c.b = c.nodes["d"]
 	c.waitMirror("db", "AA", 3*time.Minute)
-	if v := c.ssdLessVolume("db"); v.PeerNode != doomed {
+	if v := c.volume("db"); v.PeerNode != doomed {
 		t.Fatalf("leg 1 on %q after leg 0's re-protection, want it still on %s", v.PeerNode, doomed)
 	}
 	t.Logf("leg 0 re-protected on d and rebuilt %.1fs after %s's kill", time.Since(killed).Seconds(), survivor)
@@ -260,15 +253,4 @@ func TestSSDLessBoot(t *testing.T) {
 	c.waitMirror("db", "AA", 3*time.Minute)
 	t.Logf("a's daemon started db on both legs, AA %.1fs after the cut", time.Since(cut).Seconds())
 	c.a.fio(first + " --verify_only")
-}
-
-// ssdLessVolume reads a's volume with the node of leg 0.
-func (c *etcdCluster) ssdLessVolume(name string) ssdLessVolume {
-	c.t.Helper()
-	var v ssdLessVolume
-	out := c.a.mustTidectl("-o json volume show " + name)
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		c.t.Fatalf("parse volume show: %v\n%s", err, out)
-	}
-	return v
 }
