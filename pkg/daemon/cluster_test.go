@@ -196,6 +196,16 @@ func TestReprotectCallsOffMove(t *testing.T) {
 	}
 }
 
+// ownerWithoutSSD is the record of a node whose pool is its origin alone;
+// replicaPeer one that keeps replicas, with free bytes of SSD.
+func ownerWithoutSSD(name string) api.Node {
+	return api.Node{Name: name, Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
+}
+
+func replicaPeer(name string, free uint64) api.Node {
+	return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
+}
+
 // TestPlaceReplicaOnPeers: for a volume whose node has no SSD the leader
 // places both legs of its write cache in one update, on two other nodes
 // (leg 1 where a replica would go, leg 0 on the next), keeping a leg 1
@@ -204,10 +214,7 @@ func TestReprotectCallsOffMove(t *testing.T) {
 func TestPlaceReplicaOnPeers(t *testing.T) {
 	d, st := leaderOnly(t)
 	ctx := context.Background()
-	owner := api.Node{Name: "a", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
-	peer := func(name string, free uint64) api.Node {
-		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
-	}
+	owner, peer := ownerWithoutSSD("a"), replicaPeer
 	cases := []struct {
 		name       string
 		named      string // leg 1's node named by the user
@@ -253,10 +260,7 @@ func TestPlaceReplicaOnPeers(t *testing.T) {
 func TestReprotectLeg0(t *testing.T) {
 	d, st := leaderOnly(t)
 	ctx := context.Background()
-	owner := api.Node{Name: "n1", Pools: []api.PoolInventory{{Name: "slow", Origin: "/dev/md0", OriginFreeBytes: 1 << 40, NoSSDs: true}}}
-	peer := func(name string, free uint64) api.Node {
-		return api.Node{Name: name, ReplicaAddress: "10.0.0.9:4420", Pools: []api.PoolInventory{{Name: "fast", SSDFreeBytes: free}}}
-	}
+	owner, peer := ownerWithoutSSD("n1"), replicaPeer
 	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name     string
