@@ -206,7 +206,7 @@ test-vm-612: ## The 6.12 subset .ci/run runs: data path, one crash round, the wr
 .PHONY: test-vm-all
 test-vm-all: ## Every real-kernel test, including those test-vm leaves out (about 25 minutes more).
 	$(GO) test -count=1 -tags vm -timeout 30m -v ./tests/vm/harness/
-	$(GO) test -parallel 64 -count=1 -tags vm -timeout 100m -v ./tests/vm/ -partition-all
+	$(GO) test -parallel 64 -count=1 -tags vm -timeout 100m -v ./tests/vm/ -all-cases
 
 .PHONY: test-harness
 test-harness: ## Self-tests of the VM harness only (tests/vm/harness: boot, power cut, network, plus its host unit tests).
@@ -226,7 +226,7 @@ test-crash: ## Power-cut tests (raw records; fs + raw crash suite) with N cycles
 # under emulation.
 PARTITION_ROUNDS = $(if $(filter command line environment,$(origin N)),$(N),3)
 test-partition: ## The network-partition suite (TestNetworkPartition: all seven cases on three VMs, the four .ci/run leaves out too) N times (default 3): make test-partition N=5
-	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/ -partition-all
+	$(GO) test -count=$(PARTITION_ROUNDS) -tags vm -timeout $$(( $(PARTITION_ROUNDS) * 30 ))m -v -run '^TestNetworkPartition$$' ./tests/vm/ -all-cases
 
 .PHONY: bench
 bench: deps ## The write cache mirrored to a peer VM vs unmirrored, then the pressure run, then tidecache vs SSD, RAID10, bcache, lvmcache (fio + MariaDB), whose report embeds the first two's goals: each run <90 min to docs/, QUICK=1 <30 min each to .cache/bench/.
@@ -252,7 +252,7 @@ else
 endif
 
 .PHONY: bench-replica
-bench-replica: deps ## Only the replicated run of make bench: two VMs, the write cache mirrored over NVMe/TCP vs unmirrored (QUICK=1: short profile to .cache/bench/).
+bench-replica: deps ## Only the replicated run of make bench: three VMs, the write cache mirrored over NVMe/TCP to one peer and to two (a pool without SSDs) vs unmirrored, and planned moves (QUICK=1: short profile to .cache/bench/).
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_PACKAGES)"
 ifdef QUICK
 	$(GO) run ./tests/bench -replica -quick -out .cache/bench/benchmarks-replica.md

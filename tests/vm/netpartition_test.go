@@ -6,7 +6,6 @@ package vm_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"sync"
@@ -253,13 +252,11 @@ func (s *partitionSuite) failOver(t *testing.T, cycle uint64, began time.Time, s
 //     5241 acknowledged records were lost).
 //
 // `make test-partition N=…` runs N rounds of every case; without
-// -partition-all (.ci/run) the leader's cut and the flapping link, the two
+// -all-cases (.ci/run) the leader's cut and the flapping link, the two
 // longest, are left out, and so are the replica cut off from everyone and
 // etcd's quorum lost (the first is the owner's cut from its replica seen
 // from the other side; in the second nothing may change): .ci/run keeps
 // the owner's cuts, from its replica and from etcd, and the failing SSD.
-var partitionAll = flag.Bool("partition-all", false, "TestNetworkPartition runs every case, the two longest too (make test-partition)")
-
 func TestNetworkPartition(t *testing.T) {
 	bin, err := binaries()
 	if err != nil {
@@ -329,11 +326,7 @@ func TestNetworkPartition(t *testing.T) {
 	// two whose paths the others take run in make test-partition's
 	// rounds, not in .ci/run's budget.
 	long := func(name string, fn func(t *testing.T)) {
-		if !*partitionAll {
-			t.Logf("case %q left to make test-partition (-partition-all)", name)
-			return
-		}
-		run(name, fn)
+		inFullRunOnly(t, name, func() { run(name, fn) })
 	}
 	run("owner cut from its replica", func(t *testing.T) {
 		var cut time.Time
