@@ -303,9 +303,13 @@ func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, ap
 		return nil
 	}
 	var (
-		last, lastKey string
-		progress      drainTracker
-		moved         = time.Now()
+		last     string
+		progress drainTracker
+		moved    = time.Now()
+		// seen are the statuses seen so far: a node retrying a change
+		// that fails the same way flips between two of them (creating,
+		// then the error), which is no progress.
+		seen = map[string]bool{}
 	)
 	for {
 		s, _, err := b.st.GetVolumeStatus(ctx, name)
@@ -331,10 +335,11 @@ func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, ap
 				line += ", error: " + s.Error
 			}
 		}
-		// Any change of the status (a dirty count that fell, a new state)
-		// is progress; a new rate or ETA alone is not.
-		if key != lastKey {
-			moved, lastKey = time.Now(), key
+		// A status not seen before (a dirty count that fell, a new state)
+		// is progress; a new rate or ETA alone is not, nor a status seen
+		// before.
+		if !seen[key] {
+			moved, seen[key] = time.Now(), true
 		}
 		if line != last {
 			fmt.Fprintln(b.g.Stderr, line)

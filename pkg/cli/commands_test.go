@@ -448,6 +448,53 @@ func TestClusterResize(t *testing.T) {
 	}
 }
 
+// TestClusterWaitNoProgressWhenRetrying: a node that retries a change
+// failing the same way (creating, then the error, again and again) makes
+// no progress: --wait gives up after --timeout, naming the error, instead
+// of taking each flip for progress and waiting forever (seen in the
+// replicated bench run, a volume that did not fit its pool's SSD).
+func TestClusterWaitNoProgressWhenRetrying(t *testing.T) {
+	c := newCluster(t)
+	if _, err := c.st.CreateVolumeSpec(t.Context(), api.VolumeSpec{Name: "db", Node: "n1", Pool: "fast", SizeBytes: 1 << 30, Mode: "passthrough"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			_, meta, err := c.st.GetVolumeSpec(context.Background(), "db")
+			if err != nil {
+				continue
+			}
+			st := api.VolumeStatus{Name: "db", Node: "n1", ObservedRevision: meta.ModRevision, Mode: "passthrough", State: api.StateCreating,
+				SizeBytes: 1 << 30, UpdatedAt: time.Now().UTC()}
+			if i%2 == 1 {
+				st.State, st.Error = api.StateError, "create volume: pool fast: no room for a 2 GiB volume"
+			}
+			_ = c.st.PutVolumeStatus(context.Background(), st)
+		}
+	}()
+	done := make(chan result, 1)
+	go func() {
+		done <- tidectl(t, nil, c.args("volume", "resize", "db", "--size", "2G", "--wait", "--timeout", "2s")...)
+	}()
+	select {
+	case r := <-done:
+		if r.code == ExitOK || !strings.Contains(r.stderr, "no progress for 2s") || !strings.Contains(r.stderr, "no room for a 2 GiB volume") {
+			t.Fatalf("resize --wait --timeout 2s: exit %d, want an error saying no progress and the node's error\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(8 * time.Second):
+		// A flip seen at every poll held the old wait for 18 s, or for
+		// ever: its timer restarted at each change.
+		t.Fatal("resize --wait --timeout 2s still waiting after 8 s of a node failing the same way")
+	}
+}
+
 // TestTuneKeepsUnnamedKnobs runs `volume tune` on a volume with its own
 // tuning and checks the engine gets the named knob changed and the others
 // kept, like `policy set`.

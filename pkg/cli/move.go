@@ -113,9 +113,11 @@ func (m mover) request(ctx context.Context, name, to string) error {
 func (m mover) follow(ctx context.Context, name, to string) error {
 	const poll = 200 * time.Millisecond
 	var (
-		last, lastKey string
-		changed       = time.Now()
-		stopped       time.Time
+		last    string
+		changed = time.Now()
+		stopped time.Time
+		// seen: a status seen before is no progress (waitFor).
+		seen = map[string]bool{}
 	)
 	for {
 		spec, _, err := m.st.GetVolumeSpec(ctx, name)
@@ -159,8 +161,8 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 		if s.Error != "" {
 			line += ": " + s.Error
 		}
-		if key := line + s.State; key != lastKey {
-			changed, lastKey = time.Now(), key
+		if key := line + s.State; !seen[key] {
+			changed, seen[key] = time.Now(), true
 		}
 		if line != last {
 			fmt.Fprintln(m.g.Stderr, line)
