@@ -30,8 +30,8 @@ import (
 // fuaSystems are the systems the O_DSYNC workload measures, in report
 // order: the SSD alone (its own FUA writes), tidecache with and without
 // the read tier, the stack before fuaflush, and (-replica) tidecache with
-// the write cache mirrored to a peer.
-var fuaSystems = []string{"SSD", "tc-wb", "tc-wbr", "tc-wb-old", "tc-wbp"}
+// the write cache mirrored to a peer and on two peers.
+var fuaSystems = []string{"SSD", "tc-wb", "tc-wbr", "tc-wb-old", "tc-wbp", "tc-wb2p"}
 
 // targetFUACost is the most fuaflush may cost plain 4k random writes at
 // QD1 (tc-wb's IOPS against tc-wb-old's), and targetDSyncLatency how much

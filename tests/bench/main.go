@@ -143,7 +143,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.accounting, "accounting", full.accounting, "also count the SSD I/O per application write on the raw SSD and tidecache (-quick: off)")
 	fs.BoolVar(&f.variants, "variants", full.variants, "also measure tidecache with the tunings under test and tc-wb-old, the stack before fuaflush (a yardstick; -quick: off)")
 	fs.BoolVar(&f.skipFio, "skip-fio", false, "skip the fio profiles (and their warm-up and the accounting): the database benchmark only")
-	fs.BoolVar(&f.replica, "replica", false, "the replicated run instead: a second VM as the peer, tidecache with the write cache mirrored to it over NVMe/TCP against the same cache unmirrored (docs/benchmarks-replica.md)")
+	fs.BoolVar(&f.replica, "replica", false, "the replicated run instead: two more VMs as peers, tidecache with the write cache mirrored to one of them, and on both from a pool without SSDs, over NVMe/TCP, against the same cache unmirrored, and planned moves (docs/benchmarks-replica.md)")
 	fs.BoolVar(&f.pressure, "pressure", false, "the pressure run instead: every system with a working set 4× its cache, driven past the point where the write cache is full, on each HDD scheduler (docs/benchmarks-pressure.md)")
 	scheds := fs.String("schedulers", "", "pressure run: comma-separated HDD schedulers to run on, mq-deadline and/or none (default: both; -quick: mq-deadline)")
 	phaseScale := fs.Float64("phase-scale", 1, "pressure run: multiply every phase's length by this (e.g. 0.25 for a smoke test; the figures then mean little)")
@@ -339,8 +339,8 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	}
 	var hub string
 	if o.replica {
-		// The bench VM leaves the peer VM one of the two cores' worth of
-		// memory and listens for it on a virtual hub.
+		// The bench VM leaves the peer VMs memory and listens for them
+		// on a virtual hub.
 		if hub, err = freeHub(); err != nil {
 			return nil, err
 		}
@@ -367,14 +367,18 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 	rep.host = hostInfo()
 	rep.qemu = qemuVersion(ctx)
 
-	var peer *peerVM
+	var peers []*peerVM
 	if o.replica {
-		p.Step("booting the peer VM (1 CPU, 768 MiB) on the bench VM's network…")
-		if peer, err = bootPeer(ctx, bed, hub); err != nil {
+		p.Step("booting the two peer VMs (1 CPU, 768 MiB each) on the bench VM's network…")
+		if peers, err = bootPeers(ctx, bed, hub); err != nil {
 			return nil, err
 		}
-		defer peer.vm.Kill()
-		if rep.systems, err = setUpReplica(ctx, bed, peer); err != nil {
+		defer func() {
+			for _, peer := range peers {
+				peer.vm.Kill()
+			}
+		}()
+		if rep.systems, err = setUpReplica(ctx, bed, peers); err != nil {
 			return nil, err
 		}
 	} else {
@@ -409,8 +413,11 @@ func run(ctx context.Context, o options) (_ *report, err error) {
 			return nil, err
 		}
 	}
-	if peer != nil {
-		if rep.replica, err = measureResync(ctx, bed, peer); err != nil {
+	if peers != nil {
+		if rep.replica, err = measureResync(ctx, bed, peers[0]); err != nil {
+			return nil, err
+		}
+		if rep.replica.moves, err = measureMoves(ctx, bed, peers); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,27 +21,39 @@ import (
 )
 
 // The replicated run (`go run ./tests/bench -replica`, part of make
-// bench): what mirroring the write cache to a peer node costs. Two VMs
+// bench): what mirroring the write cache to peer nodes costs. Three VMs
 // share a virtual Ethernet segment (the harness's hub over the host's
 // loopback): the bench VM, with the emulated HDD RAID10, its SSD and the
-// SSD-alone reference, and a peer VM with one SSD of the same kind. Both
-// run tidecached against an etcd on the bench VM, as a two-node cluster
-// would; the leader places the replica of tc-wbp on the peer, which
-// exports it over NVMe/TCP, and the bench VM mirrors its write cache onto
-// it (dm-raid raid1: a write is acknowledged once both legs have it).
-// tc-wb is the same volume with --protect none, on the same partitions,
-// measured in the same run, interleaved: the ratio of the two is the cost
-// of the second copy. The run ends with the rebuild of a whole leg and the
-// resync after a short network outage of the peer.
+// SSD-alone reference, and two peer VMs with one SSD of the same kind
+// each. All run tidecached against an etcd on the bench VM, as a
+// three-node cluster would. tc-wbp's write cache is mirrored onto a
+// replica on the peer, which exports it over NVMe/TCP (dm-raid raid1: a
+// write is acknowledged once both legs have it); tc-wb2p is carved from a
+// pool without SSDs on the bench VM, as on a node without SSDs, so both
+// legs of its write cache are remote, one on each peer. tc-wb is the same
+// volume with --protect none. All three share the RAID10 and are measured
+// in the same run, interleaved: the ratios to tc-wb are the cost of each
+// remote copy. The run ends with the rebuild of a whole leg, the resync
+// after a short network outage of the peer, and planned moves of a
+// volume on an origin the second peer exports, its write cache dirty.
 
 // Addresses of the replicated run's network.
 const (
 	benchAddr   = "10.78.0.1"
 	peerAddr    = "10.78.0.2"
+	peer2Addr   = "10.78.0.3"
 	replicaEtcd = "http://" + benchAddr + ":2389"
 
-	peerSSDBytes    = cacheBytes + 256<<20
+	// A peer keeps a leg of tc-wb2p and tc-wbp's replica or moved's
+	// replica: two write caches and a small one.
+	peerSSDBytes    = 2*cacheBytes + 256<<20
 	peerOriginBytes = 256 << 20
+	// sharedBytes is the origin the second peer exports for the moves;
+	// movedCacheBytes the write cache of the volume that moves.
+	sharedBytes     = 512 << 20
+	movedCacheBytes = 64 << 20
+	// moves is how many planned moves the run times, back and forth.
+	moves = 4
 )
 
 // The replicated run's goals (issue: replicated write cache): MariaDB TPS
@@ -50,7 +65,7 @@ const (
 )
 
 // replicaFigures are the replicated run's own measurements: the rebuild of
-// a whole leg and the resync after an outage.
+// a whole leg, the resync after an outage and the moves' handovers.
 type replicaFigures struct {
 	rtt            string        // ping's round-trip summary between the VMs
 	rebuild        time.Duration // a new mirror's full resync
@@ -59,6 +74,15 @@ type replicaFigures struct {
 	outageWritten  int64         // bytes written to the volume meanwhile
 	resync         time.Duration // from the link's return to both legs in sync
 	outageMaxWrite time.Duration // the longest write while the peer went away
+	moves          []moveFigure  // planned moves of a volume, dirty
+}
+
+// moveFigure is one planned move: the handover `tidectl volume move
+// --wait` reports and the dirty blocks the new owner kept.
+type moveFigure struct {
+	from, to string
+	handover time.Duration
+	dirty    uint64
 }
 
 // freeHub returns a loopback address nothing listens on, for the hub of
@@ -72,10 +96,15 @@ func freeHub() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// peerVM is the replicated run's second node.
+// peerVM is one of the replicated run's two other nodes.
 type peerVM struct {
-	vm  *harness.VM
-	bin string // the bench VM's binaries, seen through the host root
+	name string // its node name, and its VM's
+	addr string // its address on the VMs' network
+	// export is the device it exports to the other nodes as "shared"
+	// (tidecached run --export), "" for none.
+	export string
+	vm     *harness.VM
+	bin    string // the bench VM's binaries, seen through the host root
 }
 
 // run runs a shell command on the peer; a failure is an error carrying
@@ -83,49 +112,74 @@ type peerVM struct {
 func (p *peerVM) run(ctx context.Context, cmd string) (string, error) {
 	res, err := p.vm.Run(ctx, "export PATH="+p.bin+":$PATH; "+cmd)
 	if err != nil {
-		return res.Stdout, fmt.Errorf("peer: %q: %w", cmd, err)
+		return res.Stdout, fmt.Errorf("%s: %q: %w", p.name, cmd, err)
 	}
 	if res.ExitCode != 0 {
-		return res.Stdout, fmt.Errorf("peer: %q: exit %d: %s%s", cmd, res.ExitCode, res.Stdout, res.Stderr)
+		return res.Stdout, fmt.Errorf("%s: %q: exit %d: %s%s", p.name, cmd, res.ExitCode, res.Stdout, res.Stderr)
 	}
 	return res.Stdout, nil
 }
 
-// bootPeer boots the peer VM on the bench VM's network, with an SSD image
-// like the bench VM's (zero-filled, write-through) and a small origin its
-// pool needs, and makes that pool.
-func bootPeer(ctx context.Context, bed *testbed.Bed, hub string) (*peerVM, error) {
-	dir := filepath.Join(bed.Dir(), "peer")
+// bootPeers boots the two peer VMs on the bench VM's network, each with
+// an SSD image like the bench VM's (zero-filled, write-through) and a
+// small origin its pool needs, and makes that pool; the second also gets
+// the disk it exports for the moves.
+func bootPeers(ctx context.Context, bed *testbed.Bed, hub string) (_ []*peerVM, err error) {
+	var peers []*peerVM
+	defer func() {
+		if err != nil {
+			for _, p := range peers {
+				p.vm.Kill()
+			}
+		}
+	}()
+	for _, p := range []*peerVM{{name: "peer", addr: peerAddr}, {name: "peer2", addr: peer2Addr, export: "/dev/vdc"}} {
+		if err := bootPeer(ctx, bed, hub, p); err != nil {
+			return nil, err
+		}
+		peers = append(peers, p)
+	}
+	return peers, nil
+}
+
+// bootPeer boots peer p and makes its pool.
+func bootPeer(ctx context.Context, bed *testbed.Bed, hub string, p *peerVM) error {
+	dir := filepath.Join(bed.Dir(), p.name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	ssd := filepath.Join(dir, "ssd.img")
 	origin := filepath.Join(dir, "origin.img")
-	for _, img := range []string{ssd, origin} {
+	shared := filepath.Join(dir, "shared.img")
+	for _, img := range []string{ssd, origin, shared} {
 		if err := os.Remove(img); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+			return err
 		}
 	}
 	if err := writeZeroImage(ssd, peerSSDBytes); err != nil {
-		return nil, err
+		return err
+	}
+	disks := []harness.Disk{{Path: ssd}, {Path: origin, Size: peerOriginBytes}}
+	if p.export != "" {
+		disks = append(disks, harness.Disk{Path: shared, Size: sharedBytes})
 	}
 	v, err := harness.Boot(ctx, harness.Config{
-		Name:      "peer",
-		Disks:     []harness.Disk{{Path: ssd}, {Path: origin, Size: peerOriginBytes}},
+		Name:      p.name,
+		Disks:     disks,
 		CPUs:      1,
 		MemoryMiB: 768,
-		Network:   &harness.Network{Addr: peerAddr + "/24", Connect: hub},
+		Network:   &harness.Network{Addr: p.addr + "/24", Connect: hub},
 		Dir:       filepath.Join(dir, "vm"),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("boot the peer VM: %w", err)
+		return fmt.Errorf("boot the %s VM: %w", p.name, err)
 	}
-	p := &peerVM{vm: v, bin: filepath.Join(bed.Dir(), "bin")}
+	p.vm, p.bin = v, filepath.Join(bed.Dir(), "bin")
 	if _, err := p.run(ctx, "echo 'write through' > /sys/block/vda/queue/write_cache && tidectl pool create spare --origin /dev/vdb --ssd /dev/vda"); err != nil {
 		v.Kill()
-		return nil, err
+		return err
 	}
-	return p, nil
+	return nil
 }
 
 // writeZeroImage creates a fully allocated image of size bytes, as the
@@ -146,39 +200,56 @@ func writeZeroImage(path string, size int64) error {
 }
 
 // startCluster starts etcd and tidecached on the bench VM and tidecached
-// on the peer. The daemons retry a failed peer leg every second (the
+// on the peers. The daemons retry a failed peer leg every second (the
 // default backs off from 30 s), so that the resync figure is dm-raid's
 // and not the retry timer's.
-func startCluster(ctx context.Context, bed *testbed.Bed, peer *peerVM) error {
+func startCluster(ctx context.Context, bed *testbed.Bed, peers []*peerVM) error {
 	bin := filepath.Join(bed.Dir(), "bin")
 	daemon := bin + "/tidecached run --listen 127.0.0.1:9540 --leg-retry 1s --etcd-endpoints " + replicaEtcd
 	if _, err := bed.Run(ctx, "sh", "-c", "mkdir -p /run/etcd && "+bin+"/tidecached etcd --insecure-etcd --client-url "+replicaEtcd+
 		" --data-dir /run/etcd/data >/run/etcd.log 2>&1 &"); err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
-	if _, err := bed.Run(ctx, "sh", "-c", daemon+" --node bench >/run/daemon.log 2>&1 &"); err != nil {
+	// The bench VM keeps the replica of the volume the moves hand to the
+	// peer: it serves it over NVMe/TCP too.
+	if _, err := bed.Run(ctx, "sh", "-c", daemon+" --node bench --replica-address "+benchAddr+" --insecure-nvme >/run/daemon.log 2>&1 &"); err != nil {
 		return fmt.Errorf("start the bench VM's daemon: %w", err)
 	}
-	if _, err := peer.run(ctx, daemon+" --node peer --replica-address "+peerAddr+" --insecure-nvme >/run/daemon.log 2>&1 &"); err != nil {
-		return err
+	for _, p := range peers {
+		args := " --node " + p.name + " --replica-address " + p.addr + " --insecure-nvme"
+		if p.export != "" {
+			args += " --export shared=" + p.export
+		}
+		if _, err := p.run(ctx, daemon+args+" >/run/daemon.log 2>&1 &"); err != nil {
+			return err
+		}
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		out, err := bed.Run(ctx, "tidectl", "--etcd-endpoints", replicaEtcd, "node", "list")
-		if err == nil && strings.Contains(out, "bench") && strings.Contains(out, "peer") {
+		var view struct {
+			Nodes []struct {
+				Name string `json:"name"`
+			} `json:"nodes"`
+		}
+		out, err := bed.Run(ctx, "tidectl", "-o", "json", "--etcd-endpoints", replicaEtcd, "node", "list")
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &view)
+		}
+		if err == nil && len(view.Nodes) == 1+len(peers) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the two daemons did not register within 2 minutes: %v\n%s", err, out)
+			return fmt.Errorf("the %d daemons did not register within 2 minutes: %v\n%s", 1+len(peers), err, out)
 		}
 		time.Sleep(time.Second)
 	}
 }
 
-// setUpReplica builds the RAID10, the partitions, the cluster and the two
-// volumes, and returns the systems in report order: raw SSD, bare RAID10,
-// tc-wb (local) and tc-wbp (mirrored to the peer).
-func setUpReplica(ctx context.Context, bed *testbed.Bed, peer *peerVM) ([]*system, error) {
+// setUpReplica builds the RAID10, the partitions, the cluster and the
+// three volumes, and returns the systems in report order: raw SSD, bare
+// RAID10, tc-wb (local), tc-wbp (mirrored to the peer) and tc-wb2p (both
+// legs on the peers).
+func setUpReplica(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]*system, error) {
 	p := bed.Progress()
 	p.Step("building md RAID10 over %s…", strings.Join(bed.HDDs(), " "))
 	args := append([]string{"mdadm", "--create", raidDev, "--run", "--metadata=1.2", "--homehost=any",
@@ -187,19 +258,26 @@ func setUpReplica(ctx context.Context, bed *testbed.Bed, peer *peerVM) ([]*syste
 		return nil, err
 	}
 	const volMiB, cacheMiB = volumeBytes >> 20, cacheBytes >> 20
-	hdd, err := partitions(ctx, bed, raidDev, volMiB, 2*volMiB+64)
+	hdd, err := partitions(ctx, bed, raidDev, volMiB, 2*volMiB+64, volMiB+64)
 	if err != nil {
 		return nil, err
 	}
-	ssd, err := partitions(ctx, bed, bed.SSD(), 2*cacheMiB+64)
+	// The pool's SSD: tc-wb's write cache, tc-wbp's local leg, and the
+	// write cache of the volume the moves hand over.
+	ssd, err := partitions(ctx, bed, bed.SSD(), 2*cacheMiB+movedCacheBytes>>20+128)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := bed.Run(ctx, "tidectl", "pool", "create", "bench", "--ssd", ssd[0], "--origin", hdd[1]); err != nil {
 		return nil, fmt.Errorf("tidecache pool: %w", err)
 	}
-	p.Step("tidecache cluster: etcd and a daemon on the bench VM, a daemon on the peer…")
-	if err := startCluster(ctx, bed, peer); err != nil {
+	// A pool without SSDs on the same RAID10: its volumes cache on the
+	// peers' SSDs alone, as on a node without SSDs.
+	if _, err := bed.Run(ctx, "tidectl", "pool", "create", "remote", "--origin", hdd[2]); err != nil {
+		return nil, fmt.Errorf("tidecache pool without SSDs: %w", err)
+	}
+	p.Step("tidecache cluster: etcd and a daemon on the bench VM, a daemon on each peer…")
+	if err := startCluster(ctx, bed, peers); err != nil {
 		return nil, err
 	}
 	systems := []*system{
@@ -209,11 +287,19 @@ func setUpReplica(ctx context.Context, bed *testbed.Bed, peer *peerVM) ([]*syste
 			setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])},
 	}
 	size, wc := mib(volumeBytes), mib(cacheBytes)
-	for _, v := range []struct{ name, protect, label string }{
-		{"tc-wb", "none", "tidecache write-back, the write cache on this node's SSD alone"},
-		{"tc-wbp", "peer", "tidecache write-back, the write cache mirrored to the peer's SSD over NVMe/TCP"},
+	for _, v := range []struct {
+		name, label string
+		create      []string
+	}{
+		{"tc-wb", "tidecache write-back, the write cache on this node's SSD alone",
+			[]string{"--pool", "bench", "--protect", "none"}},
+		{"tc-wbp", "tidecache write-back, the write cache mirrored to the peer's SSD over NVMe/TCP",
+			[]string{"--pool", "bench", "--protect", "peer", "--replica-node", "peer"}},
+		{"tc-wb2p", "tidecache write-back from a pool without SSDs: the write cache mirrored on the two peers' SSDs, both legs over NVMe/TCP",
+			[]string{"--pool", "remote", "--protect", "peer"}},
 	} {
-		create := []string{"--size", size, "--write-cache", wc, "--protect", v.protect, "--node", "bench"}
+		create := append([]string{"--size", size, "--write-cache", wc}, v.create...)
+		create = append(create, "--node", "bench")
 		p.Step("volume %s: tidectl volume create %s %s…", v.name, v.name, strings.Join(create, " "))
 		argv := append([]string{"tidectl", "--etcd-endpoints", replicaEtcd, "volume", "create", v.name}, create...)
 		if _, err := bed.Run(ctx, append(argv, "--wait", "--timeout", "3m")...); err != nil {
@@ -234,16 +320,22 @@ func setUpReplica(ctx context.Context, bed *testbed.Bed, peer *peerVM) ([]*syste
 				return err
 			}})
 	}
-	p.Step("waiting for tc-wbp's mirror to be in sync…")
-	if _, err := waitMirrorInSync(ctx, bed, "tc-wbp", 5*time.Minute); err != nil {
-		return nil, err
-	}
-	vol, err := bed.Volume(ctx, "tc-wbp")
-	if err != nil {
-		return nil, err
-	}
-	if vol.PeerNode != "peer" {
-		return nil, fmt.Errorf("volume tc-wbp: replica on %q, want the peer VM", vol.PeerNode)
+	for _, v := range []struct{ name, legs string }{{"tc-wbp", "bench+peer"}, {"tc-wb2p", "peer+peer2"}} {
+		p.Step("waiting for %s's mirror to be in sync…", v.name)
+		if _, err := waitMirrorInSync(ctx, bed, v.name, 5*time.Minute); err != nil {
+			return nil, err
+		}
+		vol, err := bed.Volume(ctx, v.name)
+		if err != nil {
+			return nil, err
+		}
+		legs := "bench+" + vol.PeerNode
+		if vol.PeerNode0 != "" {
+			legs = strings.Join(slices.Sorted(slices.Values([]string{vol.PeerNode0, vol.PeerNode})), "+")
+		}
+		if legs != v.legs {
+			return nil, fmt.Errorf("volume %s: write cache legs on %s, want %s", v.name, legs, v.legs)
+		}
 	}
 	return systems, nil
 }
@@ -354,6 +446,120 @@ func measureResync(ctx context.Context, bed *testbed.Bed, peer *peerVM) (*replic
 	return f, nil
 }
 
+// movedVolume is the volume the moves hand back and forth: on the
+// origin peer2 exports to the bench VM and the peer, its write cache
+// mirrored between them.
+const movedVolume = "moved"
+
+// measureMoves times planned moves of movedVolume between the bench VM
+// and the peer: before each one the owner writes 16 MiB of 4k random
+// writes (under the write cache's watermark, so they stay dirty); then
+// `tidectl volume move --wait` hands the volume to its replica's node and
+// reports the handover (from the owner's stop to the new owner running
+// it, the time I/O waits) and the dirty blocks the new owner kept. The
+// next move waits for the mirror to be whole again, as moves must.
+func measureMoves(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]moveFigure, error) {
+	p := bed.Progress()
+	p.Step("moves: volume %s on peer2's export, cached on the bench VM, replica on the peer…", movedVolume)
+	// Each node runs its commands in its own VM; a command that outlives
+	// its bound (tidectl's --timeout is for a status that stopped
+	// changing) fails the run with the daemons' last words.
+	on := map[string]func(cmd string) (string, error){
+		"bench": func(cmd string) (string, error) { return bed.Run(ctx, "sh", "-c", cmd) },
+		"peer":  func(cmd string) (string, error) { return peers[0].run(ctx, cmd) },
+	}
+	logs := func(err error) error {
+		for _, n := range []string{"bench", "peer"} {
+			tail, _ := on[n]("tail -n 20 /run/daemon.log")
+			err = fmt.Errorf("%w\n%s's daemon log:\n%s", err, n, tail)
+		}
+		return err
+	}
+	const cl = "tidectl --etcd-endpoints " + replicaEtcd
+	if _, err := on["bench"](fmt.Sprintf("timeout -k 10 300 %s/%s volume adopt %s --shared-origin peer2/shared --node bench --pool bench --replica-node peer --write-cache %s --wait --timeout 3m",
+		peers[0].bin, cl, movedVolume, mib(movedCacheBytes))); err != nil {
+		return nil, logs(fmt.Errorf("volume %s: %w", movedVolume, err))
+	}
+	owner, other := "bench", "peer"
+	var out []moveFigure
+	for i := range moves {
+		if err := waitProtected(ctx, bed, owner, other); err != nil {
+			return nil, logs(err)
+		}
+		fio := "timeout -k 10 120 fio --name=dirty --filename=/dev/mapper/tc-" + movedVolume + " --rw=randwrite --bs=4k --direct=1 --ioengine=libaio" +
+			" --iodepth=16 --size=32M --io_size=16M --randrepeat=0 --output=/dev/null"
+		if _, err := on[owner](fio); err != nil {
+			return nil, logs(fmt.Errorf("move %d: dirty the write cache on %s: %w", i+1, owner, err))
+		}
+		res, err := on["bench"](fmt.Sprintf("timeout -k 10 420 %s/%s volume move %s --to %s --wait --timeout 5m", peers[0].bin, cl, movedVolume, other))
+		if err != nil {
+			return nil, logs(fmt.Errorf("move %d, %s → %s: %w", i+1, owner, other, err))
+		}
+		m, err := parseMove(res)
+		if err != nil {
+			return nil, fmt.Errorf("move %d, %s → %s: %w", i+1, owner, other, err)
+		}
+		m.from, m.to = owner, other
+		p.Step("  %s → %s: handed over in %.1f s, %d dirty blocks kept", owner, other, m.handover.Seconds(), m.dirty)
+		out = append(out, m)
+		owner, other = other, owner
+	}
+	return out, nil
+}
+
+// handedOver is the line `tidectl volume move --wait` ends with.
+var handedOver = regexp.MustCompile(`handed over in ([0-9.]+) s .*; ([0-9]+) dirty blocks kept`)
+
+// parseMove reads the handover time and the dirty blocks kept from
+// `tidectl volume move --wait`'s output; a move that kept no dirty block
+// proves nothing about a warm cache and is an error.
+func parseMove(out string) (moveFigure, error) {
+	m := handedOver.FindStringSubmatch(out)
+	if m == nil {
+		return moveFigure{}, fmt.Errorf("no handover time in %q", out)
+	}
+	secs, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return moveFigure{}, err
+	}
+	dirty, err := strconv.ParseUint(m[2], 10, 64)
+	if err != nil {
+		return moveFigure{}, err
+	}
+	if dirty == 0 {
+		return moveFigure{}, fmt.Errorf("the new owner kept no dirty block: %q", out)
+	}
+	return moveFigure{handover: time.Duration(secs * float64(time.Second)), dirty: dirty}, nil
+}
+
+// waitProtected waits until movedVolume runs on owner with its write
+// cache mirrored on peer, both legs in sync.
+func waitProtected(ctx context.Context, bed *testbed.Bed, owner, peer string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		out, err := bed.Run(ctx, "tidectl", "-o", "json", "--etcd-endpoints", replicaEtcd, "volume", "show", movedVolume)
+		if err != nil {
+			return err
+		}
+		var v testbed.Volume
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			return fmt.Errorf("volume show %s: %w", movedVolume, err)
+		}
+		if v.Node == owner && v.PeerNode == peer && v.Mirror != nil && v.Mirror.Health == "AA" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("volume %s not running on %s mirrored on %s after 5 minutes: node %q, replica %q, mirror %+v",
+				movedVolume, owner, peer, v.Node, v.PeerNode, v.Mirror)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // lastLine returns the last non-empty line of out, trimmed.
 func lastLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -403,6 +609,30 @@ func parseOutageWriter(out string) (outageWriter, error) {
 		maxLatency: time.Duration(j.Write.LatNs.Max)}, nil
 }
 
+// writeMoves writes the planned moves' section: each move's handover and
+// the dirty blocks kept, and the handovers' median and range.
+func writeMoves(b *strings.Builder, moves []moveFigure) error {
+	fmt.Fprintf(b, "## Planned moves, the write cache warm\n\n"+
+		"`tidectl volume move %s --to NODE --wait`, %d times back and forth between the bench VM and the peer: %s caches\n"+
+		"peer2's export (`volume adopt %s --shared-origin peer2/shared --write-cache %s --replica-node peer`), and\n"+
+		"before each move its owner writes 16 MiB of 4k random writes that stay dirty in the write cache. The\n"+
+		"handover is what `--wait` reports: from the owner's stop (I/O waits from here) to the new owner running the\n"+
+		"volume on its replica leg, nothing written back to the origin.\n\n",
+		movedVolume, len(moves), movedVolume, movedVolume, mib(movedCacheBytes))
+	t := testbed.Table{Header: []string{"move", "handover", "dirty blocks kept"}}
+	var secs []float64
+	for _, m := range moves {
+		t.Add(m.from+" → "+m.to, fmt.Sprintf("%.1f s", m.handover.Seconds()), fmt.Sprint(m.dirty))
+		secs = append(secs, m.handover.Seconds())
+	}
+	if err := t.WriteMarkdown(b); err != nil {
+		return err
+	}
+	slices.Sort(secs)
+	fmt.Fprintf(b, "\nHandover: median %.1f s (%.1f–%.1f s).\n\n", median(secs), secs[0], secs[len(secs)-1])
+	return nil
+}
+
 // writeReplica writes the replicated run's report.
 func (r *report) writeReplica(b *strings.Builder) error {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
@@ -411,20 +641,25 @@ func (r *report) writeReplica(b *strings.Builder) error {
 	if r.opts.quick {
 		cmd, mode = "make bench QUICK=1", "the short profile (`-quick`)"
 	}
-	pf("# Benchmarks: the write cache mirrored to a peer node, against the same cache unmirrored\n\n")
+	pf("# Benchmarks: the write cache mirrored to peer nodes, against the same cache unmirrored\n\n")
 	pf("Generated by `%s` (`go run ./tests/bench -replica`) on %s, %s; the run took %v. Do not edit by\n"+
 		"hand: run it again.\n\n", cmd, r.date.UTC().Format("2006-01-02 15:04 MST"), mode, r.elapsed.Round(time.Second))
-	pf("> **Read the ratios, not the absolute numbers.** Both VMs run under TCG (software CPU emulation) on\n" +
+	pf("> **Read the ratios, not the absolute numbers.** The three VMs run under TCG (software CPU emulation) on\n" +
 		"> one 2-core host, and their network is a virtual hub over the host's loopback: the NVMe/TCP stack's\n" +
-		"> CPU cost on both sides weighs far more than on real servers, and the peer's CPU is taken from the\n" +
-		"> same two cores. tc-wb and tc-wbp were measured in the same run, interleaved in time.\n\n")
+		"> CPU cost on both sides weighs far more than on real servers, and the peers' CPU is taken from the\n" +
+		"> same two cores. tc-wb, tc-wbp and tc-wb2p were measured in the same run, interleaved in time.\n\n")
 
 	pf("## Set-up\n\n")
 	pf("- **bench VM** (%d MiB): the emulated HDD RAID10 (%s), its SSD, the SSD-alone reference, etcd and\n"+
-		"  `tidecached run --node bench`.\n", r.cfg.MemoryMiB, r.cfg.HDD)
-	pf("- **peer VM** (1 CPU, 768 MiB): one SSD image of the same kind (%s, write-through), a pool on it,\n"+
-		"  `tidecached run --node peer --replica-address %s --insecure-nvme`; it exports tc-wbp's replica over NVMe/TCP.\n",
-		testbed.FormatBytes(peerSSDBytes), peerAddr)
+		"  `tidecached run --node bench --replica-address %s --insecure-nvme` (it keeps the moved volume's replica\n"+
+		"  while the peer runs it).\n", r.cfg.MemoryMiB, r.cfg.HDD, benchAddr)
+	pf("- **bench VM**'s second pool, `remote`: a partition of the same RAID10 and no SSD (`tidectl pool create remote\n" +
+		"  --origin …`): a volume of it caches as a node without SSDs does, both legs of its write cache on peers.\n")
+	pf("- **peer VMs** `peer` and `peer2` (1 CPU, 768 MiB each): one SSD image of the same kind each (%s,\n"+
+		"  write-through), a pool on it, `tidecached run --node NAME --replica-address ADDR --insecure-nvme`; peer keeps\n"+
+		"  tc-wbp's replica and leg of tc-wb2p, peer2 the other leg of tc-wb2p, all exported over NVMe/TCP. peer2 also\n"+
+		"  exports a %s disk (`--export shared=…`), the origin of the volume the moves hand between the bench VM and peer.\n",
+		testbed.FormatBytes(peerSSDBytes), testbed.FormatBytes(sharedBytes))
 	pf("- Kernel %s, %s, %s; host %s.\n\n", r.kernel, r.fio, r.qemu, r.host)
 	t := testbed.Table{Header: []string{"system", "what", "set-up"}}
 	for _, s := range r.systems {
@@ -436,31 +671,34 @@ func (r *report) writeReplica(b *strings.Builder) error {
 	pf("\n")
 
 	pf("## Goals\n\n")
-	t = testbed.Table{Header: []string{"goal", "tc-wbp × tc-wb", "verdict"}}
-	if r.db != nil && r.db["tc-wb"] != nil && r.db["tc-wbp"] != nil {
-		ratio := r.db["tc-wbp"].ratio(r.db["tc-wb"])
-		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.1f× local", targetReplicaTPS), r.db["tc-wbp"].ratioCell(r.db["tc-wb"]),
-			verdict(ratio >= targetReplicaTPS))
-	}
-	if f := r.fuaAt(1); f != nil && f.has("tc-wb") && f.has("tc-wbp") {
-		lat := pairedRatios(f.dsync["tc-wbp"].Slices, f.dsync["tc-wb"].Slices, meanLatency)
-		t.Add(fmt.Sprintf("4k QD1 O_DSYNC write latency ≤ %.0f× local", targetReplicaLatency), ratiosCell(lat),
-			verdict(median(lat) <= targetReplicaLatency))
-	}
-	if r.hasFio() {
-		w := "rw4k-qd1"
-		if _, ok := r.results[w]; ok {
-			lat := pairedRatios(r.results[w]["tc-wbp"].Slices, r.results[w]["tc-wb"].Slices, meanLatency)
-			t.Add(fmt.Sprintf("4k QD1 plain write latency ≤ %.0f× local", targetReplicaLatency), ratiosCell(lat),
+	t = testbed.Table{Header: []string{"goal", "system", "× tc-wb", "verdict"}}
+	for _, k := range []string{"tc-wbp", "tc-wb2p"} {
+		if r.db != nil && r.db["tc-wb"] != nil && r.db[k] != nil {
+			ratio := r.db[k].ratio(r.db["tc-wb"])
+			t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.1f× local", targetReplicaTPS), k, r.db[k].ratioCell(r.db["tc-wb"]),
+				verdict(ratio >= targetReplicaTPS))
+		}
+		if f := r.fuaAt(1); f != nil && f.has("tc-wb") && f.has(k) {
+			lat := pairedRatios(f.dsync[k].Slices, f.dsync["tc-wb"].Slices, meanLatency)
+			t.Add(fmt.Sprintf("4k QD1 O_DSYNC write latency ≤ %.0f× local", targetReplicaLatency), k, ratiosCell(lat),
 				verdict(median(lat) <= targetReplicaLatency))
+		}
+		if r.hasFio() {
+			w := "rw4k-qd1"
+			if _, ok := r.results[w][k]; ok {
+				lat := pairedRatios(r.results[w][k].Slices, r.results[w]["tc-wb"].Slices, meanLatency)
+				t.Add(fmt.Sprintf("4k QD1 plain write latency ≤ %.0f× local", targetReplicaLatency), k, ratiosCell(lat),
+					verdict(median(lat) <= targetReplicaLatency))
+			}
 		}
 	}
 	if err := t.WriteMarkdown(b); err != nil {
 		return err
 	}
-	pf("\nLatency ratios are per-slice mean latencies of tc-wbp over tc-wb (lower is better); the TPS ratio is\n" +
-		"the median of per-round ratios. Every mirrored write, and every metadata commit, crosses the network to\n" +
-		"the peer and back before it is acknowledged: compare the round trip under \"Rebuild and resync\" with\n" +
+	pf("\nLatency ratios are per-slice mean latencies of the system over tc-wb (lower is better); the TPS ratio\n" +
+		"is the median of per-round ratios. The goals were set for tc-wbp (issue: replicated write cache);\n" +
+		"tc-wb2p is held to the same ones. Every mirrored write, and every metadata commit, crosses the network to\n" +
+		"a peer and back before it is acknowledged (on tc-wb2p, to both peers, in parallel): compare the round trip under \"Rebuild and resync\" with\n" +
 		"tc-wb's mean write latency. Here that network is two emulated NICs and a relay on the host, sharing two\n" +
 		"cores with both VMs; on servers it is a few tens of microseconds. The one-VM measurement over loopback\n" +
 		"(docs/benchmarks-mirror.md) separates the NVMe/TCP stack's own cost from the network's.\n\n")
@@ -486,11 +724,16 @@ func (r *report) writeReplica(b *strings.Builder) error {
 			"`min_recovery_rate` to 64 MiB/s (docs/architecture.md), so a resync under load is not held to md's\n" +
 			"1 MB/s default.\n\n")
 	}
+	if f := r.replica; f != nil && len(f.moves) > 0 {
+		if err := writeMoves(b, f.moves); err != nil {
+			return err
+		}
+	}
 
 	if r.db != nil {
 		pf("## MariaDB + sysbench oltp_read_write\n\n")
 		t := testbed.Table{Header: []string{"system", "TPS per round", "TPS", "p95 latency", "× tc-wb"}}
-		for _, k := range []string{"tc-wb", "tc-wbp"} {
+		for _, k := range []string{"tc-wb", "tc-wbp", "tc-wb2p"} {
 			d := r.db[k]
 			if d == nil {
 				continue
@@ -507,8 +750,8 @@ func (r *report) writeReplica(b *strings.Builder) error {
 		pf("\n")
 	}
 	for _, f := range r.fua {
-		pf("## O_DSYNC 4k random write QD%d\n\n`%s`; every write is durable when acknowledged, so on tc-wbp it\n"+
-			"waits for the write and a metadata commit on both legs.\n\n", f.qd, f.job.Describe())
+		pf("## O_DSYNC 4k random write QD%d\n\n`%s`; every write is durable when acknowledged, so on tc-wbp\n"+
+			"and tc-wb2p it waits for the write and a metadata commit on both legs.\n\n", f.qd, f.job.Describe())
 		t := testbed.Table{Header: []string{"system", "IOPS", "mean latency", "p99 latency", "latency × tc-wb"}}
 		for _, k := range f.systems {
 			st := f.dsync[k].Merged.Total

@@ -35,8 +35,9 @@ func (r *report) writeReplicaGoals(b *strings.Builder, outPath string) {
 	}
 	fmt.Fprintf(b, "## Replicated write cache (`--protect peer`)\n\n"+
 		"From [%s](%s), the replicated run (%s): the write cache mirrored to a peer VM over NVMe/TCP\n"+
-		"(tc-wbp) against the same cache unmirrored (tc-wb), measured in the same run; its set-up, the\n"+
-		"rebuild and resync figures and the per-workload results are there.\n\n%s\n", replicaReport, replicaReport, when, goals)
+		"(tc-wbp), and on two peers from a pool without SSDs (tc-wb2p), against the same cache unmirrored\n"+
+		"(tc-wb), measured in the same run; its set-up, the rebuild, resync and move figures and the\n"+
+		"per-workload results are there.\n\n%s\n", replicaReport, replicaReport, when, goals)
 }
 
 // markdownSection returns the body of the section under heading, up to
