@@ -462,8 +462,9 @@ func measureMoves(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]mov
 	p := bed.Progress()
 	p.Step("moves: volume %s on peer2's export, cached on the bench VM, replica on the peer…", movedVolume)
 	// Each node runs its commands in its own VM; a command that outlives
-	// its bound (tidectl's --timeout is for a status that stopped
-	// changing) fails the run with the daemons' last words.
+	// its bound (tidectl's --timeout bounds the time without a new
+	// status, not the command) fails the run with the daemons' last
+	// words.
 	on := map[string]func(cmd string) (string, error){
 		"bench": func(cmd string) (string, error) { return bed.Run(ctx, "sh", "-c", cmd) },
 		"peer":  func(cmd string) (string, error) { return peers[0].run(ctx, cmd) },
@@ -475,9 +476,9 @@ func measureMoves(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]mov
 		}
 		return err
 	}
-	const cl = "tidectl --etcd-endpoints " + replicaEtcd
-	if _, err := on["bench"](fmt.Sprintf("timeout -k 10 300 %s/%s volume adopt %s --shared-origin peer2/shared --node bench --pool bench --replica-node peer --write-cache %s --wait --timeout 3m",
-		peers[0].bin, cl, movedVolume, mib(movedCacheBytes))); err != nil {
+	tidectl := filepath.Join(bed.Dir(), "bin", "tidectl") + " --etcd-endpoints " + replicaEtcd
+	if _, err := on["bench"](fmt.Sprintf("timeout -k 10 300 %s volume adopt %s --shared-origin peer2/shared --node bench --pool bench --replica-node peer --write-cache %s --wait --timeout 3m",
+		tidectl, movedVolume, mib(movedCacheBytes))); err != nil {
 		return nil, logs(fmt.Errorf("volume %s: %w", movedVolume, err))
 	}
 	owner, other := "bench", "peer"
@@ -491,7 +492,7 @@ func measureMoves(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]mov
 		if _, err := on[owner](fio); err != nil {
 			return nil, logs(fmt.Errorf("move %d: dirty the write cache on %s: %w", i+1, owner, err))
 		}
-		res, err := on["bench"](fmt.Sprintf("timeout -k 10 420 %s/%s volume move %s --to %s --wait --timeout 5m", peers[0].bin, cl, movedVolume, other))
+		res, err := on["bench"](fmt.Sprintf("timeout -k 10 420 %s volume move %s --to %s --wait --timeout 5m", tidectl, movedVolume, other))
 		if err != nil {
 			return nil, logs(fmt.Errorf("move %d, %s → %s: %w", i+1, owner, other, err))
 		}
