@@ -305,11 +305,7 @@ func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, ap
 	var (
 		last     string
 		progress drainTracker
-		moved    = time.Now()
-		// seen are the statuses seen so far: a node retrying a change
-		// that fails the same way flips between two of them (creating,
-		// then the error), which is no progress.
-		seen = map[string]bool{}
+		stall    = newStallClock()
 	)
 	for {
 		s, _, err := b.st.GetVolumeStatus(ctx, name)
@@ -335,17 +331,14 @@ func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, ap
 				line += ", error: " + s.Error
 			}
 		}
-		// A status not seen before (a dirty count that fell, a new state)
-		// is progress; a new rate or ETA alone is not, nor a status seen
-		// before.
-		if !seen[key] {
-			moved, seen[key] = time.Now(), true
-		}
+		// A dirty count that fell or a new state is progress; a new rate
+		// or ETA alone is not (it is not in key).
+		stall.observe(key)
 		if line != last {
 			fmt.Fprintln(b.g.Stderr, line)
 			last = line
 		}
-		if b.g.cl.timeout > 0 && time.Since(moved) > b.g.cl.timeout {
+		if stall.stalled(b.g.cl.timeout) {
 			return fmt.Errorf("volume %s: no progress for %s (last: %s); the change stays in etcd and its node goes on applying it: "+
 				"follow it with `tidectl volume show %s --etcd-endpoints …`, or wait again with a longer --timeout", name, b.g.cl.timeout, last, name)
 		}
@@ -355,6 +348,32 @@ func (b *clusterBackend) waitFor(ctx context.Context, name string, rev int64, ap
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// stallClock measures how long a --wait has gone without progress: a
+// status not seen before is progress; one seen before is not, so a node
+// retrying a change that fails the same way (creating, then the error,
+// again) does not hold the wait for ever.
+type stallClock struct {
+	seen  map[string]bool
+	since time.Time // when the last new status came
+}
+
+func newStallClock() *stallClock {
+	return &stallClock{seen: map[string]bool{}, since: time.Now()}
+}
+
+// observe notes a status, as a key that holds what counts as progress.
+func (c *stallClock) observe(status string) {
+	if !c.seen[status] {
+		c.seen[status], c.since = true, time.Now()
+	}
+}
+
+// stalled says whether no new status came for longer than timeout (0:
+// never).
+func (c *stallClock) stalled(timeout time.Duration) bool {
+	return timeout > 0 && time.Since(c.since) > timeout
 }
 
 // drainTracker turns a series of dirty-block counts into the share

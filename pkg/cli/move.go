@@ -114,10 +114,8 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 	const poll = 200 * time.Millisecond
 	var (
 		last    string
-		changed = time.Now()
+		stall   = newStallClock()
 		stopped time.Time
-		// seen: a status seen before is no progress (waitFor).
-		seen = map[string]bool{}
 	)
 	for {
 		spec, _, err := m.st.GetVolumeSpec(ctx, name)
@@ -161,14 +159,12 @@ func (m mover) follow(ctx context.Context, name, to string) error {
 		if s.Error != "" {
 			line += ": " + s.Error
 		}
-		if key := line + s.State; !seen[key] {
-			changed, seen[key] = time.Now(), true
-		}
+		stall.observe(line + s.State)
 		if line != last {
 			fmt.Fprintln(m.g.Stderr, line)
 			last = line
 		}
-		if t := m.g.cl.timeout; t > 0 && time.Since(changed) > t {
+		if t := m.g.cl.timeout; stall.stalled(t) {
 			return fmt.Errorf("volume %s: no progress of its move to node %s for %v (last: %s)", name, to, t, last)
 		}
 		select {
