@@ -152,6 +152,11 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&f.dbLinear, "db-linear", false, "also run the database benchmark on SSD+linear: what one device-mapper layer costs MariaDB")
 	wl := fs.String("workloads", "", "comma-separated fio workload keys to run (e.g. rw4k-qd1,rw4k-qd16; default: all fourteen)")
 	only := fs.String("only", "", "comma-separated system keys to measure (e.g. SSD,SSD+linear,tc-wbr); the others are still built")
+	var tunes []string
+	fs.Func("pressure-tune", "pressure run: also measure a variant of tc-wb, NAME=FLAGS for tidectl volume tune (e.g. 'tc-wb-lw0=--low-watermark 0'); repeat for more", func(v string) error {
+		tunes = append(tunes, v)
+		return nil
+	})
 	fs.StringVar(&f.writecacheKO, "writecache-ko", "", "pressure run: a dm-writecache.ko built for the guest kernel, loaded in place of the kernel's, to measure a proposed change (docs/upstream/writeback-pause-on-reads.md)")
 	fs.StringVar(&f.out, "out", "", "also write the report to this file, replacing it (e.g. docs/benchmarks.md)")
 	fs.StringVar(&f.charts, "charts", "", "write the PNG charts to this directory (default: bench/ beside -out)")
@@ -216,7 +221,7 @@ func parseFlags(args []string) (options, error) {
 		case "schedulers":
 			o.press.schedulers = strings.Split(*scheds, ",")
 			o.pressTargeted = true
-		case "phase-scale", "only", "pressure-db-rows", "writecache-ko":
+		case "phase-scale", "only", "pressure-db-rows", "writecache-ko", "pressure-tune":
 			o.pressTargeted = true
 		case "pressure-db":
 			o.pressTargeted = true
@@ -237,6 +242,17 @@ func parseFlags(args []string) (options, error) {
 		}
 		if *dbRows > 0 {
 			o.press.db.rows = *dbRows
+		}
+		for _, v := range tunes {
+			taken := []string{"SSD", "RAID10", "lvm-wc", "lvmcache", "bcache"}
+			for _, vol := range tidecachePressureVolumes(o.press) {
+				taken = append(taken, vol.name)
+			}
+			t, err := parsePressureTune(v, taken)
+			if err != nil {
+				return options{}, err
+			}
+			o.press.tunes = append(o.press.tunes, t)
 		}
 		if o.charts == "" && o.out != "" {
 			o.charts = filepath.Join(filepath.Dir(o.out), "bench-pressure")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,31 @@ type pressureProfile struct {
 	write, mix, read, burst, idle, oltp time.Duration
 	schedulers                          []string
 	db                                  pressureDBProfile
+	// tunes are more variants of tc-wb to measure beside it, each with
+	// its own volume tune flags (-pressure-tune).
+	tunes []pressureTune
+}
+
+// pressureTune is a variant of tc-wb the pressure run measures beside it:
+// the same volume, then tidectl volume tune with args.
+type pressureTune struct {
+	name string
+	args []string
+}
+
+// parsePressureTune reads -pressure-tune's NAME=FLAGS: a system key that
+// is not taken and tidectl volume tune flags, e.g.
+// "tc-wb-lw0=--low-watermark 0".
+func parsePressureTune(v string, taken []string) (pressureTune, error) {
+	name, flags, ok := strings.Cut(v, "=")
+	args := strings.Fields(flags)
+	if !ok || name == "" || strings.ContainsAny(name, " ,") || len(args) == 0 {
+		return pressureTune{}, fmt.Errorf("-pressure-tune %q: want NAME=FLAGS, e.g. tc-wb-lw0=--low-watermark 0", v)
+	}
+	if slices.Contains(taken, name) {
+		return pressureTune{}, fmt.Errorf("-pressure-tune %q: system %s exists already", v, name)
+	}
+	return pressureTune{name: name, args: args}, nil
 }
 
 // pressureDefaults are the full run's lengths or, with quick, the short
@@ -325,7 +351,7 @@ func pressureSSDMiB(pp pressureProfile) []int {
 // run shows what the layer does.
 func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 	size, half := mib(pp.device), mib(pp.cache/2)
-	return []tidecacheVolume{
+	vols := []tidecacheVolume{
 		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache over dm-readfirst)",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}},
 		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-readfirst over dm-cache), the cache split in half",
@@ -334,6 +360,12 @@ func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 			label:  "tc-wb without the readfirst layer (--readfirst-max-hold 0): write-back competes with reads for the HDDs, as before the layer",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}, tune: []string{"--readfirst-max-hold", "0"}},
 	}
+	for _, t := range pp.tunes {
+		vols = append(vols, tidecacheVolume{name: t.name, base: "tc-wb", kind: variant,
+			label:  "tc-wb tuned with `tidectl volume tune " + strings.Join(t.args, " ") + "`",
+			create: []string{"--size", size, "--write-cache", mib(pp.cache)}, tune: t.args})
+	}
+	return vols
 }
 
 // setUpPressureSystems builds the RAID10, the partitions and the systems,

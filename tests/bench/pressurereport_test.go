@@ -44,6 +44,15 @@ func TestParsePressureFlags(t *testing.T) {
 			return o.pressTargeted && len(vols) == 3 && last.name == "tc-wb-norf" && last.base == "tc-wb" &&
 				slices.Equal(last.tune, []string{"--readfirst-max-hold", "0"}) && pressureSSDMiB(o.press)[0] == 3*64+96
 		}},
+		{args: []string{"-pressure", "-quick", "-pressure-tune", "tc-wb-lw0=--low-watermark 0", "-pressure-tune", "tc-wb-j64=--writeback-jobs 64"}, check: func(o options) bool {
+			vols := tidecachePressureVolumes(o.press)
+			last := vols[len(vols)-1]
+			return o.pressTargeted && len(vols) == 5 && vols[3].name == "tc-wb-lw0" && last.name == "tc-wb-j64" && last.base == "tc-wb" &&
+				last.kind == variant && slices.Equal(last.tune, []string{"--writeback-jobs", "64"}) && pressureSSDMiB(o.press)[0] == 5*64+96
+		}},
+		{args: []string{"-pressure", "-pressure-tune", "tc-wb-norf=--low-watermark 0"}, wantErr: true},
+		{args: []string{"-pressure", "-pressure-tune", "tc-wb-lw0"}, wantErr: true},
+		{args: []string{"-pressure", "-pressure-tune", "x=", "-quick"}, wantErr: true},
 		{args: []string{"-pressure", "-readfirst-ms", "1000"}, wantErr: true},
 		{args: []string{"-pressure", "-schedulers", "bfq"}, wantErr: true},
 		{args: []string{"-pressure", "-phase-scale", "0"}, wantErr: true},
