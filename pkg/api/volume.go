@@ -453,6 +453,9 @@ type VolumeStatus struct {
 	// and why (the volume's tuning, the node's, or the origin array).
 	WritebackJobs        uint64 `json:"writebackJobs,omitempty"`
 	WritebackLimitReason string `json:"writebackLimitReason,omitempty"`
+	// WritebackWatermarks says when write-back runs: the write cache's
+	// use at which it starts and stops, and who set them.
+	WritebackWatermarks string `json:"writebackWatermarks,omitempty"`
 	// Alerts are raised conditions in words ("SSD wear 92% >= 90%").
 	Alerts    []string  `json:"alerts,omitempty"`
 	UpdatedAt time.Time `json:"updatedAt"`

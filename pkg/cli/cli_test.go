@@ -243,7 +243,8 @@ func TestPrintVolume(t *testing.T) {
 		Tuning: &pool.Tuning{HighWatermark: &hi, AutocommitTimeMs: &ac}, State: "inactive"}
 	plain := tuned
 	plain.Tuning, plain.ReadCacheBytes, plain.ReadBlockSize = nil, 0, 0
-	plain.WritebackLimit = &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin, Reason: "md127 is raid10 of 4 rotating disks"}
+	plain.WritebackLimit = &writeback.Limit{Jobs: 16, Source: writeback.SourceOrigin, Reason: "md127 is raid10 of 4 rotating disks",
+		HighWatermark: 50, LowWatermark: 10, WatermarkSource: writeback.SourceNode}
 	cases := []struct {
 		name   string
 		v      engine.VolumeInfo
@@ -255,7 +256,8 @@ func TestPrintVolume(t *testing.T) {
 			"Read cache:   512 MiB, block size 256 KiB\n",
 		}, nil},
 		{"node defaults, no read tier", plain, []string{"  tuning:     node defaults\n",
-			"  write-back: at most 16 blocks in flight to the HDDs (origin: md127 is raid10 of 4 rotating disks)\n"}, []string{"Read cache"}},
+			"  write-back: at most 16 blocks in flight to the HDDs (origin: md127 is raid10 of 4 rotating disks)\n",
+			"  runs:       from 50 % of the write cache in use down to 10 % (node defaults)\n"}, []string{"Read cache"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

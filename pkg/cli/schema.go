@@ -61,9 +61,12 @@ type Volume struct {
 	Tuning      *pool.Tuning `json:"tuning,omitempty"`
 	// WritebackJobs bounds the write tier's write-back I/Os in flight;
 	// WritebackLimitReason says who chose the bound and why.
-	WritebackJobs        uint64   `json:"writeback_jobs,omitempty"`
-	WritebackLimitReason string   `json:"writeback_limit_reason,omitempty"`
-	Alerts               []string `json:"alerts,omitempty"`
+	WritebackJobs        uint64 `json:"writeback_jobs,omitempty"`
+	WritebackLimitReason string `json:"writeback_limit_reason,omitempty"`
+	// WritebackWatermarks says when write-back runs (the write cache's
+	// use at which it starts and stops) and who set them.
+	WritebackWatermarks string   `json:"writeback_watermarks,omitempty"`
+	Alerts              []string `json:"alerts,omitempty"`
 	// Protection is none, local (write cache mirrored on two SSDs) or
 	// peer (mirrored on an SSD of PeerNode, over NVMe/TCP); Mirror is
 	// dm-raid's view of the mirror where it runs.
@@ -152,6 +155,7 @@ func localVolume(v engine.VolumeInfo, node string) Volume {
 	out.DataLoss = v.DataLoss
 	if l := v.WritebackLimit; l != nil {
 		out.WritebackJobs, out.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
+		out.WritebackWatermarks = l.Watermarks()
 	}
 	out.FailedOverFrom, out.MovedFrom = v.FailedOverFrom, v.MovedFrom
 	if m := v.Mirror; m != nil {
@@ -196,6 +200,7 @@ func clusterVolume(spec api.VolumeSpec, rev int64, st *api.VolumeStatus) Volume 
 	out.ReadHitRatio, out.WriteHitRatio = st.ReadHitRatio, st.WriteHitRatio
 	out.Alerts = st.Alerts
 	out.WritebackJobs, out.WritebackLimitReason = st.WritebackJobs, st.WritebackLimitReason
+	out.WritebackWatermarks = st.WritebackWatermarks
 	out.Protection = cmp.Or(st.Protection, out.Protection)
 	if st.MirrorHealth != "" {
 		out.Mirror = &Mirror{Health: st.MirrorHealth, Copies: st.MirrorCopies, Degraded: st.MirrorCopies < len(st.MirrorHealth)}

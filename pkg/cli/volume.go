@@ -391,6 +391,9 @@ func printVolume(g *Globals, v Volume) error {
 	if v.WritebackJobs > 0 {
 		fmt.Fprintf(w, "  write-back: at most %d blocks in flight to the HDDs (%s)\n", v.WritebackJobs, v.WritebackLimitReason)
 	}
+	if v.WritebackWatermarks != "" {
+		fmt.Fprintf(w, "  runs:       %s\n", v.WritebackWatermarks)
+	}
 	if rf := v.ReadFirst; rf != nil {
 		fmt.Fprintf(w, "  read-first: write-back held up to %d ms while reads wait on the HDDs; %d held now, %d since load, %d of them for the whole bound\n",
 			rf.MaxHoldMs, rf.HeldNow, rf.HeldTotal, rf.ReleasedAtMaxHold)

@@ -46,6 +46,20 @@ type WritecacheParams struct {
 	MetadataOnly                bool
 }
 
+// Watermarks returns the percent of the cache in use at which write-back
+// starts and stops under these parameters: the ones set, dm-writecache's
+// defaults for the others.
+func (p WritecacheParams) Watermarks() (high, low int) {
+	high, low = writecacheDefaultHighWM, writecacheDefaultLowWM
+	if p.HighWatermark != nil {
+		high = *p.HighWatermark
+	}
+	if p.LowWatermark != nil {
+		low = *p.LowWatermark
+	}
+	return high, low
+}
+
 // String returns
 //
 //	<mode> <origin> <cache> <block size> <#opt args> <opt args...>
@@ -252,21 +266,15 @@ func (p WritecacheParams) Validate() error {
 	if bs := p.BlockSize; bs < 512 || bs&(bs-1) != 0 || int(bs) > os.Getpagesize() {
 		return fail("block size %d: want a power of two from 512 to the page size (%d)", bs, os.Getpagesize())
 	}
-	high, low := writecacheDefaultHighWM, writecacheDefaultLowWM
 	for _, wm := range []struct {
 		name string
 		v    *int
-		dst  *int
-	}{{"high_watermark", p.HighWatermark, &high}, {"low_watermark", p.LowWatermark, &low}} {
-		if wm.v == nil {
-			continue
-		}
-		if *wm.v < 0 || *wm.v > 100 {
+	}{{"high_watermark", p.HighWatermark}, {"low_watermark", p.LowWatermark}} {
+		if wm.v != nil && (*wm.v < 0 || *wm.v > 100) {
 			return fail("%s %d: want 0 to 100", wm.name, *wm.v)
 		}
-		*wm.dst = *wm.v
 	}
-	if high < low {
+	if high, low := p.Watermarks(); high < low {
 		return fail("high_watermark %d is below low_watermark %d", high, low)
 	}
 	for _, lim := range []struct {

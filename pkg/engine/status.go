@@ -182,7 +182,10 @@ func (e *Engine) volumeInfo(ctx context.Context, p *poolState, v pool.Volume) Vo
 		info.AdoptedDevice = v.Adopted.String()
 	}
 	info.CanFailOver = v.CanFailOver()
-	info.WritebackLimit = e.writebackLimit(p, v)
+	if l := e.writebackLimit(p, v); l != nil {
+		l.HighWatermark, l.LowWatermark, l.WatermarkSource = e.watermarks(v)
+		info.WritebackLimit = l
+	}
 	if d := v.DataLoss; d != nil {
 		info.DataLossUnix = d.Unix
 		info.DataLoss = fmt.Sprintf("the writes its write cache held were lost on %s: SSD %s was missing and the pool was force-started without it",

@@ -45,6 +45,19 @@ func (e *Engine) originLimit(dev string) writeback.Limit {
 	return o.Limit()
 }
 
+// watermarks are the percent of a volume's write cache in use at which its
+// write-back starts and stops, as its table sets them (stack.WritecacheParams:
+// the volume's tuning over the node's, dm-writecache's defaults for one
+// neither sets), and who set them.
+func (e *Engine) watermarks(v pool.Volume) (high, low int, source string) {
+	high, low = stack.WritecacheParams(v, "", "", e.cfg.Tuning).Watermarks()
+	source = writeback.SourceNode
+	if t := v.Tuning; t != nil && (t.HighWatermark != nil || t.LowWatermark != nil) {
+		source = writeback.SourceVolume
+	}
+	return high, low, source
+}
+
 // writebackLimit says which write-back bound a volume's write tier runs
 // with and why: the volume's own tuning, the node's, or the one derived
 // from its origin (nil for a volume without a write cache). It only reads

@@ -45,6 +45,51 @@ func TestHostWriteTierBounded(t *testing.T) {
 	}
 }
 
+// The watermarks volume show reports are the ones in the write tier's
+// table: tidecache's defaults (write-back down to 10 %, not the kernel's
+// 45 %), or the volume's own on top.
+func TestHostWatermarksReported(t *testing.T) {
+	ctx := context.Background()
+	ip := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		name                string
+		tuning              *pool.Tuning
+		wantHigh, wantLow   int
+		wantSource, wantSay string
+	}{
+		{"defaults", nil, 50, pool.DefaultLowWatermark, writeback.SourceNode, "from 50 % of the write cache in use down to 10 % (node defaults)"},
+		{"high set", &pool.Tuning{HighWatermark: ip(30)}, 30, pool.DefaultLowWatermark, writeback.SourceVolume, "down to 10 % (set for this volume)"},
+		{"both set", &pool.Tuning{HighWatermark: ip(80), LowWatermark: ip(60)}, 80, 60, writeback.SourceVolume, "from 80 % of the write cache in use down to 60 %"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hp := newHostPool(t)
+			hp.k.SetStatusFunc(stack.DeviceName("db", stack.RoleWriteTier), wcStatus(func(int, []string) wcState { return wcState{dirty: 10} }))
+			if tc.tuning != nil {
+				if _, err := hp.e.SetTuning(ctx, "db", tc.tuning); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, _ := hp.k.Device(stack.DeviceName("db", stack.RoleWriteTier))
+			p, err := dm.ParseWritecacheParams(d.Live[0].Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if high, low := p.Watermarks(); high != tc.wantHigh || low != tc.wantLow {
+				t.Errorf("write tier table %q: watermarks %d/%d, want %d/%d", d.Live, high, low, tc.wantHigh, tc.wantLow)
+			}
+			info, err := hp.e.Volume(ctx, "db")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := info.WritebackLimit
+			if l == nil || l.HighWatermark != tc.wantHigh || l.LowWatermark != tc.wantLow || l.WatermarkSource != tc.wantSource ||
+				!strings.Contains(l.Watermarks(), tc.wantSay) {
+				t.Errorf("VolumeInfo.WritebackLimit = %+v (%q), want %d/%d from %s saying %q", l, l.Watermarks(), tc.wantHigh, tc.wantLow, tc.wantSource, tc.wantSay)
+			}
+		})
+	}
+}
+
 // A volume made before tidecache bounded write-back runs a write tier
 // without writeback_jobs; the next engine operation on it (here the
 // daemon's drift repair) reloads it with the bound, keeping its devices,
@@ -58,6 +103,10 @@ func TestHostWriteTierRetuned(t *testing.T) {
 	}{
 		{"unbounded table of an older tidecache", func(p dm.WritecacheParams) dm.WritecacheParams {
 			p.WritebackJobs = nil
+			return p
+		}, true},
+		{"the kernel's low watermark of an older tidecache", func(p dm.WritecacheParams) dm.WritecacheParams {
+			p.LowWatermark = nil
 			return p
 		}, true},
 		{"cleaner left on by an interrupted drain", func(p dm.WritecacheParams) dm.WritecacheParams {

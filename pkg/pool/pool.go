@@ -253,12 +253,20 @@ type DataLoss struct {
 	Member string // the UUID of the SSD member that held them
 }
 
-// KernelHighWatermark and KernelLowWatermark are dm-writecache's defaults
-// (percent of the cache in use), which apply to a watermark a table does
-// not set.
+// DefaultHighWatermark and DefaultLowWatermark are the watermarks
+// (percent of the write cache in use) a write tier runs with when its
+// tuning sets none: write-back starts at the high one and stops at the low
+// one. The high one is dm-writecache's own default. The low one is 10
+// where the kernel's is 45: a cache that stops writing back at 45 % keeps
+// almost half of itself dirty through every idle hour, so the next burst
+// finds 55 % of it free, and a sequential load over blocks it still holds
+// is cut into a write around the cache per dirty block (stack.DefaultTuning
+// has the measurement). Down to 10 %, the idle HDDs do that write-back
+// while no one waits, and the readfirst layer and pause_writeback keep it
+// off the I/O someone does wait for.
 const (
-	KernelHighWatermark = 50
-	KernelLowWatermark  = 45
+	DefaultHighWatermark = 50
+	DefaultLowWatermark  = 10
 )
 
 // Tuning are the dm-writecache options a policy may set per volume. A nil
@@ -318,9 +326,9 @@ func (t *Tuning) Validate() error {
 		}
 	}
 	// dm-writecache refuses a table whose low watermark is above its high
-	// one, and a watermark left unset takes the kernel's default: a high
-	// watermark of 30 alone would meet the default low of 45.
-	high, low := KernelHighWatermark, KernelLowWatermark
+	// one, and a watermark left unset takes the default: a high watermark
+	// of 5 alone would meet the default low of 10.
+	high, low := DefaultHighWatermark, DefaultLowWatermark
 	if t.HighWatermark != nil {
 		high = *t.HighWatermark
 	}
@@ -330,9 +338,9 @@ func (t *Tuning) Validate() error {
 	if low > high {
 		switch {
 		case t.HighWatermark == nil:
-			return fmt.Errorf("low watermark %d%% is above the kernel's default high watermark %d%%: set the high watermark too", low, high)
+			return fmt.Errorf("low watermark %d%% is above the default high watermark %d%%: set the high watermark too", low, high)
 		case t.LowWatermark == nil:
-			return fmt.Errorf("high watermark %d%% is below the kernel's default low watermark %d%%: set the low watermark too", high, low)
+			return fmt.Errorf("high watermark %d%% is below the default low watermark %d%%: set the low watermark too", high, low)
 		}
 		return fmt.Errorf("low watermark %d%% is above high watermark %d%%", low, high)
 	}

@@ -566,6 +566,7 @@ func (c *Controller) putStatus(ctx context.Context, st api.VolumeStatus, actual 
 		st.Protection, st.PeerNode, st.PeerNode0 = string(actual.Protection), actual.PeerNode, actual.PeerNode0
 		if l := actual.WritebackLimit; l != nil {
 			st.WritebackJobs, st.WritebackLimitReason = l.Jobs, l.Source+": "+l.Reason
+			st.WritebackWatermarks = l.Watermarks()
 		}
 		if m := actual.Mirror; m != nil {
 			st.MirrorCopies, st.MirrorHealth = m.Copies, m.HealthString()

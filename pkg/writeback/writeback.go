@@ -85,6 +85,26 @@ type Limit struct {
 	Source string `json:"source"`
 	// Reason explains the number for `volume show`.
 	Reason string `json:"reason"`
+	// HighWatermark and LowWatermark are the percent of the write cache
+	// in use at which write-back starts and stops, and WatermarkSource
+	// who set them (SourceVolume or SourceNode: tidecache's defaults are
+	// the node's).
+	HighWatermark   int    `json:"high_watermark"`
+	LowWatermark    int    `json:"low_watermark"`
+	WatermarkSource string `json:"watermark_source,omitempty"`
+}
+
+// Watermarks says when write-back runs, for `volume show`: "from 50 % of
+// the write cache in use down to 10 % (node defaults)".
+func (l Limit) Watermarks() string {
+	if l.WatermarkSource == "" {
+		return ""
+	}
+	who := "node defaults"
+	if l.WatermarkSource == SourceVolume {
+		who = "set for this volume"
+	}
+	return fmt.Sprintf("from %d %% of the write cache in use down to %d %% (%s)", l.HighWatermark, l.LowWatermark, who)
 }
 
 // Sources of a Limit.
