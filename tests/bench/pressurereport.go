@@ -313,9 +313,10 @@ func (sr *schedRun) writeDrain(b *strings.Builder) error {
 		return err
 	}
 	fmt.Fprint(b, "\ndm-writecache starts writing back at its high watermark and stops at its low one when nothing\n"+
-		"forces it (tidecache and lvm writecache: 50 % and 45 % used by default): a cache the burst left below\n"+
-		"50 % does not drain at all (rate \"none\"). bcache writes back down to `writeback_percent` (10 %) of its\n"+
-		"cache, dm-cache every dirty block when idle.\n\n")
+		"forces it (50 % and 45 % used by the kernel's default, which lvm writecache keeps; tidecache stops at\n"+
+		"10 %): a cache the burst left below 50 % does not drain at all (rate \"none\"). A drain still going\n"+
+		"when the watch ended is measured over the watch. bcache writes back down to `writeback_percent`\n"+
+		"(10 %) of its cache, dm-cache every dirty block when idle.\n\n")
 	return nil
 }
 
