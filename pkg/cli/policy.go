@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tidecache/tidecache/pkg/api"
+	"github.com/tidecache/tidecache/pkg/pool"
 	"github.com/tidecache/tidecache/pkg/store"
 )
 
@@ -130,8 +131,8 @@ writes to the SSD. fsync and other flushes commit at once regardless.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&p.Mode, "mode", "", "mode of volumes whose spec sets none")
-	f.IntVar(&high, "high-watermark", 50, "write-back starts when the write cache is this percent full")
-	f.IntVar(&low, "low-watermark", 45, "write-back stops at this percent")
+	f.IntVar(&high, "high-watermark", pool.DefaultHighWatermark, "write-back starts when the write cache is this percent full")
+	f.IntVar(&low, "low-watermark", pool.DefaultLowWatermark, "write-back stops at this percent")
 	f.Bool("clear-watermarks", false, "drop watermarks and write-back jobs (node defaults)")
 	f.Uint64Var(&jobs, "writeback-jobs", 0, "blocks written back at once, at most")
 	f.Uint64Var(&autocommit, "autocommit-ms", 0, "milliseconds between dm-writecache's own metadata commits (1-60000; 0: kernel default, 1000)")

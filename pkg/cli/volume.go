@@ -851,6 +851,13 @@ bounds the blocks written back at once. Each call changes the knobs it names
 and keeps the others, like 'policy set'; --reset returns every knob to the
 node defaults.
 
+The default watermarks are 50 and 10: the kernel's high one, and a low one
+under the kernel's 45, so an idle cache writes back most of what it holds
+while the HDDs have nothing else to do, and the next burst or bulk load
+finds it nearly empty. A higher low watermark keeps more of the newest
+writes in the cache (dm-writecache frees a block once written back, so only
+dirty blocks serve reads) at the cost of room for the next burst.
+
 Without --writeback-jobs a volume gets a bound derived from its origin
 array: 8 I/Os in flight per disk, divided by the disk I/Os one block costs
 (2 copies on RAID10): 16 for a 4-disk RAID10, 48 for 12 disks. A hardware
@@ -917,8 +924,8 @@ volume's policy ('tidectl policy set'), which would undo a local tune.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.high, "high-watermark", 50, "percent of the write cache in use at which write-back starts")
-	f.IntVar(&o.low, "low-watermark", 45, "percent at which write-back stops")
+	f.IntVar(&o.high, "high-watermark", pool.DefaultHighWatermark, "percent of the write cache in use at which write-back starts")
+	f.IntVar(&o.low, "low-watermark", pool.DefaultLowWatermark, "percent at which write-back stops")
 	f.Uint64Var(&o.jobs, "writeback-jobs", 0, "blocks written back at once, at most (default: derived from the origin array; see above)")
 	f.Uint64Var(&o.autocommit, "autocommit-ms", 1000, "milliseconds between dm-writecache's own metadata commits (1-60000)")
 	f.Uint64Var(&o.readFirstHold, "readfirst-max-hold", 1000, "milliseconds write-back may be held while reads wait on the HDDs (0-60000; 0: no read-first layer)")

@@ -58,7 +58,7 @@ func TestHostWatermarksReported(t *testing.T) {
 		wantSource, wantSay string
 	}{
 		{"defaults", nil, 50, pool.DefaultLowWatermark, writeback.SourceNode, "from 50 % of the write cache in use down to 10 % (node defaults)"},
-		{"high set", &pool.Tuning{HighWatermark: ip(30)}, 30, pool.DefaultLowWatermark, writeback.SourceVolume, "down to 10 % (set for this volume)"},
+		{"high set", &pool.Tuning{HighWatermark: ip(30)}, 30, pool.DefaultLowWatermark, writeback.SourceVolume, "down to 10 % (set for this volume: volume tune or a policy)"},
 		{"both set", &pool.Tuning{HighWatermark: ip(80), LowWatermark: ip(60)}, 80, 60, writeback.SourceVolume, "from 80 % of the write cache in use down to 60 %"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ func (l Limit) Watermarks() string {
 	}
 	who := "node defaults"
 	if l.WatermarkSource == SourceVolume {
-		who = "set for this volume"
+		who = "set for this volume: volume tune or a policy"
 	}
 	return fmt.Sprintf("from %d %% of the write cache in use down to %d %% (%s)", l.HighWatermark, l.LowWatermark, who)
 }
