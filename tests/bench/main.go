@@ -244,11 +244,7 @@ func parseFlags(args []string) (options, error) {
 			o.press.db.rows = *dbRows
 		}
 		for _, v := range tunes {
-			taken := []string{"SSD", "RAID10", "lvm-wc", "lvmcache", "bcache"}
-			for _, vol := range tidecachePressureVolumes(o.press) {
-				taken = append(taken, vol.name)
-			}
-			t, err := parsePressureTune(v, taken)
+			t, err := parsePressureTune(v, o.press)
 			if err != nil {
 				return options{}, err
 			}

@@ -60,9 +60,14 @@ type pressureTune struct {
 }
 
 // parsePressureTune reads -pressure-tune's NAME=FLAGS: a system key that
-// is not taken and tidectl volume tune flags, e.g.
-// "tc-wb-lw0=--low-watermark 0".
-func parsePressureTune(v string, taken []string) (pressureTune, error) {
+// no system of pp's run has (setUpPressureSystems' references and peers,
+// the tidecache volumes and the tunes before it) and tidectl volume tune
+// flags, e.g. "tc-wb-lw0=--low-watermark 0".
+func parsePressureTune(v string, pp pressureProfile) (pressureTune, error) {
+	taken := []string{"SSD", "RAID10", "lvm-wc", "lvmcache", "bcache"}
+	for _, vol := range tidecachePressureVolumes(pp) {
+		taken = append(taken, vol.name)
+	}
 	name, flags, ok := strings.Cut(v, "=")
 	args := strings.Fields(flags)
 	if !ok || name == "" || strings.ContainsAny(name, " ,") || len(args) == 0 {
