@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidecache/tidecache/pkg/pool"
 )
 
 func contextBackground() context.Context { return context.Background() }
@@ -297,9 +299,12 @@ func TestTuneWatermarks(t *testing.T) {
 	if out := n.mustTidectl("volume tune db --high-watermark 10 --low-watermark 5"); !strings.Contains(out, "unchanged") {
 		t.Fatalf("same tuning again: %s", out)
 	}
+	// Reset goes back to the node defaults: the kernel's high watermark
+	// (left out of the table) and tidecache's low one.
 	n.mustTidectl("volume tune db --reset")
-	if tbl := n.mustSh("dmsetup table tc-db-wtier"); strings.Contains(tbl, "watermark") {
-		t.Fatalf("table after reset still has watermarks: %s", tbl)
+	want := fmt.Sprintf("low_watermark %d ", pool.DefaultLowWatermark)
+	if tbl := n.mustSh("dmsetup table tc-db-wtier"); strings.Contains(tbl, "high_watermark") || !strings.Contains(tbl, want) {
+		t.Fatalf("table after reset is not the defaults (%q, no high_watermark): %s", want, tbl)
 	}
 	n.mustTidectl("volume check db")
 }
