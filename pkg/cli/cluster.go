@@ -41,9 +41,19 @@ type clusterFlags struct {
 
 func (g *Globals) cluster() bool { return g.cl.endpoints != "" }
 
+// clusterDialTimeout bounds tidectl's first connection to etcd, which
+// with a user includes authenticating: a bcrypt check and a raft round
+// in etcd. On a busy node that took longer than the daemon's 5 s (two CI
+// runs under load failed with "cannot authenticate as root: etcd
+// unavailable" while etcd was up and serving the daemon), and a command
+// that fails against a slow but healthy etcd is worse than one that
+// takes longer to say an absent etcd is absent.
+const clusterDialTimeout = 15 * time.Second
+
 // store opens the cluster store. The caller closes it.
 func (g *Globals) store(ctx context.Context) (*store.Store, error) {
 	cfg := store.DefaultConfig()
+	cfg.DialTimeout = clusterDialTimeout
 	cfg.Endpoints = strings.Split(g.cl.endpoints, ",")
 	cfg.CertFile, cfg.KeyFile, cfg.CAFile = g.cl.cert, g.cl.key, g.cl.ca
 	if g.cl.prefix != "" {
