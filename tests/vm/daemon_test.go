@@ -164,10 +164,11 @@ func TestDaemonEtcdOutage(t *testing.T) {
 	n.mustSh("kill -CONT $(cat /run/etcd.pid)")
 	n.eventually(60*time.Second, "curl -sf http://127.0.0.1:9540/healthz", `"etcd_up":true`)
 	// The daemon's connection is up again; a new client authenticates
-	// through raft, which a member catching up after the pause may take
-	// longer than tidectl's 5 s dial to serve on a loaded machine (CI of
-	// a6ba25e: "cannot authenticate as root: etcd unavailable" right
-	// after etcd_up). The change is asked for once a client gets in.
+	// through raft, which a member catching up after the pause may be
+	// slow to serve on a loaded machine (CI of a6ba25e: "cannot
+	// authenticate as root: etcd unavailable" right after etcd_up, when
+	// tidectl's dial gave up after 5 s; 15 s since). The change is asked
+	// for once a client gets in.
 	n.eventually(60*time.Second, "tidectl --etcd-endpoints "+etcdURL+" node list", "NODE")
 	out := n.cl("volume set-mode db writethrough --wait --timeout 3m")
 	if !strings.Contains(out, "applied on vm1: writethrough") {
