@@ -90,8 +90,8 @@ func TestPressure(t *testing.T) {
 func pressureReadUnderWriteBurst(t *testing.T, n *node) (stuck bool) {
 	began := time.Now()
 	before := pressureStatus(t, n)
-	n.mustSh(fmt.Sprintf("fio --name=burst --filename=/dev/mapper/tc-db --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite --bs=4k "+
-		"--size=%d --norandommap --randrepeat=0 --time_based --runtime=600 --output-format=json --output=/run/burst.json "+
+	n.mustSh(fmt.Sprintf("rm -f /run/burst.stop; fio --name=burst --filename=/dev/mapper/tc-db --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite --bs=4k "+
+		"--size=%d --norandommap --randrepeat=0 --time_based --runtime=600 --output-format=json --output=/run/burst.json --trigger-file=/run/burst.stop "+
 		">/run/burst.log 2>&1 & echo $! > /run/burst.pid", pressureHot))
 	var levels []string
 	level := func(at time.Time, s pressureWC) {
@@ -109,7 +109,7 @@ func pressureReadUnderWriteBurst(t *testing.T, n *node) (stuck bool) {
 			break
 		}
 		if time.Now().After(deadline) {
-			n.sh("kill -INT $(cat /run/burst.pid)")
+			n.sh("touch /run/burst.stop")
 			t.Fatalf("the write cache did not fill in 90 s: %+v; dirty/free over time: %s", full, strings.Join(levels, " "))
 		}
 		time.Sleep(time.Second)
@@ -155,11 +155,12 @@ func pressureReadUnderWriteBurst(t *testing.T, n *node) (stuck bool) {
 	}
 	probing := time.Since(fullAt)
 
-	// Stop the burst (fio ends its job on SIGINT and writes its report);
-	// on a flooded origin its last writes are still queued.
+	// Stop the burst: fio sees its trigger file, ends its job and writes
+	// its report (not SIGINT: see liveWriter.stop); on a flooded origin
+	// its last writes are still queued.
 	stopAt := time.Now()
-	if _, err := pressureSh(n, 120*time.Second, "kill -INT $(cat /run/burst.pid); while kill -0 $(cat /run/burst.pid) 2>/dev/null; do sleep 0.2; done"); err != nil {
-		t.Errorf("the burst did not stop within 120 s of SIGINT: %v", err)
+	if _, err := pressureSh(n, 120*time.Second, "touch /run/burst.stop; while kill -0 $(cat /run/burst.pid) 2>/dev/null; do sleep 0.2; done"); err != nil {
+		t.Errorf("the burst did not stop within 120 s of its trigger file: %v", err)
 		return true
 	}
 	stopped := time.Since(stopAt)
@@ -192,7 +193,7 @@ func pressureReadUnderWriteBurst(t *testing.T, n *node) (stuck bool) {
 
 	t.Logf("%d probe reads of cold blocks over %v with the cache full: p50 %v, p90 %v, p99 %v, max %v; all: %v",
 		len(reads), probing.Round(time.Second), pct(reads, 50), pct(reads, 90), pct(reads, 99), pct(reads, 100), reads)
-	t.Logf("burst: %d writes, %.0f IOPS, p99 %v, max %v; stopped %v after SIGINT; write tier %+v -> %+v: %d blocks allocated, %d written back, %d around, %d blocked on the free list",
+	t.Logf("burst: %d writes, %.0f IOPS, p99 %v, max %v; stopped %v after the trigger; write tier %+v -> %+v: %d blocks allocated, %d written back, %d around, %d blocked on the free list",
 		w.Write.TotalIO, w.Write.IOPS, writeP99.Round(time.Millisecond), writeMax.Round(time.Millisecond), stopped.Round(100*time.Millisecond),
 		before, after, after.allocated-before.allocated, freed, after.around-before.around, after.blocked-before.blocked)
 	t.Logf("dirty/free blocks over time (of %d): %s", after.total, strings.Join(levels, " "))

@@ -136,7 +136,10 @@ func (s *server) runREADME(readme, heading, workdir string) string {
 		if _, err := fmt.Sscanf(tailLines(res.Stdout, 1), "README command %d failed", &n); err == nil && n >= 1 && n <= len(lines) {
 			failed = lines[n-1]
 		}
-		s.t.Fatalf("README %s: %s failed (exit %d):\n%s", heading, failed, res.ExitCode, res.Stdout)
+		// The failed command and what it said first: a CI excerpt may
+		// keep only the head of a long message.
+		s.t.Fatalf("README %s: %s failed (exit %d); its last lines:\n%s\nthe whole block's output:\n%s",
+			heading, failed, res.ExitCode, tailLines(res.Stdout, 6), res.Stdout)
 	}
 	return res.Stdout
 }
