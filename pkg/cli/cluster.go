@@ -47,7 +47,9 @@ func (g *Globals) cluster() bool { return g.cl.endpoints != "" }
 // runs under load failed with "cannot authenticate as root: etcd
 // unavailable" while etcd was up and serving the daemon), and a command
 // that fails against a slow but healthy etcd is worse than one that
-// takes longer to say an absent etcd is absent.
+// takes longer to say an absent etcd is absent. A connection lost later
+// (a --wait watching etcd die) is still noticed within the store's
+// keep-alive, not this.
 const clusterDialTimeout = 15 * time.Second
 
 // store opens the cluster store. The caller closes it.

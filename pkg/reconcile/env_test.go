@@ -39,6 +39,7 @@ func storeConfig(t *testing.T, eps []string) store.Config {
 	cfg.Endpoints = eps
 	cfg.Prefix = fmt.Sprintf("/test/%s-%d/v1/", regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(t.Name(), "_"), prefixSeq.Add(1))
 	cfg.DialTimeout = time.Second
+	cfg.KeepAlive = time.Second
 	cfg.RequestTimeout = time.Second
 	return cfg
 }

@@ -35,6 +35,14 @@ type Config struct {
 	// one (lease keep-alive start, authentication). Open itself does not
 	// wait for etcd: a daemon must start while etcd is down.
 	DialTimeout time.Duration
+	// KeepAlive is how long a connection may idle before the client
+	// probes it, and how long the probe may wait for etcd's answer: a dead
+	// member or a cut network is noticed within about twice this (and
+	// another endpoint tried), not when the kernel's TCP timeout fires. It
+	// is apart from DialTimeout because tidectl waits longer for a first
+	// connection (authenticating on a busy node is slow) without wanting
+	// to notice a lost one later.
+	KeepAlive time.Duration
 	// RequestTimeout bounds every single request (get, transaction, lease
 	// grant) unless the caller's context ends first. Watches and Campaign
 	// are not requests: they last as long as their context.
@@ -71,6 +79,7 @@ func DefaultConfig() Config {
 		Endpoints:      []string{"http://127.0.0.1:2389"},
 		Prefix:         DefaultPrefix,
 		DialTimeout:    5 * time.Second,
+		KeepAlive:      5 * time.Second,
 		RequestTimeout: 5 * time.Second,
 	}
 }
@@ -92,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.DialTimeout <= 0 {
 		return fmt.Errorf("store config: DialTimeout %v: must be positive", c.DialTimeout)
+	}
+	if c.KeepAlive <= 0 {
+		return fmt.Errorf("store config: KeepAlive %v: must be positive", c.KeepAlive)
 	}
 	if c.RequestTimeout <= 0 {
 		return fmt.Errorf("store config: RequestTimeout %v: must be positive", c.RequestTimeout)

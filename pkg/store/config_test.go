@@ -47,6 +47,7 @@ func TestConfigValidate(t *testing.T) {
 		{"prefix without trailing slash", func(c *store.Config) { c.Prefix = "/tidecache" }, "Prefix"},
 		{"relative prefix", func(c *store.Config) { c.Prefix = "tidecache/" }, "Prefix"},
 		{"zero dial timeout", func(c *store.Config) { c.DialTimeout = 0 }, "DialTimeout"},
+		{"zero keep-alive", func(c *store.Config) { c.KeepAlive = 0 }, "KeepAlive"},
 		{"negative request timeout", func(c *store.Config) { c.RequestTimeout = -time.Second }, "RequestTimeout"},
 		{"cert only", func(c *store.Config) {
 			c.Endpoints = []string{"https://etcd1:2379"}

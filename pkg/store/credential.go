@@ -22,11 +22,9 @@ func newClient(cfg Config, tlsCfg *tls.Config, log *slog.Logger) (*clientv3.Clie
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,
-		// Probe idle connections so a dead member or a cut network is
-		// noticed (and another endpoint tried) within seconds, not when
-		// the kernel's TCP timeout fires.
-		DialKeepAliveTime:    cfg.DialTimeout,
-		DialKeepAliveTimeout: cfg.DialTimeout,
+		// Probe idle connections (Config.KeepAlive says why).
+		DialKeepAliveTime:    cfg.KeepAlive,
+		DialKeepAliveTimeout: cfg.KeepAlive,
 		PermitWithoutStream:  true,
 		TLS:                  tlsCfg,
 		Username:             cfg.Username,

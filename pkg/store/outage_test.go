@@ -69,6 +69,7 @@ func TestOutageAndRecovery(t *testing.T) {
 	cfg.Endpoints = []string{"http://" + p.addr}
 	cfg.RequestTimeout = 500 * time.Millisecond
 	cfg.DialTimeout = time.Second
+	cfg.KeepAlive = time.Second
 	s := openWith(t, cfg)
 
 	const ttl = 2 * time.Second
