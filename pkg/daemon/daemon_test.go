@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/internal/testnet"
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/etcdserver"
 	"github.com/tidecache/tidecache/pkg/reconcile/reconciletest"
@@ -298,12 +299,7 @@ func TestServeRefusesBadEtcdDir(t *testing.T) {
 // embedded etcd's clients (the test then knows where to reach it).
 func freeURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return "http://" + ln.Addr().String()
+	return "http://" + testnet.LoopbackAddr(t)
 }
 
 // testLogger logs to the test's log, warnings and above.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"regexp"
 	"sync"
@@ -363,19 +362,4 @@ func (e *env) metric(name string, want map[string]string) float64 {
 		}
 	}
 	return sum
-}
-
-// freePorts returns n distinct loopback ports free right now.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close() // held until all are picked, so none repeats
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }

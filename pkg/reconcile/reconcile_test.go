@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tidecache/tidecache/internal/testnet"
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/dm"
 	"github.com/tidecache/tidecache/pkg/engine"
@@ -548,7 +549,7 @@ func TestSpecDeleted(t *testing.T) {
 
 func TestEtcdOutage(t *testing.T) {
 	// Fixed ports: the restarted member must be where the client looks.
-	ports := freePorts(t, 2)
+	ports := testnet.LoopbackPorts(t, 2)
 	ecfg := etcdserver.Config{
 		DataDir: filepath.Join(t.TempDir(), "etcd"), Name: "outage",
 		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
@@ -643,7 +644,7 @@ func TestConfigValidate(t *testing.T) {
 // the outage is reported, and the controller comes up with etcd without
 // waiting out its backoff.
 func TestStartWithEtcdDown(t *testing.T) {
-	ports := freePorts(t, 2)
+	ports := testnet.LoopbackPorts(t, 2)
 	ecfg := etcdserver.Config{
 		DataDir: filepath.Join(t.TempDir(), "etcd"), Name: "late",
 		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/internal/testnet"
 	"github.com/tidecache/tidecache/pkg/api"
 	"github.com/tidecache/tidecache/pkg/store"
 )
@@ -19,12 +20,7 @@ import (
 // With etcd down, Open still works (the daemon must start and keep its
 // volumes) and every request fails fast with ErrUnavailable.
 func TestUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + l.Addr().String()
-	l.Close() // nothing listens there now
+	dead := "http://" + testnet.LoopbackAddr(t) // nothing listens there now
 
 	cfg := store.DefaultConfig()
 	cfg.Endpoints = []string{dead}
@@ -137,8 +133,10 @@ type proxy struct {
 	conns []net.Conn
 }
 
+// newProxy listens on a port outside the ephemeral range, so no outgoing
+// connection takes it while the proxy is cut (restore binds it again).
 func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, target: target, addr: "127.0.0.1:0"}
+	p := &proxy{t: t, target: target, addr: testnet.LoopbackAddr(t)}
 	p.restore()
 	t.Cleanup(p.cut)
 	return p

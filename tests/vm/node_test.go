@@ -7,13 +7,13 @@ package vm_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tidecache/tidecache/internal/testnet"
 	"github.com/tidecache/tidecache/tests/vm/harness"
 )
 
@@ -57,12 +57,7 @@ type node struct {
 // (harness.Network.Listen), which the first VM listens on.
 func hubAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testnet.LoopbackAddr(t)
 }
 
 // diskName returns the guest device of the i-th disk: /dev/vda, /dev/vdb...

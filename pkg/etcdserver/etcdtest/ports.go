@@ -3,28 +3,23 @@
 package etcdtest
 
 import (
-	"net"
+	"fmt"
 	"net/url"
 	"testing"
+
+	"github.com/tidecache/tidecache/internal/testnet"
 )
 
 // LoopbackURLs returns n distinct URLs scheme://127.0.0.1:port on ports
-// that were free when it returned. A member of a multi-member cluster
-// needs them before it starts, since every member's initial cluster names
-// every peer URL (port 0 cannot be advertised). Another process may take
-// such a port before the member binds it; the member then fails to start
-// with "address already in use", rare enough for tests.
+// free when it returned, outside the ephemeral range (see testnet). A
+// member of a multi-member cluster needs them before it starts, since
+// every member's initial cluster names every peer URL (port 0 cannot be
+// advertised).
 func LoopbackURLs(t testing.TB, scheme string, n int) []string {
 	t.Helper()
 	var urls []string
-	// Hold every listener until all are chosen so no port comes twice.
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		urls = append(urls, (&url.URL{Scheme: scheme, Host: l.Addr().String()}).String())
+	for _, p := range testnet.LoopbackPorts(t, n) {
+		urls = append(urls, (&url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", p)}).String())
 	}
 	return urls
 }
