@@ -16,8 +16,8 @@
 // so the scenarios that time something (a failover, a read under a write
 // burst, a watchdog, marks taken within milliseconds of a stop) run alone:
 // they must not share the CPU. Scenarios that time nothing, whose waits
-// are all generous polls (bad input, adopt and detach, lifecycles,
-// resize, assembly, the systemd boot, the daemon's
+// are all generous polls (bad input, adopt and detach, lifecycles, live
+// mode changes, resize, assembly, the systemd boot, the daemon's
 // reconcile and etcd outage, tuning, drift, SSD and RAID member faults,
 // the local mirror, the Prometheus scrape, fuaflush's counters, and the
 // crash suite, whose power cuts come at random moments anyway),

@@ -44,8 +44,18 @@ var logWritesSpec = nodeSpec{HDDs: 1, HDDSize: 320 << 20, SSDs: []int64{96 << 20
 const (
 	lwOrigin, lwSSD       = "/dev/vda", "/dev/vdb"
 	lwOriginLog, lwSSDLog = "/dev/vdd", "/dev/vdc"
-	lwMarks               = 6
 )
+
+// lwMarks is how many marks TestLogWritesReplay takes and replays: one of
+// each kind in .ci/run (a replay and its checks take about 17 s of a CI
+// lane), two of each with -all-cases (make test-vm-all) or
+// -logwrites-fua-window, whose losses came at one or two marks of six.
+func lwMarks() int {
+	if *allCases || *logWritesFUAWindow {
+		return 6
+	}
+	return 3
+}
 
 // TestLogWritesReplay models SSDs and HDDs WITH a volatile write cache,
 // which a qemu kill (TestCrashSuite) does not: such a drive, when the
@@ -54,11 +64,11 @@ const (
 // logged to their own disk from the moment they were empty); an ext4
 // volume (`crashwriter fs`) and a raw volume (`crashwriter raw-aio`,
 // O_DIRECT|O_DSYNC AIO at QD8: FUA-only writes) run their writers, and
-// at lwMarks moments the writers are stopped (SIGSTOP) and a mark is put
+// at lwMarks() moments the writers are stopped (SIGSTOP) and a mark is put
 // in both logs at once, SSD first (the origin's state is then at
 // least as new as the SSD's: dm-writecache flushes the origin before it
 // commits the freeing of written-back blocks, so this order cannot invent
-// a loss). The marks come in three kinds, two of each: while the writers
+// a loss). The marks come in three kinds, taken in turn: while the writers
 // run; shortly after `tidectl volume flush` emptied both caches (FUA
 // writes then land in new cache blocks); during a flush. Then, for every
 // mark, both logs are replayed with `logreplay -volatile -zero` onto the
@@ -114,7 +124,10 @@ dmsetup message lworigin 0 mark start`, lwSSD, lwSSDLog, lwOrigin, lwOriginLog))
 		acked      map[string]int
 	}
 	var marks []markInfo
-	for k := 1; k <= lwMarks; k++ {
+	if lwMarks() < 6 {
+		t.Logf("marks m4 to m6 (a second one of each kind) left to make test-vm-all (-all-cases)")
+	}
+	for k := 1; k <= lwMarks(); k++ {
 		kind := [3]string{"writers running", "after a flush", "during a flush"}[(k-1)%3]
 		switch kind {
 		case "writers running":

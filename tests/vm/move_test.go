@@ -13,6 +13,13 @@ import (
 	"time"
 )
 
+// moveRecords is how many 4 KiB records a move's writer acknowledges
+// (4 MiB). The shared origin's write cache works in the LUN's 512-byte
+// blocks, and dm-writecache serves a read of cached data one block at a
+// time: reading 4096 records back took 78 s in one run; 1024 take a
+// quarter of that and prove the same.
+const moveRecords = 1024
+
 // TestMoveWarm checks planned moves of a volume on a shared origin on the
 // failover test's three nodes, through etcd, two or three times, each
 // time with the write cache holding dirty blocks (nothing written back for
@@ -69,23 +76,25 @@ func TestMoveWarm(t *testing.T) {
 	// CreateVolume returns once the spec is written (the provisioner
 	// does not wait for the volume): a creates db once the leader has
 	// placed its replica on b and b exports it.
+	t0 := time.Now()
 	c.waitRunning("a", 3*time.Minute)
 	if v := c.waitMirror("db", "AA", 2*time.Minute); v.PeerNode != "b" {
 		t.Fatalf("volume db mirrored on %q, want b", v.PeerNode)
 	}
+	t.Logf("db running on a, its write cache mirrored on b, %v after the claim", time.Since(t0).Round(time.Second))
 	if v := c.show("a", "db"); v.Node != "a" || v.SharedOrigin != "san/lun0" {
 		t.Fatalf("volume db on %q caching %q; want a, san/lun0", v.Node, v.SharedOrigin)
 	}
-	// 16 MiB of records: under the write cache's high watermark, so
-	// they stay dirty until something writes them back.
-	c.a.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 1 -blocks 4096 >/run/writer.log 2>&1", dev, c.a.AckDevice()))
+	// moveRecords of records: under the write cache's high watermark,
+	// so they stay dirty until something writes them back.
+	c.a.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 1 -blocks %d >/run/writer.log 2>&1", dev, c.a.AckDevice(), moveRecords))
 	acks, err := c.a.Acks()
 	if err != nil {
 		t.Fatal(err)
 	}
 	through := lastAck(acks, 1)
-	if through != 4095 {
-		t.Fatalf("the writer acknowledged records through %d, want 4095:\n%s", through, c.a.sh("cat /run/writer.log").Stdout)
+	if through != moveRecords-1 {
+		t.Fatalf("the writer acknowledged records through %d, want %d:\n%s", through, moveRecords-1, c.a.sh("cat /run/writer.log").Stdout)
 	}
 	before := dirtyBlocks(t, c.a.mustTidectl("-o json volume show db"))
 	if before == 0 {
@@ -139,7 +148,9 @@ func TestMoveWarm(t *testing.T) {
 func moveLikeKubernetes(t *testing.T, c failoverCluster, from, to string) {
 	t.Helper()
 	src := c.nodes[from]
+	t0 := time.Now()
 	c.waitProtected(from, to)
+	t.Logf("db protected on %s again in %v", to, time.Since(t0).Round(time.Second))
 	// tidecache-csi runs on a since the claim; start it where it is not.
 	for _, name := range []string{from, to} {
 		if name != "a" {
@@ -148,14 +159,14 @@ func moveLikeKubernetes(t *testing.T, c failoverCluster, from, to string) {
 	}
 	const pod = "/run/pod/db"
 	src.mustSh(csiCalls("publish -node "+from, "stage", "mount"))
-	src.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 2 -blocks 4096 >/run/writer.log 2>&1", pod, src.AckDevice()))
+	src.mustSh(fmt.Sprintf("crashwriter write -dev %s -ack %s -cycle 2 -blocks %d >/run/writer.log 2>&1", pod, src.AckDevice(), moveRecords))
 	acks, err := src.Acks()
 	if err != nil {
 		t.Fatal(err)
 	}
 	through := lastAck(acks, 2)
-	if through != 4095 {
-		t.Fatalf("the pod's writer acknowledged records through %d, want 4095", through)
+	if through != moveRecords-1 {
+		t.Fatalf("the pod's writer acknowledged records through %d, want %d", through, moveRecords-1)
 	}
 	src.mustSh(csiCalls("umount", "unstage", "unpublish -node "+from))
 	c.cutWhenLogged(to, "taking the volume over from its replica")
@@ -298,6 +309,7 @@ func checkMoved(t *testing.T, c failoverCluster, to, from, out string, through i
 func checkRunsOn(t *testing.T, c failoverCluster, to, from, dev string, cycle int, through int64) {
 	t.Helper()
 	n := c.nodes[to]
+	t0 := time.Now()
 	// The device can be there (staged, even) before the daemon's status
 	// says so: it writes the status after the start.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
@@ -313,15 +325,18 @@ func checkRunsOn(t *testing.T, c failoverCluster, to, from, dev string, cycle in
 	if dirty == 0 {
 		t.Errorf("db's write cache on %s holds no dirty block: it was written back, not kept", to)
 	}
+	active := time.Since(t0)
 	res := n.sh(fmt.Sprintf("crashwriter verify -dev %s -cycle %d -through %d", dev, cycle, through))
 	if res.ExitCode != 0 {
 		t.Fatalf("records lost on the way to %s:\n%s%s", to, res.Stdout, res.Stderr)
 	}
+	verified := time.Since(t0)
 	c.nodes[from].eventually(2*time.Minute, "tidectl -o json volume list | grep -c '\"name\": *\"db\"' || true", "0\n")
 	if out := c.nodes[from].mustSh("dmsetup ls"); strings.Contains(out, "tc-db") {
 		t.Errorf("%s still has db's devices after it left:\n%s", from, out)
 	}
-	t.Logf("db on %s, from %s: %d dirty blocks kept, %s", to, from, dirty, strings.TrimSpace(res.Stdout))
+	t.Logf("db on %s, from %s: %d dirty blocks kept, %s (active after %v, read back after %v, gone from %s after %v)", to, from, dirty,
+		strings.TrimSpace(res.Stdout), active.Round(time.Second), verified.Round(time.Second), from, time.Since(t0).Round(time.Second))
 }
 
 // dirtyBlocks reads dirty_blocks from `tidectl -o json volume show` on

@@ -199,6 +199,7 @@ func TestVolumeLifecycle(t *testing.T) {
 // passthrough → writeback while fio writes and verifies in the background,
 // and re-verifies a region written before the first switch after each one.
 func TestLiveModeChanges(t *testing.T) {
+	besideAnother(t, 50*time.Second)
 	n := bootNode(t, smallNode)
 	n.createPool("tank")
 	n.mustTidectl("volume create db --size 256M --write-cache 64M --read-cache 32M")
