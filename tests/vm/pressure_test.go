@@ -159,7 +159,7 @@ func pressureReadUnderWriteBurst(t *testing.T, n *node) (stuck bool) {
 	// its report (not SIGINT: see liveWriter.stop); on a flooded origin
 	// its last writes are still queued.
 	stopAt := time.Now()
-	if _, err := pressureSh(n, 120*time.Second, "touch /run/burst.stop; while kill -0 $(cat /run/burst.pid) 2>/dev/null; do sleep 0.2; done"); err != nil {
+	if _, err := pressureSh(n, 120*time.Second, fioStopCmd("/run/burst.stop", "/run/burst.pid")); err != nil {
 		t.Errorf("the burst did not stop within 120 s of its trigger file: %v", err)
 		return true
 	}

@@ -83,12 +83,19 @@ func (w *liveWriter) requireRunning(when string) {
 // is in malloc can abort it (exit 134, no report), seen once in CI.
 func (w *liveWriter) stop() {
 	w.n.t.Helper()
-	w.n.mustSh("touch " + w.file("stop") + "; while kill -0 $(cat " + w.file("pid") + ") 2>/dev/null; do sleep 0.2; done")
+	w.n.mustSh(fioStopCmd(w.file("stop"), w.file("pid")))
 	rc := strings.TrimSpace(w.n.mustSh("cat " + w.file("rc")))
 	out := w.n.mustSh("cat " + w.file("out"))
 	if rc != "0" || !strings.Contains(out, "err= 0") || strings.Contains(out, "verify") {
 		w.n.t.Fatalf("background fio %s exit %s%s", w.name, rc, w.evidence(out))
 	}
+}
+
+// fioStopCmd is a shell line that stops a background fio started with
+// --trigger-file=trigger (see liveWriter.stop) and waits for it, its pid
+// in pidFile, to exit.
+func fioStopCmd(trigger, pidFile string) string {
+	return "touch " + trigger + "; while kill -0 $(cat " + pidFile + ") 2>/dev/null; do sleep 0.2; done"
 }
 
 // evidence is what a failure of the writer shows: the error lines of its
