@@ -43,11 +43,11 @@ func account(ctx context.Context, bed *testbed.Bed, systems []*system) ([]accoun
 	for _, s := range systems {
 		ssd := bed.SSD()
 		switch s.key {
-		case "SSD":
+		case keySSD:
 			ssd = bed.RawSSD()
-		case "tc-wb":
+		case keyWB:
 			wb = s
-		case "tc-wbr":
+		case keyWBR:
 		default:
 			continue
 		}
@@ -145,7 +145,7 @@ func (r *report) writeAccounting(b *strings.Builder) error {
 	t := testbed.Table{Header: []string{"device", "writes", "app writes", "SSD writes / app write", "SSD flushes / app write", "dm-writecache flushes / app write"}}
 	for _, a := range r.accounting {
 		wc := "-"
-		if a.system.key != "SSD" {
+		if a.system.key != keySSD {
 			wc = perWrite(a.wcFlushes, a.appWrites)
 		}
 		t.Add(a.system.key, a.what, fmt.Sprint(a.appWrites), perWrite(a.ssd.Writes, a.appWrites), perWrite(a.ssd.Flushes, a.appWrites), wc)

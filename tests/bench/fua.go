@@ -31,7 +31,7 @@ import (
 // order: the SSD alone (its own FUA writes), tidecache with and without
 // the read tier, the stack before fuaflush, and (-replica) tidecache with
 // the write cache mirrored to a peer and on two peers.
-var fuaSystems = []string{"SSD", "tc-wb", "tc-wbr", "tc-wb-old", "tc-wbp", "tc-wb2p"}
+var fuaSystems = []string{keySSD, keyWB, keyWBR, "tc-wb-old", "tc-wbp", "tc-wb2p"}
 
 // targetFUACost is the most fuaflush may cost plain 4k random writes at
 // QD1 (tc-wb's IOPS against tc-wb-old's), and targetDSyncLatency how much
@@ -159,10 +159,10 @@ func (r *report) fuaAt(qd int) *fuaRun {
 // per slice: what the fuaflush layer costs writes that ask for no
 // durability. Nil when the run did not measure both.
 func (r *report) fuaCostRatios() []float64 {
-	if !r.hasFio() || !r.has("tc-wb") || !r.has("tc-wb-old") {
+	if !r.hasFio() || !r.has(keyWB) || !r.has("tc-wb-old") {
 		return nil
 	}
-	return r.sliceRatios("rw4k-qd1", "tc-wb", "tc-wb-old")
+	return r.sliceRatios("rw4k-qd1", keyWB, "tc-wb-old")
 }
 
 // fuaTargets are the target-table rows of the fuaflush targets: the cost
@@ -177,11 +177,11 @@ func (r *report) fuaTargets() [][]string {
 				100*(1-targetFUACost), targetFUACost),
 			ratiosCell(rs), "-", verdict(median(rs) >= targetFUACost)})
 	}
-	if f := r.fuaAt(1); f != nil && f.has("tc-wb") {
-		rs := f.latencyCost("tc-wb")
+	if f := r.fuaAt(1); f != nil && f.has(keyWB) {
+		rs := f.latencyCost(keyWB)
 		wbr := "-"
-		if f.has("tc-wbr") {
-			wbr = ratiosCell(f.latencyCost("tc-wbr"))
+		if f.has(keyWBR) {
+			wbr = ratiosCell(f.latencyCost(keyWBR))
 		}
 		rows = append(rows, []string{
 			fmt.Sprintf("O_DSYNC 4k random write QD1 mean latency ≤ %.0f× plain 4k random write QD1 (tc-wb)", targetDSyncLatency),
@@ -195,7 +195,7 @@ func (r *report) fuaTargets() [][]string {
 // every fio profile.
 func (r *report) writeFUA(b *strings.Builder) error {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	old := r.hasFio() && r.has("tc-wb") && r.has("tc-wb-old")
+	old := r.hasFio() && r.has(keyWB) && r.has("tc-wb-old")
 	if len(r.fua) == 0 && !old {
 		return nil
 	}
@@ -214,8 +214,8 @@ func (r *report) writeFUA(b *strings.Builder) error {
 		for _, k := range f.systems {
 			st, pl := f.dsync[k].Merged.Total, f.plain[k].Merged.Total
 			ssd, oldCell := "-", "-"
-			if f.has("SSD") {
-				ssd = ratioOrOne(k, "SSD", f.iopsRatios(k, "SSD"))
+			if f.has(keySSD) {
+				ssd = ratioOrOne(k, keySSD, f.iopsRatios(k, keySSD))
 			}
 			if f.has("tc-wb-old") {
 				oldCell = ratioOrOne(k, "tc-wb-old", f.iopsRatios(k, "tc-wb-old"))
@@ -235,9 +235,9 @@ func (r *report) writeFUA(b *strings.Builder) error {
 			"untouched, so these ratios are the layer's own cost.\n\n")
 		t := testbed.Table{Header: []string{"workload", "tc-wb ÷ tc-wb-old"}}
 		for _, w := range r.workloads {
-			t.Add(w.label, r.ratioCell(w.key, "tc-wb", "tc-wb-old"))
+			t.Add(w.label, r.ratioCell(w.key, keyWB, "tc-wb-old"))
 		}
-		if d, base := r.db["tc-wb"], r.db["tc-wb-old"]; d != nil && base != nil {
+		if d, base := r.db[keyWB], r.db["tc-wb-old"]; d != nil && base != nil {
 			t.Add("MariaDB oltp_read_write TPS", ratiosCell(d.roundRatios(base)))
 		}
 		if err := t.WriteMarkdown(b); err != nil {
@@ -260,7 +260,7 @@ func ratioOrOne(s, ref string, rs []float64) string {
 // FUA writes.
 func (r *report) writeFUAFinding(b *strings.Builder) {
 	f := r.fuaAt(1)
-	if f == nil || !f.has("tc-wb") {
+	if f == nil || !f.has(keyWB) {
 		return
 	}
 	x := testbed.FormatRatio
@@ -279,23 +279,23 @@ func (r *report) writeFUAFinding(b *strings.Builder) {
 			"spindles' cache flush. ")
 	}
 	fmt.Fprintf(b, "O_DSYNC 4k random writes at QD1 took %s on tc-wb, %s its plain writes in the same slices",
-		testbed.FormatLatency(lat("tc-wb")), x(median(f.latencyCost("tc-wb"))))
+		testbed.FormatLatency(lat(keyWB)), x(median(f.latencyCost(keyWB))))
 	if f.has("tc-wb-old") {
 		fmt.Fprintf(b, "; the old stack took %s (%s its plain writes): it was faster because it did not make the write\n"+
 			"durable, its dm-writecache acknowledged the FUA write with the new mapping in RAM only", testbed.FormatLatency(lat("tc-wb-old")),
 			x(median(f.latencyCost("tc-wb-old"))))
 	}
-	if f.has("SSD") {
-		fmt.Fprintf(b, ". The SSD alone took %s", testbed.FormatLatency(lat("SSD")))
+	if f.has(keySSD) {
+		fmt.Fprintf(b, ". The SSD alone took %s", testbed.FormatLatency(lat(keySSD)))
 		if !r.cfg.SSDWriteCache {
 			fmt.Fprintf(b, ": it is emulated write-through (power-loss protection), so the kernel drops its FUA\n"+
 				"flag and its O_DSYNC write is a plain write")
 		}
 	}
 	fmt.Fprintf(b, ".")
-	if d := r.fuaAt(deepQueue); d != nil && d.has("tc-wb") {
+	if d := r.fuaAt(deepQueue); d != nil && d.has(keyWB) {
 		fmt.Fprintf(b, " At QD%d concurrent FUA writes share a flush: tc-wb's O_DSYNC writes took %s its plain ones.",
-			deepQueue, x(median(d.latencyCost("tc-wb"))))
+			deepQueue, x(median(d.latencyCost(keyWB))))
 	}
 	if rs := r.fuaCostRatios(); len(rs) > 0 {
 		fmt.Fprintf(b, " Writes that ask for no durability pass fuaflush untouched: 4k random write QD1 on tc-wb ran %s the\n"+

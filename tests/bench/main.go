@@ -467,7 +467,7 @@ func selectSystems(all []*system, o options) ([]*system, error) {
 		sort.Strings(unknown)
 		return nil, fmt.Errorf("-only: no system %s (see the set-up table of docs/benchmarks.md for the keys)", strings.Join(unknown, ", "))
 	}
-	for _, need := range []string{"SSD", "RAID10"} {
+	for _, need := range []string{keySSD, keyRAID10} {
 		found := false
 		for _, s := range out {
 			found = found || s.key == need
@@ -537,7 +537,7 @@ func fioBench(ctx context.Context, bed *testbed.Bed, rep *report, o options) err
 			st := rep.stats(w.key, s.key)
 			p.Step("  %-9s %9s IOPS %9s/s  mean %8s  p99 %8s  %s SSD", s.key, testbed.FormatIOPS(st.IOPS),
 				testbed.FormatBytes(int64(st.BytesPerSec)), testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
-				testbed.FormatRatio(rep.ratio(w.key, s.key, "SSD")))
+				testbed.FormatRatio(rep.ratio(w.key, s.key, keySSD)))
 		}
 	}
 	if err := fuaBench(ctx, bed, rep, o); err != nil {

@@ -64,7 +64,7 @@ type pressureTune struct {
 // the tidecache volumes and the tunes before it) and tidectl volume tune
 // flags, e.g. "tc-wb-lw0=--low-watermark 0".
 func parsePressureTune(v string, pp pressureProfile) (pressureTune, error) {
-	taken := []string{"SSD", "RAID10", "lvm-wc", "lvmcache", "bcache"}
+	taken := []string{keySSD, keyRAID10, keyLVMWritecache, keyLVMCache, keyBcache}
 	for _, vol := range tidecachePressureVolumes(pp) {
 		taken = append(taken, vol.name)
 	}
@@ -357,16 +357,16 @@ func pressureSSDMiB(pp pressureProfile) []int {
 func tidecachePressureVolumes(pp pressureProfile) []tidecacheVolume {
 	size, half := mib(pp.device), mib(pp.cache/2)
 	vols := []tidecacheVolume{
-		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache over dm-readfirst)",
+		{name: keyWB, kind: tidecache, label: "tidecache write-back (write tier: dm-writecache over dm-readfirst)",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}},
-		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-readfirst over dm-cache), the cache split in half",
+		{name: keyWBR, kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-readfirst over dm-cache), the cache split in half",
 			create: []string{"--size", size, "--write-cache", half, "--read-cache", half}},
-		{name: "tc-wb-norf", base: "tc-wb", kind: variant,
+		{name: "tc-wb-norf", base: keyWB, kind: variant,
 			label:  "tc-wb without the readfirst layer (--readfirst-max-hold 0): write-back competes with reads for the HDDs, as before the layer",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}, tune: []string{"--readfirst-max-hold", "0"}},
 	}
 	for _, t := range pp.tunes {
-		vols = append(vols, tidecacheVolume{name: t.name, base: "tc-wb", kind: variant,
+		vols = append(vols, tidecacheVolume{name: t.name, base: keyWB, kind: variant,
 			label:  "tc-wb tuned with `tidectl volume tune " + strings.Join(t.args, " ") + "`",
 			create: []string{"--size", size, "--write-cache", mib(pp.cache)}, tune: t.args})
 	}
@@ -396,9 +396,9 @@ func setUpPressureSystems(ctx context.Context, bed *testbed.Bed, pp pressureProf
 	}
 	var out []*pressureSystem
 	out = append(out,
-		&pressureSystem{system: &system{key: "SSD", kind: reference, label: "SSD alone (for scale)", dev: bed.RawSSD(),
+		&pressureSystem{system: &system{key: keySSD, kind: reference, label: "SSD alone (for scale)", dev: bed.RawSSD(),
 			setup: "the second SSD image, whole: " + testbed.FormatBytes(pp.device)}},
-		&pressureSystem{system: &system{key: "RAID10", kind: reference, label: "bare HDD RAID10, no cache (the floor)", dev: hdd[0],
+		&pressureSystem{system: &system{key: keyRAID10, kind: reference, label: "bare HDD RAID10, no cache (the floor)", dev: hdd[0],
 			setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])}})
 
 	p.Step("tidecache: pool on %s + %s…", hdd[1], ssd[0])
@@ -422,9 +422,9 @@ func setUpPressureSystems(ctx context.Context, bed *testbed.Bed, pp pressureProf
 	var lvmcache, lvmwc *system
 	for _, s := range lv {
 		switch s.key {
-		case "lvmcache":
+		case keyLVMCache:
 			lvmcache = s
-		case "lvm-wc":
+		case keyLVMWritecache:
 			lvmwc = s
 		}
 	}
@@ -461,7 +461,7 @@ func selectPressureSystems(all []*pressureSystem, only []string) ([]*pressureSys
 	if len(only) == 0 {
 		return all, nil
 	}
-	keep := map[string]bool{"RAID10": true}
+	keep := map[string]bool{keyRAID10: true}
 	for _, k := range only {
 		keep[strings.TrimSpace(k)] = true
 	}
@@ -472,7 +472,7 @@ func selectPressureSystems(all []*pressureSystem, only []string) ([]*pressureSys
 			delete(keep, s.key)
 		}
 	}
-	delete(keep, "RAID10")
+	delete(keep, keyRAID10)
 	if len(keep) > 0 {
 		var unknown []string
 		for k := range keep {

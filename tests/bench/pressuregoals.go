@@ -247,7 +247,7 @@ type pressureTarget struct {
 // targets checks the run against every target, for each tidecache system.
 func (sr *schedRun) targets() []pressureTarget {
 	tcs := sr.tidecacheKeys()
-	bare := "RAID10"
+	bare := keyRAID10
 	x := testbed.FormatRatio
 	lat := testbed.FormatLatency
 	var out []pressureTarget
@@ -307,14 +307,14 @@ func (sr *schedRun) targets() []pressureTarget {
 		r := a / b
 		return fmt.Sprintf("%s (%s vs %s IOPS, from %v on)", x(r), testbed.FormatIOPS(a), testbed.FormatIOPS(b), from.Round(time.Second)), r >= targetSteadyWrite
 	})
-	if sr.system("lvm-wc") != nil {
+	if sr.system(keyLVMWritecache) != nil {
 		add(fmt.Sprintf("time to fill the write cache ≥ %.1f× lvm writecache's (same size)", targetFill), func(tc string) (string, bool) {
-			ca, cb := sr.writeCacheBytes(tc), sr.writeCacheBytes("lvm-wc")
+			ca, cb := sr.writeCacheBytes(tc), sr.writeCacheBytes(keyLVMWritecache)
 			if ca == 0 || cb == 0 || math.Abs(float64(ca-cb)) > 0.05*float64(cb) {
 				return fmt.Sprintf(notApplicable+": its write tier is %s, lvm-wc's %s", testbed.FormatBytes(ca), testbed.FormatBytes(cb)), false
 			}
 			a, oka := sr.fill(tc)
-			b, okb := sr.fill("lvm-wc")
+			b, okb := sr.fill(keyLVMWritecache)
 			if !oka || !okb || b == 0 {
 				return fmt.Sprintf("not measured (filled: %v, lvm-wc %v)", oka, okb), false
 			}

@@ -204,8 +204,8 @@ func (sr *schedRun) writeResults(b *strings.Builder, charts []chartFile, outPath
 	pf("### The write phase: the fill, the cliff and the steady state\n\n")
 	t := testbed.Table{Header: []string{"system", "IOPS", "× RAID10", "time to full", "IOPS once full", "× RAID10",
 		"mean", "p99", "p99.9", "max", "took"}}
-	bareSteady, _, _ := sr.steadyWrites("RAID10")
-	bare, _ := sr.stats("RAID10", phWrite, classWrite)
+	bareSteady, _, _ := sr.steadyWrites(keyRAID10)
+	bare, _ := sr.stats(keyRAID10, phWrite, classWrite)
 	for _, s := range sr.systems {
 		st, ok := sr.stats(s.key, phWrite, classWrite)
 		if !ok {
@@ -258,7 +258,7 @@ func (sr *schedRun) writePhase(b *strings.Builder, ph string) error {
 				continue
 			}
 			ratio, p99 := "-", "-"
-			if base, ok := sr.stats("RAID10", ph, c); ok {
+			if base, ok := sr.stats(keyRAID10, ph, c); ok {
 				ratio = x(st.IOPS / base.IOPS)
 				if base.Clat.P99() > 0 {
 					p99 = x(float64(st.Clat.P99()) / float64(base.Clat.P99()))
@@ -279,7 +279,7 @@ func (sr *schedRun) writePhase(b *strings.Builder, ph string) error {
 // writeDrain is the idle drain table.
 func (sr *schedRun) writeDrain(b *strings.Builder) error {
 	fmt.Fprintf(b, "### The idle drain\n\n")
-	bare, _, _ := sr.steadyWrites("RAID10")
+	bare, _, _ := sr.steadyWrites(keyRAID10)
 	fmt.Fprintf(b, "After the write burst, no I/O: how fast each cache wrote back what it held. The array's sustained\n"+
 		"random-write rate, measured on the bare RAID10 in the write phase of this run, is %s 4 KiB writes/s.\n\n", testbed.FormatIOPS(bare))
 	t := testbed.Table{Header: []string{"system", "dirty at the start", "stopped at", "after", "watched", "rate", "4 KiB blocks/s",
@@ -394,7 +394,7 @@ func (r *pressureReport) writeDatabase(b *strings.Builder) error {
 		hdr = append(hdr, a+" TPS", "× RAID10", "p95", "max")
 	}
 	t := testbed.Table{Header: hdr}
-	bare := sr.db["RAID10"]
+	bare := sr.db[keyRAID10]
 	for _, s := range sr.systems {
 		d := sr.db[s.key]
 		if d == nil {

@@ -281,9 +281,9 @@ func setUpReplica(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]*sy
 		return nil, err
 	}
 	systems := []*system{
-		{key: "SSD", label: "SSD alone (the physical limit)", dev: bed.RawSSD(), fioOnly: true,
+		{key: keySSD, label: "SSD alone (the physical limit)", dev: bed.RawSSD(), fioOnly: true,
 			setup: "the second SSD image, whole, no partition table"},
-		{key: "RAID10", label: "bare HDD RAID10 (the floor)", dev: hdd[0], fioOnly: true,
+		{key: keyRAID10, label: "bare HDD RAID10 (the floor)", dev: hdd[0], fioOnly: true,
 			setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])},
 	}
 	size, wc := mib(volumeBytes), mib(cacheBytes)
@@ -291,7 +291,7 @@ func setUpReplica(ctx context.Context, bed *testbed.Bed, peers []*peerVM) ([]*sy
 		name, label string
 		create      []string
 	}{
-		{"tc-wb", "tidecache write-back, the write cache on this node's SSD alone",
+		{keyWB, "tidecache write-back, the write cache on this node's SSD alone",
 			[]string{"--pool", "bench", "--protect", "none"}},
 		{"tc-wbp", "tidecache write-back, the write cache mirrored to the peer's SSD over NVMe/TCP",
 			[]string{"--pool", "bench", "--protect", "peer", "--replica-node", "peer"}},
@@ -674,20 +674,20 @@ func (r *report) writeReplica(b *strings.Builder) error {
 	pf("## Goals\n\n")
 	t = testbed.Table{Header: []string{"goal", "system", "× tc-wb", "verdict"}}
 	for _, k := range []string{"tc-wbp", "tc-wb2p"} {
-		if r.db != nil && r.db["tc-wb"] != nil && r.db[k] != nil {
-			ratio := r.db[k].ratio(r.db["tc-wb"])
-			t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.1f× local", targetReplicaTPS), k, r.db[k].ratioCell(r.db["tc-wb"]),
+		if r.db != nil && r.db[keyWB] != nil && r.db[k] != nil {
+			ratio := r.db[k].ratio(r.db[keyWB])
+			t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.1f× local", targetReplicaTPS), k, r.db[k].ratioCell(r.db[keyWB]),
 				verdict(ratio >= targetReplicaTPS))
 		}
-		if f := r.fuaAt(1); f != nil && f.has("tc-wb") && f.has(k) {
-			lat := pairedRatios(f.dsync[k].Slices, f.dsync["tc-wb"].Slices, meanLatency)
+		if f := r.fuaAt(1); f != nil && f.has(keyWB) && f.has(k) {
+			lat := pairedRatios(f.dsync[k].Slices, f.dsync[keyWB].Slices, meanLatency)
 			t.Add(fmt.Sprintf("4k QD1 O_DSYNC write latency ≤ %.0f× local", targetReplicaLatency), k, ratiosCell(lat),
 				verdict(median(lat) <= targetReplicaLatency))
 		}
 		if r.hasFio() {
 			w := "rw4k-qd1"
 			if _, ok := r.results[w][k]; ok {
-				lat := pairedRatios(r.results[w][k].Slices, r.results[w]["tc-wb"].Slices, meanLatency)
+				lat := pairedRatios(r.results[w][k].Slices, r.results[w][keyWB].Slices, meanLatency)
 				t.Add(fmt.Sprintf("4k QD1 plain write latency ≤ %.0f× local", targetReplicaLatency), k, ratiosCell(lat),
 					verdict(median(lat) <= targetReplicaLatency))
 			}
@@ -734,7 +734,7 @@ func (r *report) writeReplica(b *strings.Builder) error {
 	if r.db != nil {
 		pf("## MariaDB + sysbench oltp_read_write\n\n")
 		t := testbed.Table{Header: []string{"system", "TPS per round", "TPS", "p95 latency", "× tc-wb"}}
-		for _, k := range []string{"tc-wb", "tc-wbp", "tc-wb2p"} {
+		for _, k := range []string{keyWB, "tc-wbp", "tc-wb2p"} {
 			d := r.db[k]
 			if d == nil {
 				continue
@@ -743,7 +743,7 @@ func (r *report) writeReplica(b *strings.Builder) error {
 			for _, x := range d.runs {
 				rounds = append(rounds, fmt.Sprintf("%.1f", x.TPS))
 			}
-			t.Add(k, strings.Join(rounds, ", "), fmt.Sprintf("%.1f", d.tps()), testbed.FormatLatency(d.p95()), d.ratioCell(r.db["tc-wb"]))
+			t.Add(k, strings.Join(rounds, ", "), fmt.Sprintf("%.1f", d.tps()), testbed.FormatLatency(d.p95()), d.ratioCell(r.db[keyWB]))
 		}
 		if err := t.WriteMarkdown(b); err != nil {
 			return err
@@ -757,8 +757,8 @@ func (r *report) writeReplica(b *strings.Builder) error {
 		for _, k := range f.systems {
 			st := f.dsync[k].Merged.Total
 			cell := "-"
-			if f.has("tc-wb") && k != "SSD" {
-				cell = ratiosCell(pairedRatios(f.dsync[k].Slices, f.dsync["tc-wb"].Slices, meanLatency))
+			if f.has(keyWB) && k != keySSD {
+				cell = ratiosCell(pairedRatios(f.dsync[k].Slices, f.dsync[keyWB].Slices, meanLatency))
 			}
 			t.Add(k, testbed.FormatIOPS(st.IOPS), testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()), cell)
 		}
@@ -778,7 +778,7 @@ func (r *report) writeReplica(b *strings.Builder) error {
 			st := r.stats(w.key, s.key)
 			t.Add(s.key, testbed.FormatIOPS(st.IOPS), fmt.Sprintf("%.1f", st.BytesPerSec/1e6),
 				testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
-				r.ratioCell(w.key, s.key, "SSD"), r.ratioCell(w.key, s.key, "tc-wb"))
+				r.ratioCell(w.key, s.key, keySSD), r.ratioCell(w.key, s.key, keyWB))
 		}
 		if err := t.WriteMarkdown(b); err != nil {
 			return err

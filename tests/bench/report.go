@@ -183,7 +183,7 @@ func (r *report) write(out io.Writer, charts []chartFile, outPath string) error 
 			st := r.stats(w.key, s.key)
 			t.Add(s.key, testbed.FormatIOPS(st.IOPS), fmt.Sprintf("%.1f", st.BytesPerSec/1e6),
 				testbed.FormatLatency(st.Mean), testbed.FormatLatency(st.P99()),
-				r.ratioCell(w.key, s.key, "SSD"), r.ratioCell(w.key, s.key, "RAID10"))
+				r.ratioCell(w.key, s.key, keySSD), r.ratioCell(w.key, s.key, keyRAID10))
 		}
 		if err := t.WriteMarkdown(&b); err != nil {
 			return err
@@ -211,15 +211,15 @@ func verdict(ok bool) string {
 func (r *report) writeTargets(b *strings.Builder) error {
 	pf := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	pf("## Targets\n\n")
-	t := testbed.Table{Header: []string{"target", "tc-wb", "tc-wbr", "verdict"}}
+	t := testbed.Table{Header: []string{"target", keyWB, keyWBR, "verdict"}}
 	if r.db != nil {
-		ssd := r.db["SSD"]
+		ssd := r.db[keySSD]
 		// Ratios to the SSD are medians of per-round ratios (see
 		// dbResult.roundRatios), and so is "ahead of a peer".
 		ratio := func(k string, base *dbResult) float64 { return r.db[k].ratio(base) }
 		cell := func(k string) string { return ratiosCell(r.db[k].roundRatios(ssd)) }
-		ok := ratio("tc-wbr", ssd) >= targetDBTPS
-		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.2f× SSD alone", targetDBTPS), cell("tc-wb"), cell("tc-wbr"), verdict(ok))
+		ok := ratio(keyWBR, ssd) >= targetDBTPS
+		t.Add(fmt.Sprintf("MariaDB oltp_read_write TPS ≥ %.2f× SSD alone", targetDBTPS), cell(keyWB), cell(keyWBR), verdict(ok))
 		best, bestKey := 0.0, ""
 		for _, p := range r.peers() {
 			if v := ratio(p.key, ssd); v > best {
@@ -229,15 +229,15 @@ func (r *report) writeTargets(b *strings.Builder) error {
 		if bestKey != "" {
 			peer := r.db[bestKey]
 			ahead := func(k string) string { return ratiosCell(r.db[k].roundRatios(peer)) }
-			t.Add(fmt.Sprintf("MariaDB TPS ahead of every peer (× best peer, %s)", bestKey), ahead("tc-wb"), ahead("tc-wbr"),
-				verdict(ratio("tc-wbr", peer) > 1))
+			t.Add(fmt.Sprintf("MariaDB TPS ahead of every peer (× best peer, %s)", bestKey), ahead(keyWB), ahead(keyWBR),
+				verdict(ratio(keyWBR, peer) > 1))
 		}
 	}
 	minCell := func(k string) (string, []string) {
 		lo, loW := math.Inf(1), ""
 		var below []string
 		for _, w := range r.workloads {
-			v := r.ratio(w.key, k, "SSD")
+			v := r.ratio(w.key, k, keySSD)
 			if v < lo {
 				lo, loW = v, w.label
 			}
@@ -249,13 +249,13 @@ func (r *report) writeTargets(b *strings.Builder) error {
 	}
 	var below []string
 	if r.hasFio() {
-		wbMin, _ := minCell("tc-wb")
+		wbMin, _ := minCell(keyWB)
 		var wbrMin string
-		wbrMin, below = minCell("tc-wbr")
+		wbrMin, below = minCell(keyWBR)
 		t.Add(fmt.Sprintf("every fio profile, warm, ≥ %.2f× SSD alone", targetProfile), wbMin, wbrMin, verdict(len(below) == 0))
 		w := "rw4k-qd1"
-		t.Add(fmt.Sprintf("4k random write QD1 ≥ %.2f× SSD alone IOPS", targetWriteQD1), r.ratioCell(w, "tc-wb", "SSD"),
-			r.ratioCell(w, "tc-wbr", "SSD"), verdict(r.ratio(w, "tc-wbr", "SSD") >= targetWriteQD1))
+		t.Add(fmt.Sprintf("4k random write QD1 ≥ %.2f× SSD alone IOPS", targetWriteQD1), r.ratioCell(w, keyWB, keySSD),
+			r.ratioCell(w, keyWBR, keySSD), verdict(r.ratio(w, keyWBR, keySSD) >= targetWriteQD1))
 	}
 	fua := r.fuaTargets()
 	for _, row := range fua {
@@ -362,8 +362,8 @@ func (r *report) writeOverview(b *strings.Builder) error {
 	for _, w := range r.workloads {
 		row := []string{w.label}
 		for _, s := range r.systems[1:] {
-			cell := testbed.FormatRatio(r.ratio(w.key, s.key, "SSD"))
-			if s.kind == tidecache && r.ratio(w.key, s.key, "SSD") < targetProfile {
+			cell := testbed.FormatRatio(r.ratio(w.key, s.key, keySSD))
+			if s.kind == tidecache && r.ratio(w.key, s.key, keySSD) < targetProfile {
 				cell = "**" + cell + "**"
 			}
 			row = append(row, cell)
@@ -383,7 +383,7 @@ func (r *report) writeDatabase(b *strings.Builder) error {
 		return nil
 	}
 	fmt.Fprintf(b, "## MariaDB + sysbench oltp_read_write\n\n")
-	ssd, bare := r.db["SSD"], r.db["RAID10"]
+	ssd, bare := r.db[keySSD], r.db[keyRAID10]
 	t := testbed.Table{Header: []string{"system", "TPS per round", "TPS", "p95 latency", "× SSD alone", "× bare RAID10"}}
 	for _, s := range r.systems {
 		d := r.db[s.key]
@@ -465,7 +465,7 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 			}
 			cs := chartSeries{Label: s.key}
 			for _, w := range ws {
-				cs.Values = append(cs.Values, r.ratio(w.key, s.key, "SSD"))
+				cs.Values = append(cs.Values, r.ratio(w.key, s.key, keySSD))
 			}
 			c.Series = append(c.Series, cs)
 		}
@@ -476,7 +476,7 @@ func (r *report) writeCharts(dir string) ([]chartFile, error) {
 		files = append(files, f)
 	}
 	if r.db != nil {
-		ssd := r.db["SSD"]
+		ssd := r.db[keySSD]
 		c := barChart{
 			Title:    "MariaDB + sysbench oltp_read_write: ratio to the SSD alone (same run)",
 			YLabel:   "× SSD alone",
@@ -560,7 +560,7 @@ func (r *report) medianRatio(s string, qd int) float64 {
 	var rs []float64
 	for _, w := range r.workloads {
 		if qd == 0 || w.qd == qd {
-			if v := r.ratio(w.key, s, "SSD"); !math.IsNaN(v) {
+			if v := r.ratio(w.key, s, keySSD); !math.IsNaN(v) {
 				rs = append(rs, v)
 			}
 		}
@@ -594,8 +594,8 @@ func (r *report) writeFindings(b *strings.Builder) {
 	if !r.hasFio() {
 		return
 	}
-	layers := r.has("SSD+linear") && r.has("tc-wbr")
-	fua := r.fuaAt(1) != nil && r.fuaAt(1).has("tc-wb")
+	layers := r.has("SSD+linear") && r.has(keyWBR)
+	fua := r.fuaAt(1) != nil && r.fuaAt(1).has(keyWB)
 	if !layers && !fua {
 		return
 	}
@@ -614,27 +614,27 @@ func (r *report) writeFindings(b *strings.Builder) {
 		"microsecond against 10-100 µs per NVMe I/O; the ≥ 0.90× target at QD16 is out of reach in this VM for\n"+
 		"any stacked design, and the SSD+linear row is the yardstick to read the others against.\n\n",
 		x(r.medianRatio("SSD+linear", 1)), x(r.medianRatio("SSD+linear", deepQueue)),
-		x(r.medianRatio("tc-wbr", deepQueue)), x(r.medianRatio("lvmcache", deepQueue)), x(r.medianRatio("bcache", deepQueue)),
-		x(r.medianRatio("tc-wbr", 1)), x(r.medianRatio("lvmcache", 1)), x(r.medianRatio("bcache", 1)))
+		x(r.medianRatio(keyWBR, deepQueue)), x(r.medianRatio(keyLVMCache, deepQueue)), x(r.medianRatio(keyBcache, deepQueue)),
+		x(r.medianRatio(keyWBR, 1)), x(r.medianRatio(keyLVMCache, 1)), x(r.medianRatio(keyBcache, 1)))
 	pf("**Reads need a read tier.** dm-writecache caches writes only: on the read set, which nothing had\n"+
 		"written, `tc-wb` and `lvm-wc` read at HDD speed (4k random read QD1: %s and %s, bare RAID10 %s). The read\n"+
 		"tier (dm-cache, smq) serves the warm set from the SSD: %s for tc-wbr; bcache and lvmcache, which cache\n"+
 		"reads as well, %s and %s.\n\n",
-		x(r.ratio("rr4k-qd1", "tc-wb", "SSD")), x(r.ratio("rr4k-qd1", "lvm-wc", "SSD")), x(r.ratio("rr4k-qd1", "RAID10", "SSD")),
-		x(r.ratio("rr4k-qd1", "tc-wbr", "SSD")), x(r.ratio("rr4k-qd1", "bcache", "SSD")), x(r.ratio("rr4k-qd1", "lvmcache", "SSD")))
+		x(r.ratio("rr4k-qd1", keyWB, keySSD)), x(r.ratio("rr4k-qd1", keyLVMWritecache, keySSD)), x(r.ratio("rr4k-qd1", keyRAID10, keySSD)),
+		x(r.ratio("rr4k-qd1", keyWBR, keySSD)), x(r.ratio("rr4k-qd1", keyBcache, keySSD)), x(r.ratio("rr4k-qd1", keyLVMCache, keySSD)))
 	pf("**Sequential writes: bcache sends them to the HDDs.** bcache bypasses its cache for sequential streams\n"+
 		"longer than `sequential_cutoff` (4 MiB by default): 128k sequential write QD1 %s of the SSD, against %s for\n"+
 		"tc-wb, whose dm-writecache absorbs every write until its high watermark. Raising the cutoff is bcache's\n"+
 		"answer; its default is what users get.\n\n",
-		x(r.ratio("sw128k-qd1", "bcache", "SSD")), x(r.ratio("sw128k-qd1", "tc-wb", "SSD")))
+		x(r.ratio("sw128k-qd1", keyBcache, keySSD)), x(r.ratio("sw128k-qd1", keyWB, keySSD)))
 	r.writeFUAFinding(b)
-	if r.db != nil && r.db["SSD"] != nil && r.db["tc-wbr"] != nil && r.db["tc-wb"] != nil {
-		ssd := r.db["SSD"]
+	if r.db != nil && r.db[keySSD] != nil && r.db[keyWBR] != nil && r.db[keyWB] != nil {
+		ssd := r.db[keySSD]
 		// spread: how far one system's per-round ratios lie apart,
 		// relative to their median, at the most.
 		spread := 0.0
 		for k, d := range r.db {
-			if rs := d.roundRatios(ssd); k != "SSD" && len(rs) > 1 {
+			if rs := d.roundRatios(ssd); k != keySSD && len(rs) > 1 {
 				spread = max(spread, (rs[len(rs)-1]-rs[0])/median(rs))
 			}
 		}
@@ -647,7 +647,7 @@ func (r *report) writeFindings(b *strings.Builder) {
 			"a read tier's dm-cache holds the flush until its own metadata commit (docs/architecture.md): those\n"+
 			"are the costs an fsync-heavy database pays on top of the SSD alone, here with the SSD emulated\n"+
 			"write-through (no flush reaches it). The bare RAID10 ran %s.\n",
-			x(r.db["tc-wb"].ratio(ssd)), x(r.db["tc-wbr"].ratio(ssd)), ssd.tps(), sbThreads, 100*spread, x(r.db["RAID10"].ratio(ssd)))
+			x(r.db[keyWB].ratio(ssd)), x(r.db[keyWBR].ratio(ssd)), ssd.tps(), sbThreads, 100*spread, x(r.db[keyRAID10].ratio(ssd)))
 		for _, p := range r.peers() {
 			if d := r.db[p.key]; d != nil {
 				pf("%s: %s. ", p.key, x(d.ratio(ssd)))

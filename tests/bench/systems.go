@@ -45,6 +45,19 @@ const (
 	vgName  = "bench"
 )
 
+// The keys of the systems every benchmark compares, by which reports
+// find their results: a key mistyped in a lookup finds nothing and makes
+// a ratio NaN, where a constant does not compile.
+const (
+	keySSD           = "SSD"      // the SSD alone, for scale
+	keyRAID10        = "RAID10"   // the bare HDD RAID10, the floor
+	keyWB            = "tc-wb"    // tidecache, write tier
+	keyWBR           = "tc-wbr"   // tidecache, write and read tiers
+	keyLVMWritecache = "lvm-wc"   // lvm writecache (dm-writecache)
+	keyLVMCache      = "lvmcache" // lvmcache (dm-cache, smq)
+	keyBcache        = "bcache"   // bcache writeback
+)
+
 // system is one configuration under test: its block device, how it was
 // set up (for the report) and how to bring its cache to a known state.
 type system struct {
@@ -159,9 +172,9 @@ func setUpSystems(ctx context.Context, bed *testbed.Bed, variants bool) ([]*syst
 		return nil, err
 	}
 
-	raw := &system{key: "SSD", label: "SSD alone (the physical limit)", dev: bed.RawSSD(),
+	raw := &system{key: keySSD, label: "SSD alone (the physical limit)", dev: bed.RawSSD(),
 		setup: "the second SSD image, whole, no partition table"}
-	bare := &system{key: "RAID10", label: "bare HDD RAID10 (the floor)", dev: hdd[0],
+	bare := &system{key: keyRAID10, label: "bare HDD RAID10 (the floor)", dev: hdd[0],
 		setup: fmt.Sprintf("`%s`: a partition of the md RAID10", hdd[0])}
 	lin, err := linearOver(ctx, bed, bed.RawSSD(), "ssd-linear")
 	if err != nil {
@@ -224,19 +237,19 @@ type tidecacheVolume struct {
 func tidecacheVolumes(variants bool) []tidecacheVolume {
 	size, wc, rc := mib(volumeBytes), mib(cacheBytes), mib(readTier)
 	vols := []tidecacheVolume{
-		{name: "tc-wb", kind: tidecache, label: "tidecache write-back (write tier: dm-writecache)",
+		{name: keyWB, kind: tidecache, label: "tidecache write-back (write tier: dm-writecache)",
 			create: []string{"--size", size, "--write-cache", wc}},
-		{name: "tc-wbr", kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-cache)",
+		{name: keyWBR, kind: tidecache, label: "tidecache write-back + read tier (dm-writecache over dm-cache)",
 			create: []string{"--size", size, "--write-cache", wc, "--read-cache", rc}},
 	}
 	if variants {
 		vols = append(vols,
-			tidecacheVolume{name: "tc-wbr-64k", base: "tc-wbr", kind: variant, database: true,
+			tidecacheVolume{name: "tc-wbr-64k", base: keyWBR, kind: variant, database: true,
 				label:  "tc-wbr with 64 KiB read-tier blocks (the default before this benchmark; now 256 KiB)",
 				create: []string{"--size", size, "--write-cache", wc, "--read-cache", rc, "--read-block-size", "64K"}},
-			tidecacheVolume{name: "tc-wb-ac100", base: "tc-wb", kind: variant, label: "tc-wb committing every 100 ms (default: 1 s)",
+			tidecacheVolume{name: "tc-wb-ac100", base: keyWB, kind: variant, label: "tc-wb committing every 100 ms (default: 1 s)",
 				create: []string{"--size", size, "--write-cache", wc}, tune: []string{"--autocommit-ms", "100"}},
-			tidecacheVolume{name: "tc-wb-old", base: "tc-wb", kind: legacy, database: true, oldStack: true,
+			tidecacheVolume{name: "tc-wb-old", base: keyWB, kind: legacy, database: true, oldStack: true,
 				label:  "tc-wb on the pre-fix stack: dm-writecache on top, no fuaflush (FUA writes not durable; a yardstick only)",
 				create: []string{"--size", size, "--write-cache", wc}},
 		)
@@ -397,7 +410,7 @@ func setUpBcache(ctx context.Context, bed *testbed.Bed, backing, cache, bucket s
 		return nil, fmt.Errorf("bcache: cache not attached in writeback mode: %q", state)
 	}
 	return &system{
-		key: "bcache", kind: peer, label: "bcache writeback (bcache-tools defaults)", dev: dev,
+		key: keyBcache, kind: peer, label: "bcache writeback (bcache-tools defaults)", dev: dev,
 		setup: fmt.Sprintf("`make-bcache --writeback --bucket %s -B %s -C %s`", bucket, backing, cache),
 		flush: func(ctx context.Context) error { return flushBcache(ctx, bed, sysfs) },
 		readCounters: func(ctx context.Context) (uint64, uint64, error) {
@@ -529,7 +542,7 @@ func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string, volume
 		return dm.ParseCacheStatus(params, dm.Version{})
 	}
 	lvmcache := &system{
-		key: "lvmcache", kind: peer, label: "lvmcache writeback (dm-cache, smq, lvm2 defaults)", dev: cacheDM,
+		key: keyLVMCache, kind: peer, label: "lvmcache writeback (dm-cache, smq, lvm2 defaults)", dev: cacheDM,
 		setup: fmt.Sprintf("`lvconvert --type cache --cachevol lvmcache_fast --cachemode writeback %s/lvmcache` (%s cachevol)", vgName, cacheSize),
 		flush: func(ctx context.Context) error {
 			// smq writes dirty blocks back when the device is idle.
@@ -544,7 +557,7 @@ func setUpLVM(ctx context.Context, bed *testbed.Bed, hddPV, ssdPV string, volume
 		},
 	}
 	lvmwc := &system{
-		key: "lvm-wc", kind: peer, label: "lvm writecache (dm-writecache, lvm2 defaults)", dev: wcDM,
+		key: keyLVMWritecache, kind: peer, label: "lvm writecache (dm-writecache, lvm2 defaults)", dev: wcDM,
 		setup: fmt.Sprintf("`lvconvert --type writecache --cachevol lvmwc_fast %s/lvmwc` (%s cachevol)", vgName, cacheSize),
 		flush: func(ctx context.Context) error {
 			// The flush message returns when every dirty block is written back.
