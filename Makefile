@@ -191,11 +191,11 @@ test-vm: ## Real-kernel tests in qemu VMs, as .ci/run runs them: harness self-te
 
 .PHONY: test-vm-612
 # The kernel users of Debian 13 and bookworm's newer series run: the data
-# path (lifecycle, live mode changes, FUA, the read tier), one crash-suite
-# round, the write mirror, csi-sanity, dm-errhold and the golden dm lines,
-# booted on bookworm's 6.12 (the whole suite on it:
-# TIDECACHE_VM_KERNEL=6.12 make test-vm-all).
-VM_612_TESTS = TestVolumeLifecycle|TestLiveModeChanges|TestFUAFlush|TestReadFirstLayer|TestErrHold|TestCrashSuite|TestReplicaLocalMirror|TestCSISanity|TestDMKernel
+# path (the lifecycle, whose writeback stack holds dm-fuaflush and
+# dm-readfirst, and FUA), one crash-suite round, the write mirror,
+# csi-sanity, dm-errhold and the golden dm lines, booted on bookworm's
+# 6.12 (the whole suite on it: TIDECACHE_VM_KERNEL=6.12 make test-vm-all).
+VM_612_TESTS = TestVolumeLifecycle|TestFUAFlush|TestErrHold|TestCrashSuite|TestReplicaLocalMirror|TestCSISanity|TestDMKernel
 test-vm-612: ## The 6.12 subset .ci/run runs: data path, one crash round, the write mirror and csi-sanity on bookworm's 6.12 kernel (log in .cache/test-vm-612.log).
 	@mkdir -p .cache
 	@set -o pipefail; TIDECACHE_VM_KERNEL=6.12 $(GO) test -p 1 -parallel 64 -count=1 -tags vm -timeout 40m -v -run '^($(VM_612_TESTS))$$' ./tests/vm/ 2>&1 | tee .cache/test-vm-612.log \
