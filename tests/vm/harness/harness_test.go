@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tidecache/tidecache/internal/testnet"
 )
 
 // requireHost fails (never skips) a VM test on a host that cannot run it.
@@ -234,7 +235,7 @@ func mustAcks(t *testing.T, v *VM) []byte {
 func TestHarnessNetwork(t *testing.T) {
 	requireHost(t)
 	dir := TestDir(t)
-	addr := freeLoopbackAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	cfgs := []Config{
 		{Name: "net-a", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.1/24", Listen: addr}},
 		{Name: "net-b", Dir: dir, MemoryMiB: 512, Network: &Network{Addr: "10.99.0.2/24", Connect: addr}},
@@ -278,17 +279,6 @@ func TestHarnessNetwork(t *testing.T) {
 	}
 	c = MustBoot(t, cfgs[2])
 	a.MustRun(t, "busybox ping -c 2 -W 10 10.99.0.3")
-}
-
-// freeLoopbackAddr returns a 127.0.0.1 port nothing listens on right now.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // TestHarnessHostIOError gives the guest disks whose host side fails

@@ -9,6 +9,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/tidecache/tidecache/internal/testnet"
 )
 
 // fakeQemu connects to a link the way qemu's -netdev socket,connect= does.
@@ -95,7 +97,7 @@ func drain(c net.Conn) {
 }
 
 func TestLinkHubAndRejoin(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	// The Connect sides start first: they must wait for the Listen side.
 	_, qb := startTestLink(t, &Network{Connect: addr})
 	lc, qc := startTestLink(t, &Network{Connect: addr})
@@ -139,7 +141,7 @@ func TestLinkHubAndRejoin(t *testing.T) {
 // member after a 5-s write deadline, and the booting VM stayed off the
 // network.
 func TestLinkKeepsAMemberThatStopsReading(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testnet.LoopbackAddr(t)
 	_, qa := startTestLink(t, &Network{Listen: addr})
 	_, qb := startTestLink(t, &Network{Connect: addr})
 	exchange(t, qa, qb, "b joined")
@@ -178,14 +180,4 @@ func TestLinkListenInUse(t *testing.T) {
 	if _, _, err := startLink(&Network{Listen: ln.Addr().String()}, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("listening on a busy address succeeded")
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
