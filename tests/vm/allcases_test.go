@@ -12,7 +12,8 @@ import (
 // allCases runs the cases .ci/run leaves out of the scenarios it trims for
 // its time budget (docs/testing.md): TestNetworkPartition's four longest
 // or most redundant cuts, TestMoveWarm's power cut as the old owner stops
-// the volume and TestLogWritesReplay's second mark of each kind. make test-vm-all and make test-partition pass it.
+// the volume and TestLogWritesReplay's second mark of each kind. make
+// test-vm-all and make test-partition pass it.
 var allCases = flag.Bool("all-cases", false, "run every case of the scenarios .ci/run trims (make test-vm-all, make test-partition)")
 
 // inFullRunOnly runs case name of t with fn only under -all-cases, and
