@@ -43,6 +43,8 @@ func TestGoldenStatus(t *testing.T) {
 	parseWritecache := func(s string, v Version) (any, error) { return ParseWritecacheStatus(s, v) }
 	parseCache := func(s string, v Version) (any, error) { return ParseCacheStatus(s, v) }
 	parseLinear := func(s string, _ Version) (any, error) { return nil, ParseLinearStatus(s) }
+	parseRaid := func(s string, _ Version) (any, error) { return ParseRaidStatus(s) }
+	raid1 := RaidStatus{Type: "raid1", Health: []LegHealth{LegInSync, LegInSync}, SyncDone: 16384, SyncTotal: 16384, SyncAction: "idle"}
 	// 256 blocks written, 16 rewritten before and 8 after an fsync, 272
 	// blocks read back, 1 MiB discarded: the same counters on both
 	// kernels.
@@ -79,6 +81,9 @@ func TestGoldenStatus(t *testing.T) {
 		{file: "cache-6.12.status", version: cache612, parse: parseCache, want: cache(64, 19, 238, 1, 64, 64)},
 		{file: "linear-6.1.status", parse: parseLinear},
 		{file: "linear-6.12.status", parse: parseLinear},
+		// A new raid1 of two 8 MiB legs after its initial resync.
+		{file: "raid-6.1.status", parse: parseRaid, want: raid1},
+		{file: "raid-6.12.status", parse: parseRaid, want: raid1},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			typ, _, _ := strings.Cut(c.file, "-")
@@ -115,6 +120,13 @@ func TestGoldenTable(t *testing.T) {
 				parse: func(s string) (interface{ String() string }, error) { return ParseCacheParams(s) },
 				want: CacheParams{Metadata: "253:1", Cache: "253:2", Origin: "253:0", BlockSize: 128,
 					Features: []string{"metadata2", "writethrough"}, Policy: "smq"},
+			},
+			tableCase{
+				// The write mirror of a volume whose leg 1 is a peer's SSD.
+				file:  "raid-" + series + ".table",
+				parse: func(s string) (interface{ String() string }, error) { return ParseRaid1Params(s) },
+				want: Raid1Params{Legs: []RaidLeg{{"253:0", "253:1"}, {"253:2", "253:3"}},
+					MinRecoveryRate: 65536, WriteMostly: []int{1}},
 			},
 			tableCase{
 				file:  "linear-" + series + ".table",

@@ -10,8 +10,8 @@
 // pass silently.
 //
 // When TIDECACHE_GOLDEN_DIR is set, the tests also write what `dmsetup
-// status` and `dmsetup table` print for a linear, a writecache and a cache
-// device into that directory under the names of testdata/*-<series>.*,
+// status` and `dmsetup table` print for a linear, a writecache, a cache
+// and a raid1 device into that directory under the names of testdata/*-<series>.*,
 // the kernel series given in TIDECACHE_GOLDEN_SERIES (see
 // testdata/README.md).
 
@@ -50,7 +50,10 @@ const (
 	cacheMetaOffset, cacheMetaLen     = 176 * mib, 8 * mib
 	cacheDataOffset, cacheDataLen     = 184 * mib, 32 * mib
 
-	diskNeeds = 216 * mib
+	// raid1: two legs, each a metadata slice then a data slice.
+	raidOffset, raidMetaLen, raidDataLen = 216 * mib, 1 * mib, 8 * mib
+
+	diskNeeds = raidOffset + 2*(raidMetaLen+raidDataLen)
 )
 
 // testDisk returns the disk the tests may overwrite.
@@ -1006,4 +1009,119 @@ func TestKernelCache(t *testing.T) {
 	capture(t, "cache", "table", table)
 	capture(t, "cache", "status", status)
 	t.Logf("cache status: %+v", s)
+}
+
+// readsOf returns the reads completed by a block device so far
+// (/sys/dev/block/<major:minor>/stat, field 1).
+func readsOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/sys/dev/block/" + devNum(t, path) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		t.Fatalf("stat of %s: %q", path, b)
+	}
+	var n uint64
+	if _, err := fmt.Sscan(f[0], &n); err != nil {
+		t.Fatalf("stat of %s: %q: %v", path, b, err)
+	}
+	return n
+}
+
+// TestKernelRaid1 builds the write mirror's raid1 as tidecache loads it
+// for a volume whose second leg is a peer's SSD: min_recovery_rate, and
+// write_mostly on that leg. The kernel must print the table back with
+// write_mostly, write every block to both legs, and serve reads from the
+// other leg alone while both are in sync: the point of write_mostly, as
+// a read of the peer's leg crosses the network.
+func TestKernelRaid1(t *testing.T) {
+	c, ctx := openClient(t)
+	disk := testDisk(t)
+	var legs []dm.RaidLeg
+	var data []string
+	off := uint64(raidOffset)
+	for i := range 2 {
+		zeroHead(t, disk, off)
+		meta := mkdev(t, c, ctx, fmt.Sprintf("tck-rmeta%d", i), fmt.Sprintf("TCK-rmeta%d", i),
+			dm.Table{dm.LinearParams{Device: disk, Offset: off}.Target(0, raidMetaLen)})
+		off += raidMetaLen
+		d := mkdev(t, c, ctx, fmt.Sprintf("tck-rdata%d", i), fmt.Sprintf("TCK-rdata%d", i),
+			dm.Table{dm.LinearParams{Device: disk, Offset: off}.Target(0, raidDataLen)})
+		off += raidDataLen
+		legs = append(legs, dm.RaidLeg{Meta: meta, Data: d})
+		data = append(data, d)
+	}
+	p := dm.Raid1Params{Legs: legs, MinRecoveryRate: 65536, WriteMostly: []int{1}}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	node := mkdev(t, c, ctx, "tck-raid1", "TCK-raid1", dm.Table{p.Target(0, raidDataLen)})
+
+	// The initial resync of a new array, then both legs in sync.
+	deadline := time.Now().Add(60 * time.Second)
+	var st dm.RaidStatus
+	for {
+		s, err := c.Status(ctx, "tck-raid1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = dm.ParseRaidStatus(s[0].Params); err != nil {
+			t.Fatal(err)
+		}
+		if st.HealthString() == "AA" && st.SyncAction == "idle" && st.SyncDone == st.SyncTotal {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("raid1 not in sync after 60 s: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	table, status := sameAsDmsetup(t, c, ctx, "tck-raid1")
+	tbl, err := dm.ParseTable(table)
+	if err != nil || len(tbl) != 1 {
+		t.Fatalf("dmsetup table %q: %v", table, err)
+	}
+	got, err := dm.ParseRaid1Params(tbl[0].Params)
+	if err != nil {
+		t.Fatalf("ParseRaid1Params(%q): %v", tbl[0].Params, err)
+	}
+	if !slices.Equal(got.WriteMostly, []int{1}) || got.MinRecoveryRate != 65536 {
+		t.Errorf("kernel table %q: write_mostly %v, min_recovery_rate %d; want [1], 65536", tbl[0].Params, got.WriteMostly, got.MinRecoveryRate)
+	}
+	canon := func(ref string) (string, error) {
+		if ref == dm.MissingLeg || strings.Contains(ref, ":") {
+			return ref, nil
+		}
+		return devNum(t, ref), nil
+	}
+	if same, err := p.Equivalent(got, canon); err != nil || !same {
+		t.Errorf("kernel table %q is not what was loaded (%s): %v", tbl[0].Params, p, err)
+	}
+	capture(t, "raid", "table", table)
+	capture(t, "raid", "status", status)
+
+	// Every write reaches both legs.
+	written := pattern(1<<20, 'R')
+	pwrite(t, node, 0, written, 64<<10)
+	syncDevice(t, node)
+	for i, d := range data {
+		if b := mustPread(t, d, 0, len(written)); !bytes.Equal(b, written) {
+			t.Errorf("leg %d (%s) does not hold what was written through the mirror", i, d)
+		}
+	}
+	// Reads go to leg 0 only: leg 1 is write-mostly.
+	before := []uint64{readsOf(t, data[0]), readsOf(t, data[1])}
+	for off := int64(0); off < int64(len(written)); off += 4096 {
+		if b := mustPread(t, node, off, 4096); !bytes.Equal(b, written[off:off+4096]) {
+			t.Fatalf("read at %d through the mirror differs from what was written", off)
+		}
+	}
+	after := []uint64{readsOf(t, data[0]), readsOf(t, data[1])}
+	if after[0]-before[0] < 256 || after[1] != before[1] {
+		t.Errorf("256 reads of 4 KiB through the mirror: leg 0 served %d, leg 1 (write_mostly) %d; want all on leg 0, none on leg 1",
+			after[0]-before[0], after[1]-before[1])
+	}
 }

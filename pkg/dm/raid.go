@@ -5,6 +5,7 @@ package dm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -41,13 +42,23 @@ type Raid1Params struct {
 	// node's /proc/sys/dev/raid/speed_limit_min, 1000 by default). A
 	// tuning, not a layout: Equivalent ignores it.
 	MinRecoveryRate uint64
+	// WriteMostly lists legs md writes to but reads from only when no
+	// other in-sync leg holds the block: a leg on a peer's SSD, reached
+	// over the network, so that reads of cached data stay on this node's
+	// own SSD while both legs are in sync. Writes still go to every leg
+	// before they complete (no max_write_behind). A tuning of reads, not
+	// a layout: Equivalent ignores it, so a running mirror loaded without
+	// it is not reloaded (a suspend of the volume) for it, and takes it
+	// with its next table.
+	WriteMostly []int
 }
 
 // String returns the table parameters:
 //
-//	raid1 <#params> 0 [rebuild <idx>]... [min_recovery_rate <KiB/s>] <#legs> <meta0> <data0> ...
+//	raid1 <#params> 0 [rebuild <idx>]... [min_recovery_rate <KiB/s>] [write_mostly <idx>]... <#legs> <meta0> <data0> ...
 //
-// The 0 is the chunk size, which raid1 takes and ignores.
+// The 0 is the chunk size, which raid1 takes and ignores. The keys come in
+// the order the kernel prints them back (dm-raid's raid_status).
 func (p Raid1Params) String() string {
 	params := []string{"0"}
 	for _, i := range p.Rebuild {
@@ -55,6 +66,9 @@ func (p Raid1Params) String() string {
 	}
 	if p.MinRecoveryRate > 0 {
 		params = append(params, "min_recovery_rate", utoa(p.MinRecoveryRate))
+	}
+	for _, i := range p.WriteMostly {
+		params = append(params, "write_mostly", utoa(uint64(i)))
 	}
 	out := []string{"raid1", utoa(uint64(len(params)))}
 	out = append(out, params...)
@@ -124,7 +138,39 @@ func (p Raid1Params) Validate() error {
 			return fmt.Errorf("raid1 params: rebuild of leg %d, which is not a present leg", i)
 		}
 	}
+	for n, i := range p.WriteMostly {
+		switch {
+		case i < 0 || i >= len(p.Legs) || p.Legs[i].Data == MissingLeg:
+			return fmt.Errorf("raid1 params: write_mostly on leg %d, which is not a present leg", i)
+		case slices.Contains(p.WriteMostly[:n], i):
+			return fmt.Errorf("raid1 params: write_mostly on leg %d given twice", i)
+		}
+	}
+	// md would have no leg to read from by preference; the kernel refuses
+	// a table whose every leg is write-mostly.
+	if len(p.WriteMostly) > 0 && len(p.WriteMostly) == present {
+		return errors.New("raid1 params: every present leg is write_mostly; reads need one that is not")
+	}
 	return nil
+}
+
+// WithoutLeg returns the parameters with leg i missing ("- -"): the
+// mirror runs degraded without it, and no instruction or tuning names it.
+// When only write-mostly legs remain, none is: md reads from them anyway.
+func (p Raid1Params) WithoutLeg(i int) Raid1Params {
+	q := p
+	q.Legs = slices.Clone(p.Legs)
+	q.Legs[i] = RaidLeg{Meta: MissingLeg, Data: MissingLeg}
+	gone := func(j int) bool { return j == i }
+	q.Rebuild = slices.DeleteFunc(slices.Clone(p.Rebuild), gone)
+	q.WriteMostly = slices.DeleteFunc(slices.Clone(p.WriteMostly), gone)
+	for j, l := range q.Legs {
+		if l.Data != MissingLeg && !slices.Contains(q.WriteMostly, j) {
+			return q
+		}
+	}
+	q.WriteMostly = nil
+	return q
 }
 
 // ParseRaid1Params parses the parameters of a raid target of type raid1,
@@ -135,8 +181,8 @@ func (p Raid1Params) Validate() error {
 //	raid1 <#raid params> <chunk size> [<key> [<value>]]... <#legs> (<meta> <data>)...
 //
 // Keys without a value: sync, nosync, raid10_use_near_sets; every other key
-// takes one. rebuild and min_recovery_rate are kept; the other keys are
-// tolerated and dropped.
+// takes one. rebuild, min_recovery_rate and write_mostly are kept; the
+// other keys are tolerated and dropped.
 func ParseRaid1Params(s string) (Raid1Params, error) {
 	r := newArgReader("raid params", s)
 	kind, err := r.next("raid type")
@@ -170,6 +216,8 @@ func ParseRaid1Params(s string) (Raid1Params, error) {
 			p.Rebuild = append(p.Rebuild, int(v))
 		case "min_recovery_rate":
 			p.MinRecoveryRate = v
+		case "write_mostly":
+			p.WriteMostly = append(p.WriteMostly, int(v))
 		}
 	}
 	legs, err := r.uint("#raid devs", 16)

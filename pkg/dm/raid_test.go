@@ -20,6 +20,8 @@ func TestRaid1Params(t *testing.T) {
 		{"degraded", Raid1Params{Legs: []RaidLeg{legs[0], {MissingLeg, MissingLeg}}}, "raid1 1 0 2 /dev/mapper/m0 /dev/mapper/d0 - -"},
 		{"recovery rate", Raid1Params{Legs: legs, Rebuild: []int{1}, MinRecoveryRate: 65536},
 			"raid1 5 0 rebuild 1 min_recovery_rate 65536 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
+		{"peer leg write-mostly", Raid1Params{Legs: legs, MinRecoveryRate: 65536, WriteMostly: []int{1}},
+			"raid1 5 0 min_recovery_rate 65536 write_mostly 1 2 /dev/mapper/m0 /dev/mapper/d0 /dev/mapper/m1 /dev/mapper/d1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +60,7 @@ func TestRaid1ParamsKernelEcho(t *testing.T) {
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 3 0 region_size 8192 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 5 0 min_recovery_rate 65536 region_size 8192 2 253:0 253:1 253:2 253:3", true},
+		{"0 1024 raid raid1 7 0 min_recovery_rate 65536 write_mostly 1 region_size 8192 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:9", false},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 - -", false},
 	} {
@@ -89,10 +92,37 @@ func TestRaid1ParamsErrors(t *testing.T) {
 		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "d1"}}},
 		{Legs: []RaidLeg{{"-", "-"}, {"-", "-"}}},
 		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "-"}}, Rebuild: []int{1}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "-"}}, WriteMostly: []int{1}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"-", "-"}}, WriteMostly: []int{0}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"m1", "d1"}}, WriteMostly: []int{0, 1}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"m1", "d1"}}, WriteMostly: []int{1, 1}},
+		{Legs: []RaidLeg{{"m0", "d0"}, {"m1", "d1"}}, WriteMostly: []int{2}},
 	} {
 		if err := p.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", p)
 		}
+	}
+}
+
+// TestRaid1WithoutLeg: a leg taken out of the table takes its rebuild
+// and write_mostly with it (the kernel would refuse either on "- -"), and
+// the parameters it came from are left as they were.
+func TestRaid1WithoutLeg(t *testing.T) {
+	p := Raid1Params{Legs: []RaidLeg{{"m0", "d0"}, {"m1", "d1"}}, Rebuild: []int{1}, MinRecoveryRate: 64, WriteMostly: []int{1}}
+	got := p.WithoutLeg(1)
+	want := Raid1Params{Legs: []RaidLeg{{"m0", "d0"}, {MissingLeg, MissingLeg}}, Rebuild: []int{}, MinRecoveryRate: 64, WriteMostly: []int{}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("WithoutLeg(1) = %+v, want %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Fatalf("WithoutLeg(1).Validate: %v", err)
+	}
+	if p.Legs[1].Data != "d1" || len(p.WriteMostly) != 1 || len(p.Rebuild) != 1 {
+		t.Fatalf("WithoutLeg changed its receiver: %+v", p)
+	}
+	// Leg 1 alone is read from: write_mostly on it would be refused.
+	if got := p.WithoutLeg(0); got.WriteMostly != nil || got.Legs[0].Data != MissingLeg || got.Validate() != nil {
+		t.Fatalf("WithoutLeg(0) = %+v (%v), want leg 0 missing and no write_mostly", got, got.Validate())
 	}
 }
 

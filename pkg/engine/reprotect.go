@@ -113,9 +113,7 @@ func (e *Engine) rebuildOnNewLeg(ctx context.Context, p *poolState, v pool.Volum
 		return fmt.Errorf("write mirror %s: want 2 legs, have %d", raid.Name, len(params.Legs))
 	}
 	length := raid.Table[0].Length
-	without := params
-	without.Legs = slices.Clone(params.Legs)
-	without.Legs[index] = dm.RaidLeg{Meta: dm.MissingLeg, Data: dm.MissingLeg}
+	without := params.WithoutLeg(index)
 	if err := e.reload(ctx, raid.Name, dm.Table{without.Target(0, length)}, nil); err != nil {
 		return fmt.Errorf("reload write mirror %s without leg %d: %w", raid.Name, index, err)
 	}

@@ -330,6 +330,7 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 	}
 	params := dm.Raid1Params{MinRecoveryRate: t.MirrorMinRecoveryRate}
 	var absent []error
+	var remoteLegs []int
 	for _, l := range legs {
 		metaExt, dataExt, dev, err := l.path()
 		if err != nil {
@@ -350,6 +351,17 @@ func mirror(v pool.Volume, devs Devices, t Tuning, slice func(Role, pool.Extent)
 			}
 		}
 		params.Legs = append(params.Legs, dm.RaidLeg{Meta: meta.Path(), Data: data.Path()})
+		if dev != "" {
+			remoteLegs = append(remoteLegs, len(params.Legs)-1)
+		}
+	}
+	// md reads from either in-sync leg; a peer's leg costs a network
+	// round trip per read (per write-cache block: dm-writecache cuts a
+	// read of cached data at each block), so with a leg on this node's
+	// own SSD the peer's is write-mostly: written always, read only when
+	// the local leg lacks the block (rebuilding, failed or absent).
+	if local := len(params.Legs) - len(absent) - len(remoteLegs); local > 0 {
+		params.WriteMostly = remoteLegs
 	}
 	if len(absent) == len(legs) {
 		return Device{}, fmt.Errorf("volume %s: %w: %w", v.Name, ErrNoLeg, errors.Join(absent...))

@@ -326,7 +326,8 @@ func TestBuildPeerMirror(t *testing.T) {
 	want := map[Role]string{
 		RoleWriteMeta1: "0 2048 linear /dev/nvme2n1 0",
 		RoleWriteLeg1:  "0 262144 linear /dev/nvme2n1 2048",
-		RoleWriteData:  "0 262144 raid raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
+		// Reads stay on the local leg: the peer's is write-mostly.
+		RoleWriteData: "0 262144 raid raid1 5 0 min_recovery_rate 65536 write_mostly 1 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1",
 	}
 	wantTables(t, s, want)
 	detached := Devices{Origin: testDevices.Origin, Members: testDevices.Members}
@@ -334,8 +335,8 @@ func TestBuildPeerMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raid, _ := s.Find(RoleWriteData); !strings.HasSuffix(raid.Table[0].Params, "tc-db-wleg0 - -") {
-		t.Errorf("raid without the export = %q, want leg 1 missing", raid.Table[0].Params)
+	if raid, _ := s.Find(RoleWriteData); raid.Table[0].Params != "raid1 3 0 min_recovery_rate 65536 2 /dev/mapper/tc-db-wmeta0 /dev/mapper/tc-db-wleg0 - -" {
+		t.Errorf("raid without the export = %q, want leg 1 missing and no write_mostly", raid.Table[0].Params)
 	}
 	// On a shared origin the volume can fail over: the peer leg's slices
 	// hold the I/O the peer fails (errhold) instead of passing the error
@@ -357,6 +358,15 @@ func TestBuildPeerMirror(t *testing.T) {
 		if d, ok := s.Find(role); !ok || strings.TrimSpace(d.Table.String()) != table {
 			t.Errorf("shared origin: %s = %q, want %q", role, d.Table.String(), table)
 		}
+	}
+	// Without the local SSD the peer's leg is the one md reads from.
+	v.WriteMirror.OutOfSync = []int{0}
+	s, err = Build(v, Devices{Origin: testDevices.Origin, Remote: attached.Remote}, DefaultTuning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raid, _ := s.Find(RoleWriteData); raid.Table[0].Params != "raid1 3 0 min_recovery_rate 65536 2 - - /dev/mapper/tc-db-wmeta1 /dev/mapper/tc-db-wleg1" {
+		t.Errorf("raid on the peer leg alone = %q, want leg 0 missing and no write_mostly", raid.Table[0].Params)
 	}
 	v.WriteMirror.OutOfSync = []int{1}
 	if _, err := Build(v, Devices{Origin: testDevices.Origin, Remote: attached.Remote}, DefaultTuning()); !errors.Is(err, ErrStaleLeg) {

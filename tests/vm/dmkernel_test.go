@@ -25,7 +25,7 @@ var updateDMGolden = flag.Bool("update-dm-golden", false,
 // kernel of the series (6.1, 6.12: see pkg/dm/testdata/README.md).
 func dmGoldenFiles(series string) []string {
 	var files []string
-	for _, target := range []string{"linear", "writecache", "cache"} {
+	for _, target := range []string{"linear", "writecache", "cache", "raid"} {
 		files = append(files, target+"-"+series+".table", target+"-"+series+".status")
 	}
 	return files
