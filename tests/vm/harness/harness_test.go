@@ -27,6 +27,26 @@ func requireHost(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Fatal(err)
 	}
+	twoAtATime(t)
+}
+
+// vmSlots lets two of the package's VM tests run at once: each boots one
+// small VM and spends much of its time waiting on it (a boot, a console
+// line, a timeout), so two share the machine's cores without slowing each
+// other much, and `make test-vm` spends half the time here.
+var vmSlots = make(chan struct{}, 2)
+
+// twoAtATime runs t in parallel with the package's other VM tests, at
+// most two at a time; the package's host tests run first.
+func twoAtATime(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	select {
+	case vmSlots <- struct{}{}:
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	t.Cleanup(func() { <-vmSlots })
 }
 
 func TestHarnessBoot(t *testing.T) {

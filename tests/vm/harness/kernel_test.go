@@ -29,6 +29,7 @@ func testKernel(t *testing.T, kernel string, auth bool) {
 	if err := KernelAvailable(kernel); err != nil {
 		t.Fatal(err)
 	}
+	twoAtATime(t)
 	kver, err := ResolveKernel(kernel)
 	if err != nil {
 		t.Fatal(err)
