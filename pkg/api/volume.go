@@ -87,7 +87,9 @@ type VolumeSpec struct {
 	// writethrough.
 	Mode string `json:"mode,omitempty"`
 	// BlockSize is the dm-writecache block size; 0 means
-	// pool.DefaultBlockSize.
+	// pool.DefaultBlockSize, except on a shared origin not Provisioned,
+	// where it means the unit of the filesystem on the device, else the
+	// device's logical block size (what its users address).
 	BlockSize uint32 `json:"blockSize,omitempty"`
 	// ReadBlockSize is the read tier's dm-cache block size in bytes, a
 	// power of two from 32 KiB to 1 MiB; 0 means the node's default. It
@@ -201,6 +203,21 @@ type SharedOrigin struct {
 	// (tidecached run --export NAME=DEVICE).
 	Node   string `json:"node"`
 	Export string `json:"export"`
+	// Provisioned marks an export the CSI driver gave to a claim from a
+	// class whose exports' content may be replaced (csi ParamExports):
+	// what is on it is an earlier tenant's, which the node service wipes
+	// before it makes the claim's filesystem on the cached device. Its
+	// write cache works in the pool's block size (4 KiB), not in the
+	// export's logical block or an old filesystem's unit (512 bytes on
+	// most LUNs), which would cut every read of cached data into
+	// 512-byte requests and keep eight times the metadata in RAM.
+	Provisioned bool `json:"provisioned,omitempty"`
+}
+
+// Same reports whether o and p name the same export, whatever else they
+// say of it.
+func (o SharedOrigin) Same(p SharedOrigin) bool {
+	return o.Node == p.Node && o.Export == p.Export
 }
 
 // Hosts returns the nodes the export o names is served to now, by its

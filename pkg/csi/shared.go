@@ -112,7 +112,7 @@ func (c *controller) createOrFindShared(ctx context.Context, name string, r *csi
 			}
 			seen = true
 			want.Node, want.Pool = choice.Node, choice.Pool
-			want.SharedOrigin = &api.SharedOrigin{Node: params.SharedOrigin, Export: e.Name}
+			want.SharedOrigin = &api.SharedOrigin{Node: params.SharedOrigin, Export: e.Name, Provisioned: true}
 			if err := want.Validate(); err != nil {
 				return api.VolumeSpec{}, 0, errorf(errInvalid, "volume %s: %v", name, err)
 			}

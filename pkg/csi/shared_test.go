@@ -62,8 +62,10 @@ func TestCreateVolumeSharedOrigin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if spec.SharedOrigin == nil || spec.Protect != "peer" || spec.SizeBytes != 0 || spec.WriteCacheBytes != 64*mi {
-			t.Fatalf("spec of %s: %+v, want a peer-protected volume on a shared origin, cached whole", name, spec)
+		// Provisioned: the export's content is the class's to replace,
+		// so its write cache takes the pool's 4 KiB block.
+		if spec.SharedOrigin == nil || !spec.SharedOrigin.Provisioned || spec.Protect != "peer" || spec.SizeBytes != 0 || spec.WriteCacheBytes != 64*mi {
+			t.Fatalf("spec of %s: %+v, want a peer-protected volume on a provisioned shared origin, cached whole", name, spec)
 		}
 		return spec.Node + " " + spec.SharedOrigin.Node + "/" + spec.SharedOrigin.Export
 	}

@@ -29,6 +29,12 @@ type AdoptRequest struct {
 	// Volume holds the name and the caches; its Size is left 0 (the
 	// device is cached whole) and its Adopt is filled in here.
 	Volume pool.VolumeRequest
+	// Replaceable says the device's content is not data to keep but an
+	// earlier tenant's, to be wiped by whoever makes a filesystem on the
+	// cached device (a CSI claim's export, api.SharedOrigin.Provisioned):
+	// the write cache then takes the pool's block size unless one is
+	// asked, whatever unit the device or an old filesystem on it has.
+	Replaceable bool
 }
 
 // AdoptVolume caches an existing device: it checks that the device is a
@@ -83,7 +89,7 @@ func (e *Engine) AdoptVolume(ctx context.Context, req AdoptRequest) (VolumeInfo,
 		return VolumeInfo{}, fmt.Errorf("volume %s: %w", name, err)
 	}
 	if req.Volume.WriteCache > 0 {
-		if req.Volume.BlockSize, err = e.adoptBlockSize(ctx, dev.Path, req.Volume.BlockSize); err != nil {
+		if req.Volume.BlockSize, err = e.adoptBlockSize(ctx, dev.Path, req.Volume.BlockSize, req.Replaceable); err != nil {
 			return VolumeInfo{}, fmt.Errorf("volume %s: %w", name, err)
 		}
 	}
@@ -155,8 +161,16 @@ func (e *Engine) checkAdoptable(ctx context.Context, name, path string) error {
 // 512e HDD array has. So the block size never exceeds the unit of the
 // filesystem on the device (blkid's BLOCK_SIZE). On a device without a
 // filesystem blkid knows, the default is the device's own logical block
-// size, what its users could address, and the user may ask for more.
-func (e *Engine) adoptBlockSize(ctx context.Context, path string, asked uint32) (uint32, error) {
+// size, what its users could address, and the user may ask for more. A
+// replaceable device (AdoptRequest.Replaceable) holds nothing to mount or
+// address: it takes the pool's block size unless asked otherwise.
+func (e *Engine) adoptBlockSize(ctx context.Context, path string, asked uint32, replaceable bool) (uint32, error) {
+	if replaceable {
+		if asked == 0 {
+			return pool.DefaultBlockSize, nil
+		}
+		return asked, nil
+	}
 	sigs, err := e.prober.Probe(ctx, path)
 	if err != nil {
 		return 0, err

@@ -117,7 +117,7 @@ func (c *Controller) createShared(ctx context.Context, spec api.VolumeSpec, d po
 		info, err = c.cfg.SharedOrigins.TakeOver(ctx, *take)
 	} else {
 		c.log.Info("adopting the shared origin", "volume", spec.Name, "origin", dev, "peer", leg.Node, "mode", d.Mode)
-		info, err = c.cfg.SharedOrigins.AdoptVolume(ctx, engine.AdoptRequest{Pool: spec.Pool, Device: dev, Volume: pool.VolumeRequest{
+		info, err = c.cfg.SharedOrigins.AdoptVolume(ctx, engine.AdoptRequest{Pool: spec.Pool, Device: dev, Replaceable: spec.SharedOrigin.Provisioned, Volume: pool.VolumeRequest{
 			Name: spec.Name, WriteCache: spec.WriteCacheBytes, ReadCache: spec.ReadCacheBytes, Mode: d.Mode,
 			BlockSize: spec.BlockSize, ReadBlockSize: spec.ReadBlockSize, FUAWindow: spec.AllowFUAWindow,
 			Protect: pool.ProtectPeer, Peer: &leg,

@@ -31,7 +31,7 @@ func (s *Store) CreateVolumeSpec(ctx context.Context, spec api.VolumeSpec) (Meta
 		return Meta{}, err
 	}
 	for _, it := range specs {
-		if h := it.Value; h.Name != spec.Name && h.SharedOrigin != nil && *h.SharedOrigin == *o {
+		if h := it.Value; h.Name != spec.Name && h.SharedOrigin != nil && h.SharedOrigin.Same(*o) {
 			return Meta{}, originTaken(spec.Name, *o, h.Name)
 		}
 	}

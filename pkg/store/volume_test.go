@@ -330,6 +330,12 @@ func TestOneVolumePerSharedOrigin(t *testing.T) {
 	}
 	_, err = s.CreateVolumeSpec(ctx, on("new", "lun3"))
 	taken(err, "legacy")
+	// Whatever else a spec says of the export: a CSI claim's is marked
+	// provisioned, and the same export all the same.
+	provisioned := on("claim", "lun3")
+	provisioned.SharedOrigin.Provisioned = true
+	_, err = s.CreateVolumeSpec(ctx, provisioned)
+	taken(err, "legacy")
 
 	// A claim whose volume is gone (left by a release without claims
 	// deleting its spec) does not hold the origin.

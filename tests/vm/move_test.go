@@ -14,10 +14,10 @@ import (
 )
 
 // moveRecords is how many 4 KiB records a move's writer acknowledges
-// (4 MiB). The shared origin's write cache works in the LUN's 512-byte
-// blocks, and dm-writecache serves a read of cached data one block at a
-// time: reading 4096 records back took 78 s in one run; 1024 take a
-// quarter of that and prove the same.
+// (4 MiB). When the shared origin's write cache worked in the LUN's
+// 512-byte blocks (dm-writecache serves a read of cached data one block
+// at a time), reading 4096 records back took 78 s in one run; 1024 take
+// a quarter of that and prove the same.
 const moveRecords = 1024
 
 // TestMoveWarm checks planned moves of a volume on a shared origin on the
@@ -84,6 +84,11 @@ func TestMoveWarm(t *testing.T) {
 	t.Logf("db running on a, its write cache mirrored on b, %v after the claim", time.Since(t0).Round(time.Second))
 	if v := c.show("a", "db"); v.Node != "a" || v.SharedOrigin != "san/lun0" {
 		t.Fatalf("volume db on %q caching %q; want a, san/lun0", v.Node, v.SharedOrigin)
+	}
+	// A claim's export is the class's to replace: its write cache works
+	// in the pool's 4 KiB blocks, not in lun0's 512-byte sectors.
+	if m := regexp.MustCompile(`"block_size": *(\d+)`).FindStringSubmatch(c.a.mustTidectl("-o json volume show db")); m == nil || m[1] != "4096" {
+		t.Fatalf("db's write-cache block size %v, want 4096 (the pool's, for a provisioned export)", m)
 	}
 	// moveRecords of records: under the write cache's high watermark,
 	// so they stay dirty until something writes them back.
