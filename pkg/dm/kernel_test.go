@@ -1124,4 +1124,46 @@ func TestKernelRaid1(t *testing.T) {
 		t.Errorf("256 reads of 4 KiB through the mirror: leg 0 served %d, leg 1 (write_mostly) %d; want all on leg 0, none on leg 1",
 			after[0]-before[0], after[1]-before[1])
 	}
+
+	// The write-mostly leg fails (a peer gone): md drops it, and the
+	// kernel prints its slot as write_mostly -1. The table must still
+	// parse and name the same legs, or the daemon could not compare it
+	// with the volume's (it could not re-protect the volume).
+	if err := c.Load(ctx, "tck-rdata1", dm.Table{{Start: 0, Length: raidDataLen, Type: "error"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resume(ctx, "tck-rdata1"); err != nil {
+		t.Fatal(err)
+	}
+	pwrite(t, node, 0, pattern(64<<10, 'F'), 64<<10)
+	syncDevice(t, node)
+	deadline = time.Now().Add(30 * time.Second)
+	for st.HealthString() != "AD" {
+		if time.Now().After(deadline) {
+			t.Fatalf("raid1 with leg 1 failing: %+v, want AD", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+		s, err := c.Status(ctx, "tck-raid1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err = dm.ParseRaidStatus(s[0].Params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table, _ = sameAsDmsetup(t, c, ctx, "tck-raid1")
+	t.Logf("with the write-mostly leg failed: %s", strings.TrimSpace(table))
+	if tbl, err = dm.ParseTable(table); err != nil || len(tbl) != 1 {
+		t.Fatalf("dmsetup table %q: %v", table, err)
+	}
+	failed, err := dm.ParseRaid1Params(tbl[0].Params)
+	if err != nil {
+		t.Fatalf("ParseRaid1Params(%q) with the write-mostly leg failed: %v", tbl[0].Params, err)
+	}
+	if same, err := p.Equivalent(failed, canon); err != nil || !same {
+		t.Errorf("kernel table %q with leg 1 failed does not name the legs loaded (%s): %v", tbl[0].Params, p, err)
+	}
+	if got := mustPread(t, node, 0, 64<<10); !bytes.Equal(got, pattern(64<<10, 'F')) {
+		t.Error("the write made while leg 1 failed does not read back from leg 0")
+	}
 }

@@ -206,6 +206,17 @@ func ParseRaid1Params(s string) (Raid1Params, error) {
 		switch key {
 		case "sync", "nosync", "raid10_use_near_sets":
 			continue
+		case "write_mostly":
+			// The kernel prints the leg's slot in the array, -1 once md
+			// has dropped the leg (it failed): that names no leg.
+			i, err := o.int(key, 32)
+			if err != nil {
+				return Raid1Params{}, err
+			}
+			if i >= 0 {
+				p.WriteMostly = append(p.WriteMostly, int(i))
+			}
+			continue
 		}
 		v, err := o.uint(key, 31)
 		if err != nil {
@@ -216,8 +227,6 @@ func ParseRaid1Params(s string) (Raid1Params, error) {
 			p.Rebuild = append(p.Rebuild, int(v))
 		case "min_recovery_rate":
 			p.MinRecoveryRate = v
-		case "write_mostly":
-			p.WriteMostly = append(p.WriteMostly, int(v))
 		}
 	}
 	legs, err := r.uint("#raid devs", 16)

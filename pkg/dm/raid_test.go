@@ -61,6 +61,8 @@ func TestRaid1ParamsKernelEcho(t *testing.T) {
 		{"0 1024 raid raid1 3 0 region_size 8192 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 5 0 min_recovery_rate 65536 region_size 8192 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 7 0 min_recovery_rate 65536 write_mostly 1 region_size 8192 2 253:0 253:1 253:2 253:3", true},
+		// md dropped the write-mostly leg (it failed): its slot is -1.
+		{"0 1024 raid raid1 5 0 min_recovery_rate 65536 write_mostly -1 2 253:0 253:1 253:2 253:3", true},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 253:2 253:9", false},
 		{"0 1024 raid raid1 1 0 2 253:0 253:1 - -", false},
 	} {
