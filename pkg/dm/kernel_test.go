@@ -1030,6 +1030,30 @@ func readsOf(t *testing.T, path string) uint64 {
 	return n
 }
 
+// waitRaid polls a raid target's status until done returns true, for at
+// most timeout, and fails t naming want after that.
+func waitRaid(t *testing.T, c *dm.Client, ctx context.Context, name string, timeout time.Duration, want string, done func(dm.RaidStatus) bool) dm.RaidStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := c.Status(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := dm.ParseRaidStatus(s[0].Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %+v after %v, want %s", name, st, timeout, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestKernelRaid1 builds the write mirror's raid1 as tidecache loads it
 // for a volume whose second leg is a peer's SSD: min_recovery_rate, and
 // write_mostly on that leg. The kernel must print the table back with
@@ -1060,24 +1084,9 @@ func TestKernelRaid1(t *testing.T) {
 	node := mkdev(t, c, ctx, "tck-raid1", "TCK-raid1", dm.Table{p.Target(0, raidDataLen)})
 
 	// The initial resync of a new array, then both legs in sync.
-	deadline := time.Now().Add(60 * time.Second)
-	var st dm.RaidStatus
-	for {
-		s, err := c.Status(ctx, "tck-raid1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st, err = dm.ParseRaidStatus(s[0].Params); err != nil {
-			t.Fatal(err)
-		}
-		if st.HealthString() == "AA" && st.SyncAction == "idle" && st.SyncDone == st.SyncTotal {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("raid1 not in sync after 60 s: %+v", st)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitRaid(t, c, ctx, "tck-raid1", 60*time.Second, "AA, idle, in sync", func(st dm.RaidStatus) bool {
+		return st.HealthString() == "AA" && st.SyncAction == "idle" && st.SyncDone == st.SyncTotal
+	})
 
 	table, status := sameAsDmsetup(t, c, ctx, "tck-raid1")
 	tbl, err := dm.ParseTable(table)
@@ -1137,20 +1146,7 @@ func TestKernelRaid1(t *testing.T) {
 	}
 	pwrite(t, node, 0, pattern(64<<10, 'F'), 64<<10)
 	syncDevice(t, node)
-	deadline = time.Now().Add(30 * time.Second)
-	for st.HealthString() != "AD" {
-		if time.Now().After(deadline) {
-			t.Fatalf("raid1 with leg 1 failing: %+v, want AD", st)
-		}
-		time.Sleep(100 * time.Millisecond)
-		s, err := c.Status(ctx, "tck-raid1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st, err = dm.ParseRaidStatus(s[0].Params); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitRaid(t, c, ctx, "tck-raid1", 30*time.Second, "AD", func(st dm.RaidStatus) bool { return st.HealthString() == "AD" })
 	table, _ = sameAsDmsetup(t, c, ctx, "tck-raid1")
 	t.Logf("with the write-mostly leg failed: %s", strings.TrimSpace(table))
 	if tbl, err = dm.ParseTable(table); err != nil || len(tbl) != 1 {

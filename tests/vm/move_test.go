@@ -87,8 +87,8 @@ func TestMoveWarm(t *testing.T) {
 	}
 	// A claim's export is the class's to replace: its write cache works
 	// in the pool's 4 KiB blocks, not in lun0's 512-byte sectors.
-	if m := regexp.MustCompile(`"block_size": *(\d+)`).FindStringSubmatch(c.a.mustTidectl("-o json volume show db")); m == nil || m[1] != "4096" {
-		t.Fatalf("db's write-cache block size %v, want 4096 (the pool's, for a provisioned export)", m)
+	if bs := showUint(t, c.a.mustTidectl("-o json volume show db"), "block_size"); bs != 4096 {
+		t.Fatalf("db's write-cache block size %d, want 4096 (the pool's, for a provisioned export)", bs)
 	}
 	// moveRecords of records: under the write cache's high watermark,
 	// so they stay dirty until something writes them back.
@@ -348,9 +348,15 @@ func checkRunsOn(t *testing.T, c failoverCluster, to, from, dev string, cycle in
 // the node running the volume.
 func dirtyBlocks(t *testing.T, show string) uint64 {
 	t.Helper()
-	m := regexp.MustCompile(`"dirty_blocks": *(\d+)`).FindStringSubmatch(show)
+	return showUint(t, show, "dirty_blocks")
+}
+
+// showUint reads the number field of `tidectl -o json volume show`.
+func showUint(t *testing.T, show, field string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(`"` + field + `": *(\d+)`).FindStringSubmatch(show)
 	if m == nil {
-		t.Fatalf("no dirty_blocks in volume show:\n%s", show)
+		t.Fatalf("no %s in volume show:\n%s", field, show)
 	}
 	n, _ := strconv.ParseUint(m[1], 10, 64)
 	return n
